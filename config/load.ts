@@ -1,0 +1,204 @@
+// Loading the config tree. Precedence, lowest first:
+//   1. defaults in config/schema.ts
+//   2. the YAML file
+//   3. environment: the standard TEMPORAL_* variables, TEMPO_RL_MODEL / TEMPO_RL_DATASET /
+//      TEMPO_RL_NUM_GPUS, and TEMPO_RL__SECTION__KEY=value for any key (value parsed as YAML)
+//   4. CLI flags: --set section.key=value (value parsed as YAML)
+import { readFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import YAML from 'yaml';
+import { z } from 'zod';
+import { SECRET_KEYS, TempoConfig } from './schema.js';
+
+export class ConfigError extends Error {
+  readonly exitCode = 2;
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+type Tree = Record<string, unknown>;
+
+function setPath(tree: Tree, keys: string[], value: unknown): void {
+  let node = tree;
+  for (const key of keys.slice(0, -1)) {
+    const next = node[key];
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[key] = {};
+    node = node[key] as Tree;
+  }
+  node[keys[keys.length - 1]!] = value;
+}
+
+function deepMerge(base: Tree, over: Tree): Tree {
+  const out: Tree = { ...base };
+  for (const [k, v] of Object.entries(over)) {
+    const b = out[k];
+    out[k] =
+      typeof v === 'object' && v !== null && !Array.isArray(v) && typeof b === 'object' && b !== null && !Array.isArray(b)
+        ? deepMerge(b as Tree, v as Tree)
+        : v;
+  }
+  return out;
+}
+
+function parseScalar(raw: string): unknown {
+  try {
+    return YAML.parse(raw);
+  } catch {
+    return raw;
+  }
+}
+
+/** The environment's contribution, as a partial tree. */
+export function envOverrides(env: NodeJS.ProcessEnv): Tree {
+  const tree: Tree = {};
+  const direct: Array<[string, string[], (v: string) => unknown]> = [
+    ['TEMPORAL_ADDRESS', ['temporal', 'address'], String],
+    ['TEMPORAL_NAMESPACE', ['temporal', 'namespace'], String],
+    ['TEMPORAL_API_KEY', ['temporal', 'api_key'], String],
+    ['TEMPORAL_TLS', ['temporal', 'tls', 'enabled'], (v) => v === 'true' || v === '1'],
+    ['TEMPORAL_TLS_CLIENT_CERT_PATH', ['temporal', 'tls', 'client_cert_path'], String],
+    ['TEMPORAL_TLS_CLIENT_KEY_PATH', ['temporal', 'tls', 'client_key_path'], String],
+    ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', ['temporal', 'tls', 'server_ca_cert_path'], String],
+    ['TEMPORAL_TLS_SERVER_NAME', ['temporal', 'tls', 'server_name'], String],
+    ['TEMPO_RL_STATE_DIR', ['state_dir'], String],
+    ['TEMPO_RL_MODEL', ['model', 'path'], String],
+    ['TEMPO_RL_DATASET', ['dataset', 'path'], String],
+    ['TEMPO_RL_NUM_GPUS', ['model', 'num_gpus'], (v) => parseScalar(v)],
+  ];
+  for (const [name, keys, conv] of direct) {
+    const v = env[name];
+    if (v !== undefined && v !== '') setPath(tree, keys, conv(v));
+  }
+  for (const [name, v] of Object.entries(env)) {
+    if (!name.startsWith('TEMPO_RL__') || v === undefined) continue;
+    const keys = name.slice('TEMPO_RL__'.length).toLowerCase().split('__');
+    setPath(tree, keys, parseScalar(v));
+  }
+  return tree;
+}
+
+/** `--set a.b=value` flags as a partial tree. */
+export function setOverrides(sets: readonly string[]): Tree {
+  const tree: Tree = {};
+  for (const s of sets) {
+    const eq = s.indexOf('=');
+    if (eq <= 0) throw new ConfigError(`config: --set ${JSON.stringify(s)}: expected key.path=value`);
+    setPath(tree, s.slice(0, eq).split('.'), parseScalar(s.slice(eq + 1)));
+  }
+  return tree;
+}
+
+function typeName(v: unknown): string {
+  if (v === undefined) return 'nothing';
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  if (typeof v === 'string') return `the string ${JSON.stringify(v)}`;
+  if (typeof v === 'object') return 'an object';
+  return `${typeof v} ${String(v)}`;
+}
+
+function valueAt(tree: unknown, keys: readonly PropertyKey[]): unknown {
+  let node = tree;
+  for (const k of keys) node = (node as Record<PropertyKey, unknown> | undefined)?.[k];
+  return node;
+}
+
+function distance(a: string, b: string): number {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++)
+    for (let j = 1; j <= b.length; j++)
+      d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+  return d[a.length]![b.length]!;
+}
+
+function knownKeys(keys: readonly PropertyKey[]): string[] {
+  let schema: z.ZodType = TempoConfig;
+  for (const k of keys) {
+    let s: unknown = schema;
+    while (s && typeof s === 'object' && 'unwrap' in s && typeof (s as { unwrap: unknown }).unwrap === 'function')
+      s = (s as { unwrap(): unknown }).unwrap();
+    const shape = (s as { shape?: Record<string, z.ZodType> }).shape;
+    if (!shape?.[String(k)]) return [];
+    schema = shape[String(k)]!;
+  }
+  let s: unknown = schema;
+  while (s && typeof s === 'object' && 'unwrap' in s && typeof (s as { unwrap: unknown }).unwrap === 'function')
+    s = (s as { unwrap(): unknown }).unwrap();
+  return Object.keys((s as { shape?: object }).shape ?? {});
+}
+
+export function formatIssues(error: z.ZodError, given: unknown, source: string): string {
+  const lines = error.issues.map((issue) => {
+    const where = issue.path.join('.') || '(top level)';
+    if (issue.code === 'unrecognized_keys') {
+      return issue.keys
+        .map((key) => {
+          const full = [...issue.path, key].join('.');
+          const near = knownKeys(issue.path).sort((a, b) => distance(key, a) - distance(key, b))[0];
+          const hint = near && distance(key, near) <= 3 ? ` — did you mean "${near}"?` : '';
+          return `  ${full}: unknown key${hint}`;
+        })
+        .join('\n');
+    }
+    return `  ${where}: ${issue.message}; given ${typeName(valueAt(given, issue.path))}`;
+  });
+  return `config error (${source}):\n${lines.join('\n')}`;
+}
+
+export interface LoadOptions {
+  file?: string;
+  env?: NodeJS.ProcessEnv;
+  sets?: readonly string[];
+}
+
+export function readYamlFile(file: string): Tree {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`config: cannot read ${file}: ${(err as Error).message}`);
+  }
+  let doc: unknown;
+  try {
+    doc = YAML.parse(text) ?? {};
+  } catch (err) {
+    throw new ConfigError(`config: ${file} is not valid YAML: ${(err as Error).message}`);
+  }
+  if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigError(`config: ${file}: expected a mapping at the top level`);
+  return doc as Tree;
+}
+
+export function loadConfig(opts: LoadOptions = {}): TempoConfig {
+  const env = opts.env ?? process.env;
+  const fromFile = opts.file ? readYamlFile(opts.file) : {};
+  const merged = deepMerge(deepMerge(fromFile, envOverrides(env)), setOverrides(opts.sets ?? []));
+  const parsed = TempoConfig.safeParse(merged);
+  if (!parsed.success) {
+    const source = [opts.file ?? 'defaults', 'environment', opts.sets?.length ? '--set flags' : '']
+      .filter(Boolean)
+      .join(' + ');
+    throw new ConfigError(formatIssues(parsed.error, merged, source));
+  }
+  const cfg = parsed.data;
+  if (!cfg.state_dir) cfg.state_dir = defaultStateDir(env);
+  cfg.state_dir = path.resolve(cfg.state_dir);
+  return cfg;
+}
+
+export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
+  const base = env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state');
+  return path.join(base, 'tempo-rl');
+}
+
+/** The resolved config with secrets replaced, for printing. */
+export function redact(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(redact);
+  if (typeof value !== 'object' || value === null) return value;
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [k, SECRET_KEYS.has(k) && v ? '***' : redact(v)]),
+  );
+}

