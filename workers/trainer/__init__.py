@@ -1,0 +1,1 @@
+"""tempo-rl trainer: the Python Temporal worker (GRPO, checkpoints, weight sync) and the tiny model."""
