@@ -1,0 +1,18 @@
+// Small activities about the worker itself, used by the round-trip and durability tests.
+import { existsSync, readFileSync } from 'node:fs';
+import { Context } from '@temporalio/activity';
+import type { RolloutInfo } from '../lib/contract.js';
+
+export async function rolloutInfo(): Promise<RolloutInfo> {
+  return { node_version: process.version, platform: `${process.platform}-${process.arch}`, worker_pid: process.pid };
+}
+
+/** Blocks (heartbeating) until `path` exists; returns its content and which attempt read it. */
+export async function waitForFile(input: { path: string; label: string }): Promise<string> {
+  const ctx = Context.current();
+  for (;;) {
+    if (existsSync(input.path)) return `${input.label}:${readFileSync(input.path, 'utf8').trim()}`;
+    ctx.heartbeat();
+    await ctx.sleep(200);
+  }
+}

@@ -1,0 +1,97 @@
+// The TS side of the TS ↔ Python wire contract (snake_case JSON). The Python side is
+// workers/trainer/contract.py; tests/ts/contract.test.ts checks both against the same payloads.
+import { z } from 'zod';
+
+export const TrainerInfo = z.object({
+  torch_version: z.string(),
+  device: z.string(),
+  cuda_available: z.boolean(),
+  python_version: z.string(),
+});
+export type TrainerInfo = z.infer<typeof TrainerInfo>;
+
+export const RolloutInfo = z.object({
+  node_version: z.string(),
+  platform: z.string(),
+  worker_pid: z.number().int(),
+});
+export type RolloutInfo = z.infer<typeof RolloutInfo>;
+
+export const SampleRef = z.strictObject({
+  ref: z.string(),
+  reward: z.number(),
+  group_id: z.string(),
+});
+
+export const TrainHyper = z.strictObject({
+  lr: z.number(),
+  eps_clip: z.number(),
+  eps_clip_high: z.number(),
+  dr_grpo: z.boolean(),
+  kl: z.strictObject({ enabled: z.boolean(), coef: z.number(), type: z.enum(['k1', 'k2', 'low_var_kl']) }),
+  entropy_coef: z.number(),
+  tis: z.strictObject({ enabled: z.boolean(), clip: z.number() }),
+  loss_agg: z.enum(['sample_mean', 'token_mean']),
+  micro_batch_tokens: z.number().int(),
+  grad_clip: z.number(),
+  temperature: z.number(),
+  weight_decay: z.number(),
+});
+export type TrainHyper = z.infer<typeof TrainHyper>;
+
+export const DataCursor = z.strictObject({ epoch: z.number().int(), cursor: z.number().int() });
+
+export const TrainStepInput = z.strictObject({
+  run_id: z.string(),
+  step: z.number().int().nonnegative(),
+  run_dir: z.string(),
+  blob_root: z.string(),
+  model_path: z.string(),
+  samples: z.array(SampleRef),
+  hyper: TrainHyper,
+  data_cursor: DataCursor,
+});
+export type TrainStepInput = z.infer<typeof TrainStepInput>;
+
+export const TrainStepOutput = z.object({
+  step: z.number().int(),
+  weight_version: z.number().int(),
+  checkpoint: z.string(),
+  already_committed: z.boolean(),
+  metrics: z.record(z.string(), z.number()),
+});
+export type TrainStepOutput = z.infer<typeof TrainStepOutput>;
+
+export const SyncWeightsInput = z.strictObject({
+  run_id: z.string(),
+  weight_version: z.number().int(),
+  checkpoint: z.string(),
+  engines: z.array(z.string()),
+});
+export type SyncWeightsInput = z.infer<typeof SyncWeightsInput>;
+
+export const SyncWeightsOutput = z.object({
+  weight_version: z.number().int(),
+  engines: z.array(z.object({ url: z.string(), ok: z.boolean(), seconds: z.number() })),
+});
+export type SyncWeightsOutput = z.infer<typeof SyncWeightsOutput>;
+
+/** One sample (docs/CONTRACTS.md "Sample"), written by the episode workflow's store step. */
+export const Sample = z.strictObject({
+  schema_version: z.literal(1),
+  episode_id: z.string(),
+  run_id: z.string(), step: z.number().int().nonnegative(), prompt_index: z.number().int().nonnegative(), sample_index: z.number().int().nonnegative(), group_id: z.string(),
+  prompt_ids: z.array(z.number().int().nonnegative()),
+  response_ids: z.array(z.number().int().nonnegative()),
+  loss_mask: z.array(z.union([z.literal(0), z.literal(1)])),
+  rollout_logprobs: z.array(z.number()),
+  images: z.array(z.string()),
+  reward: z.number(),
+  status: z.enum(['COMPLETED', 'TRUNCATED', 'ABORTED', 'FAILED']),
+  truncated_reason: z.string().nullable(),
+  temperature: z.number(),
+  label: z.string(),
+  turns: z.array(z.strictObject({ engine: z.string(), weight_version: z.number().int(), generated_tokens: z.number().int().nonnegative(), observation_tokens: z.number().int().nonnegative(), finish_reason: z.string() })),
+  routed_experts: z.array(z.string().nullable()).nullable(),
+});
+export type Sample = z.infer<typeof Sample>;

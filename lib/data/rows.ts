@@ -1,0 +1,74 @@
+// The shape of one prompt, and the zod schema every raw dataset row (JSONL line, Parquet row) passes.
+import { z } from 'zod';
+
+/** One prompt as the rest of tempo-rl sees it; images are blob refs of normalised PNGs. */
+export interface PromptRow {
+  id: string;
+  problem: string;
+  answer: string;
+  images: string[];
+}
+export interface SkippedRow {
+  /** 1-based: the line of a JSONL file, the row of a Parquet file. */
+  row: number;
+  reason: string;
+}
+export interface LoadedDataset {
+  rows: PromptRow[];
+  skipped: SkippedRow[];
+}
+
+export class DatasetError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'DatasetError';
+  }
+}
+
+const bytes = z.custom<Uint8Array>((v) => v instanceof Uint8Array, 'expected bytes');
+/** One image entry: a path / URL / data URL, raw bytes, or the HF {bytes, path} struct. */
+export const RawImage = z.union([
+  z.string().min(1),
+  bytes,
+  z.looseObject({ bytes: bytes.nullish(), path: z.string().nullish(), url: z.string().nullish() }),
+]);
+export type RawImage = z.infer<typeof RawImage>;
+
+const answerText = z.union([z.string(), z.number()]).transform((v) => String(v).trim()).pipe(z.string().min(1, 'empty answer'));
+
+/** geo3k_dir rows, HF geo3k / geo3k_imgurl rows and plain JSONL rows all fit this. */
+export const RawRow = z
+  .looseObject({
+    id: z.union([z.string(), z.number()]).nullish(),
+    problem: z.string().trim().min(1, 'empty problem'),
+    answer: answerText,
+    images: z.array(RawImage).nullish(),
+    image: RawImage.nullish(),
+  })
+  .transform((r, ctx) => {
+    const images = [...(r.images ?? []), ...(r.image ? [r.image] : [])];
+    if (images.length === 0) {
+      ctx.addIssue({ code: 'custom', message: 'no image' });
+      return z.NEVER;
+    }
+    return { id: r.id == null ? null : String(r.id), problem: r.problem, answer: r.answer, images };
+  });
+export type RawRow = z.infer<typeof RawRow>;
+
+function valueAt(value: unknown, keys: PropertyKey[]): unknown {
+  let v = value;
+  for (const k of keys) v = v !== null && typeof v === 'object' ? (v as Record<PropertyKey, unknown>)[k] : undefined;
+  return v;
+}
+
+/** "answer: missing; images.0: Invalid input" — short enough for a skip reason. */
+export function describeIssues(err: z.ZodError, value: unknown): string {
+  if (value === null || typeof value !== 'object' || Array.isArray(value)) return 'row is not a JSON object';
+  return err.issues
+    .map((i) => {
+      const field = i.path.join('.');
+      const msg = field && valueAt(value, i.path) == null ? 'missing' : i.message;
+      return field ? `${field}: ${msg}` : msg;
+    })
+    .join('; ');
+}

@@ -1,0 +1,41 @@
+// SFT export: one JSONL line per prompt, the final assistant turn being "Answer: \boxed{…}".
+// Images are written as absolute paths of the stored PNGs (the LLaMA-Factory / ShareGPT layout).
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { LocalBlobStore } from '../blobstore.js';
+import { labelToLatex } from '../math/to-latex.js';
+import { buildMessages } from './prompt.js';
+import type { PromptRow } from './rows.js';
+
+export interface SftRecord {
+  id: string;
+  messages: Array<{ role: 'system' | 'user' | 'assistant'; content: string }>;
+  images: string[];
+}
+
+export function sftAnswer(label: string): string {
+  return `Answer: \\boxed{${labelToLatex(label)}}`;
+}
+
+export function sftRecord(row: PromptRow, store: LocalBlobStore, systemPrompt?: string): SftRecord {
+  const { messages } = buildMessages(row, { systemPrompt, tools: false });
+  const flat = messages.map((m) => ({
+    role: m.role as 'system' | 'user',
+    content:
+      typeof m.content === 'string'
+        ? m.content
+        : m.content.map((p) => (p.type === 'text' ? p.text : '<image>')).join(''),
+  }));
+  return {
+    id: row.id,
+    messages: [...flat, { role: 'assistant', content: sftAnswer(row.answer) }],
+    images: row.images.map((ref) => store.pathOf(ref)),
+  };
+}
+
+export async function writeSftJsonl(rows: PromptRow[], store: LocalBlobStore, outFile: string, systemPrompt?: string): Promise<number> {
+  await fs.mkdir(path.dirname(path.resolve(outFile)), { recursive: true });
+  const lines = rows.map((row) => JSON.stringify(sftRecord(row, store, systemPrompt)));
+  await fs.writeFile(outFile, lines.length ? `${lines.join('\n')}\n` : '');
+  return lines.length;
+}

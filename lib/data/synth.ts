@@ -1,0 +1,148 @@
+// A synthetic geometry dataset with known answers, so the demo runs on a fresh machine without a
+// download. Each problem is drawn as SVG and rasterised with sharp; the same seed gives the same rows.
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import sharp from 'sharp';
+
+export interface SyntheticProblem {
+  id: string;
+  problem: string;
+  /** In the Geo3K label form: 5*sqrt(3), 25*pi, 60. */
+  answer: string;
+  svg: string;
+}
+
+/** mulberry32: small, seedable, identical on every platform. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/** √n as "k*sqrt(m)" with the square factor pulled out ("12" when n is a square). */
+export function simplifiedSqrt(n: number): string {
+  let outside = 1;
+  let inside = n;
+  for (let f = 2; f * f <= inside; f++) {
+    while (inside % (f * f) === 0) {
+      inside /= f * f;
+      outside *= f;
+    }
+  }
+  if (inside === 1) return String(outside);
+  return outside === 1 ? `sqrt(${inside})` : `${outside}*sqrt(${inside})`;
+}
+
+const W = 320;
+const H = 240;
+const svgDoc = (body: string) =>
+  `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}">` +
+  `<rect width="100%" height="100%" fill="white"/>` +
+  `<g stroke="black" stroke-width="2" fill="none">${body}</g></svg>`;
+const label = (x: number, y: number, text: string, color = 'black') =>
+  `<text x="${x}" y="${y}" font-family="DejaVu Sans, Arial, sans-serif" font-size="16" fill="${color}" stroke="none">${text}</text>`;
+
+type Maker = (r: () => number, int: (lo: number, hi: number) => number) => Omit<SyntheticProblem, 'id'>;
+
+const MAKERS: Maker[] = [
+  (_r, int) => {
+    const a = int(3, 15);
+    const b = int(3, 15);
+    return {
+      problem: `As shown in the diagram, triangle ABC has a right angle at C, AC=${a}, BC=${b}. Find the length of AB.`,
+      answer: simplifiedSqrt(a * a + b * b),
+      svg: svgDoc(
+        `<polygon points="60,200 260,200 60,50"/><rect x="60" y="185" width="15" height="15"/>` +
+          label(40, 215, 'C', 'red') + label(265, 215, 'B', 'red') + label(45, 45, 'A', 'red') +
+          label(30, 130, String(a)) + label(150, 225, String(b)) + label(165, 115, '?'),
+      ),
+    };
+  },
+  (_r, int) => {
+    const w = int(2, 20);
+    const h = int(2, 20);
+    return {
+      problem: `As shown in the diagram, ABCD is a rectangle, AB=${w}, BC=${h}. Find the area of rectangle ABCD.`,
+      answer: String(w * h),
+      svg: svgDoc(
+        `<rect x="50" y="50" width="220" height="140"/>` +
+          label(35, 45, 'A', 'red') + label(275, 45, 'B', 'red') + label(275, 205, 'C', 'red') + label(35, 205, 'D', 'red') +
+          label(150, 40, String(w)) + label(280, 125, String(h)),
+      ),
+    };
+  },
+  (_r, int) => {
+    const radius = int(2, 12);
+    const askArea = int(0, 1) === 1;
+    return {
+      problem: `As shown in the diagram, the radius of circle O is ${radius}. Find the ${askArea ? 'area' : 'circumference'} of circle O.`,
+      answer: askArea ? `${radius * radius}*pi` : `${2 * radius}*pi`,
+      svg: svgDoc(
+        `<circle cx="160" cy="120" r="90"/><line x1="160" y1="120" x2="250" y2="120"/>` +
+          label(145, 115, 'O', 'red') + label(195, 112, String(radius)),
+      ),
+    };
+  },
+  (_r, int) => {
+    const a = int(20, 80);
+    const b = int(20, 150 - a);
+    return {
+      problem: `As shown in the diagram, ∠ABC=${a}°, ∠BCA=${b}°. Find the measure of ∠CAB.`,
+      answer: String(180 - a - b),
+      svg: svgDoc(
+        `<polygon points="40,200 280,200 130,50"/>` +
+          label(25, 215, 'B', 'red') + label(285, 215, 'C', 'red') + label(125, 42, 'A', 'red') +
+          label(70, 192, `${a}°`) + label(225, 192, `${b}°`) + label(122, 80, 'x'),
+      ),
+    };
+  },
+  (_r, int) => {
+    const s = int(2, 14);
+    return {
+      problem: `As shown in the diagram, triangle ABC has a right angle at C, ∠BAC=30°, BC=${s}. Find the length of AC.`,
+      answer: s === 1 ? 'sqrt(3)' : `${s}*sqrt(3)`,
+      svg: svgDoc(
+        `<polygon points="40,200 280,200 280,60"/><rect x="265" y="185" width="15" height="15"/>` +
+          label(22, 215, 'A', 'red') + label(285, 215, 'C', 'red') + label(285, 55, 'B', 'red') +
+          label(80, 192, '30°') + label(288, 135, String(s)) + label(160, 225, '?'),
+      ),
+    };
+  },
+];
+
+export function syntheticProblems(n: number, seed: number): SyntheticProblem[] {
+  const r = rng(seed);
+  const int = (lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
+  return Array.from({ length: n }, (_, i) => {
+    const make = MAKERS[int(0, MAKERS.length - 1)]!;
+    return { id: `synth-${seed}-${i}`, ...make(r, int) };
+  });
+}
+
+export function rasterize(svg: string): Promise<Buffer> {
+  return sharp(Buffer.from(svg)).png({ compressionLevel: 6 }).toBuffer();
+}
+
+/** Writes train.jsonl (n rows), test.jsonl (max(4, n/4) rows, another seed) and images/ — the geo3k_dir layout. */
+export async function writeSyntheticDataset(outDir: string, n: number, seed: number): Promise<{ train: number; test: number }> {
+  await fs.mkdir(path.join(outDir, 'images'), { recursive: true });
+  const splits: Array<[string, SyntheticProblem[]]> = [
+    ['train', syntheticProblems(n, seed)],
+    ['test', syntheticProblems(Math.max(4, Math.ceil(n / 4)), seed + 1_000_003)],
+  ];
+  for (const [split, problems] of splits) {
+    const lines: string[] = [];
+    for (const p of problems) {
+      const rel = `images/${p.id}.png`;
+      await fs.writeFile(path.join(outDir, rel), await rasterize(p.svg));
+      lines.push(JSON.stringify({ id: p.id, split, problem: p.problem, answer: p.answer, images: [rel] }));
+    }
+    await fs.writeFile(path.join(outDir, `${split}.jsonl`), `${lines.join('\n')}\n`);
+  }
+  return { train: splits[0]![1].length, test: splits[1]![1].length };
+}

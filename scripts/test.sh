@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up (idempotent, cached), typecheck, node:test (TS), pytest (Python).
+# It starts what the tests need (engines for the suite; each test file starts its own Temporal
+# server on free ports) and stops it at the end.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+source scripts/bootstrap.sh || { echo "bootstrap failed" >&2; exit 1; }
+export TEMPO_RL_LOG_LEVEL="${TEMPO_RL_LOG_LEVEL:-warn}" TEMPO_RL_LOG_FORMAT=json
+
+status=0
+echo "== typecheck"
+npx tsc --noEmit -p . || status=1
+
+suite_state="$(mktemp -d -t tempo-rl-suite-XXXXXX)"
+cleanup() {
+  if [ -n "${TEMPO_RL_TEST_ENGINE_URLS:-}" ]; then
+    TEMPO_RL_STATE_DIR="$suite_state" bin/tempo-rl engine stop >/dev/null 2>&1 || true
+  fi
+}
+trap cleanup EXIT
+if [ -f cli/engine-command.ts ] && [ -z "${TEMPO_RL_TEST_ENGINE_URLS:-}" ] && [ -z "${TEMPO_RL_TEST_NO_ENGINES:-}" ]; then
+  echo "== starting 2 vLLM engines for the suite (state: $suite_state)"
+  if TEMPO_RL_STATE_DIR="$suite_state" bin/tempo-rl --set engines.count=2 --set engines.base_port=8150 engine start >&2; then
+    export TEMPO_RL_TEST_ENGINE_URLS="http://127.0.0.1:8150,http://127.0.0.1:8151"
+  else
+    echo "engines did not start; tests that need them will fail" >&2
+    status=1
+  fi
+fi
+
+echo "== TypeScript tests (node:test)"
+node --import tsx --test --test-concurrency=1 --test-reporter=spec ${TEMPO_RL_TEST_FILES:-tests/ts/*.test.ts} || status=1
+
+echo "== Python tests (pytest)"
+"$TEMPO_RL_PYTHON" -m pytest ${TEMPO_RL_PYTEST_ARGS:--q} tests/python
+rc=$?
+if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
+
+exit $status

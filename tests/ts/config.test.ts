@@ -1,0 +1,75 @@
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { ConfigError, loadConfig, redact } from '../../config/load.js';
+import { REPO_ROOT } from '../../lib/paths.js';
+
+const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-config-'));
+function yamlFile(text: string): string {
+  const f = path.join(tmp, `c${Math.random().toString(36).slice(2)}.yaml`);
+  writeFileSync(f, text);
+  return f;
+}
+
+test('defaults load and paths resolve', () => {
+  const cfg = loadConfig({ env: { HOME: '/home/u' } });
+  assert.equal(cfg.rollout.max_turns, 3);
+  assert.equal(cfg.grpo.eps_clip_high, 0.28);
+  assert.equal(cfg.state_dir, '/home/u/.local/state/tempo-rl');
+});
+
+test('precedence: defaults < file < environment < --set', () => {
+  const f = yamlFile('rollout:\n  max_turns: 5\n  temperature: 0.7\ngrpo:\n  lr: 0.001\n');
+  const env = { TEMPO_RL__ROLLOUT__MAX_TURNS: '6', TEMPO_RL__GRPO__LR: '0.002', TEMPO_RL_MODEL: '/m' };
+  const cfg = loadConfig({ file: f, env, sets: ['grpo.lr=0.003'] });
+  assert.equal(cfg.rollout.temperature, 0.7);
+  assert.equal(cfg.rollout.max_turns, 6);
+  assert.equal(cfg.grpo.lr, 0.003);
+  assert.equal(cfg.model.path, '/m');
+});
+
+test('standard TEMPORAL_* variables configure the connection', () => {
+  const cfg = loadConfig({
+    env: { TEMPORAL_ADDRESS: 'prod.tmprl.cloud:7233', TEMPORAL_NAMESPACE: 'ns', TEMPORAL_API_KEY: 'sekrit', TEMPORAL_TLS: 'true' },
+  });
+  assert.equal(cfg.temporal.address, 'prod.tmprl.cloud:7233');
+  assert.equal(cfg.temporal.namespace, 'ns');
+  assert.equal(cfg.temporal.tls.enabled, true);
+  assert.equal((redact(cfg) as { temporal: { api_key: string } }).temporal.api_key, '***');
+});
+
+test('a misspelled key is an error naming the path and a suggestion', () => {
+  const f = yamlFile('rollout:\n  max_trns: 5\n');
+  assert.throws(() => loadConfig({ file: f, env: {} }), (err: unknown) => {
+    assert.ok(err instanceof ConfigError);
+    assert.match(err.message, /rollout\.max_trns: unknown key — did you mean "max_turns"\?/);
+    return true;
+  });
+});
+
+test('a wrong type names the path, the expectation and what was given', () => {
+  const f = yamlFile('grpo:\n  eps_clip: "wide"\nengines:\n  routing: random\n');
+  assert.throws(() => loadConfig({ file: f, env: {} }), (err: unknown) => {
+    assert.ok(err instanceof ConfigError);
+    assert.match(err.message, /grpo\.eps_clip: .*expected number.*given the string "wide"/);
+    assert.match(err.message, /engines\.routing: .*round_robin.*consistent_hash/);
+    return true;
+  });
+});
+
+test('tempo-rl config check exits 2 on a typo and prints the resolved config redacted', () => {
+  const bin = path.join(REPO_ROOT, 'bin', 'tempo-rl');
+  const bad = spawnSync(bin, ['config', 'check', yamlFile('rolout:\n  max_turns: 2\n')], { encoding: 'utf8' });
+  assert.equal(bad.status, 2);
+  assert.match(bad.stderr, /rolout: unknown key — did you mean "rollout"\?/);
+  const out = execFileSync(bin, ['config', 'check', '--json', yamlFile('rollout:\n  max_turns: 2\n')], {
+    encoding: 'utf8',
+    env: { ...process.env, TEMPORAL_API_KEY: 'abc' },
+  });
+  const parsed = JSON.parse(out);
+  assert.equal(parsed.rollout.max_turns, 2);
+  assert.equal(parsed.temporal.api_key, '***');
+});

@@ -1,0 +1,72 @@
+// The embedded Temporal server: start/stop/status, no-op start, and durability across SIGKILL.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { REPO_ROOT } from '../../lib/paths.js';
+import { serverStatus, startServer } from '../../lib/server.js';
+import { connectClient } from '../../lib/temporal.js';
+import { waitForMarker } from '../../workflows/wait-for-signal.js';
+import { startRolloutWorker, startTestServer } from './support/temporal.js';
+
+const server = await startTestServer();
+after(() => server.stop());
+const cfg = server.cfg;
+
+test('status --json reports the running server; start again is a no-op', () => {
+  const bin = path.join(REPO_ROOT, 'bin', 'tempo-rl');
+  const sets = ['--set', `state_dir=${cfg.state_dir}`, '--set', `server.port=${cfg.server.port}`, '--set', `server.ui_port=${cfg.server.ui_port}`];
+  const env = { ...process.env, TEMPORAL_ADDRESS: '' };
+  const status = JSON.parse(execFileSync(bin, [...sets, 'server', 'status', '--json'], { encoding: 'utf8', env }));
+  assert.deepEqual(Object.keys(status).sort(), ['address', 'db', 'running', 'ui']);
+  assert.equal(status.running, true);
+  assert.equal(status.address, `127.0.0.1:${cfg.server.port}`);
+  assert.match(status.db, /temporal\.sqlite$/);
+  const again = execFileSync(bin, [...sets, 'server', 'start'], { encoding: 'utf8', env });
+  assert.match(again, /already running/);
+});
+
+test('TEMPORAL_ADDRESS elsewhere: the CLI uses it and starts nothing', async () => {
+  const ext = { ...cfg, temporal: { ...cfg.temporal, address: `127.0.0.1:${cfg.server.port}` } };
+  const { started, status } = await startServer(ext);
+  assert.equal(started, false);
+  assert.equal(status.external, true);
+});
+
+test('a workflow survives SIGKILL of the Temporal server with its history intact', async () => {
+  const worker = await startRolloutWorker(cfg);
+  try {
+    const client = await connectClient(cfg);
+    const marker = path.join(mkdtempSync(path.join(os.tmpdir(), 'marker-')), 'go');
+    writeFileSync(`${marker}.first`, 'one');
+    const handle = await client.workflow.start(waitForMarker, {
+      taskQueue: cfg.temporal.task_queues.rollout,
+      workflowId: `durability-${Date.now()}`,
+      args: [{ marker }],
+    });
+    // Wait until the first activity completed and the second is in flight.
+    for (;;) {
+      const hist = await handle.fetchHistory();
+      const done = hist.events?.filter((e) => e.activityTaskCompletedEventAttributes).length ?? 0;
+      if (done >= 1) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const before = await serverStatus(cfg);
+    assert.ok(before.pid);
+    process.kill(before.pid!, 'SIGKILL');
+    await new Promise((r) => setTimeout(r, 500));
+    assert.equal((await serverStatus(cfg)).running, false);
+    await startServer(cfg);
+    writeFileSync(marker, 'two');
+    const client2 = await connectClient(cfg);
+    const result = await client2.workflow.getHandle(handle.workflowId).result();
+    assert.deepEqual(result, { before: 'first:one', after: 'second:two' });
+    const hist = await client2.workflow.getHandle(handle.workflowId).fetchHistory();
+    const scheduled = hist.events?.filter((e) => e.activityTaskScheduledEventAttributes).length;
+    assert.equal(scheduled, 2, 'each activity scheduled exactly once across the crash');
+  } finally {
+    await worker.stop();
+  }
+});

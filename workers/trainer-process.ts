@@ -1,0 +1,33 @@
+// Starts the Python trainer worker (workers/trainer) with the Temporal settings of the config.
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import type { TempoConfig } from '../config/schema.js';
+import { pythonBin, REPO_ROOT } from '../lib/paths.js';
+import { temporalAddress } from '../lib/temporal.js';
+
+export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[]; env: NodeJS.ProcessEnv } {
+  const t = cfg.temporal;
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PYTHONPATH: [path.join(REPO_ROOT, 'workers'), process.env.PYTHONPATH].filter(Boolean).join(':'),
+    PYTHONUNBUFFERED: '1',
+    TEMPORAL_ADDRESS: temporalAddress(cfg),
+    TEMPORAL_NAMESPACE: t.namespace,
+  };
+  if (t.api_key) env.TEMPORAL_API_KEY = t.api_key;
+  if (t.tls.enabled) env.TEMPORAL_TLS = 'true';
+  if (t.tls.client_cert_path) env.TEMPORAL_TLS_CLIENT_CERT_PATH = t.tls.client_cert_path;
+  if (t.tls.client_key_path) env.TEMPORAL_TLS_CLIENT_KEY_PATH = t.tls.client_key_path;
+  if (t.tls.server_ca_cert_path) env.TEMPORAL_TLS_SERVER_CA_CERT_PATH = t.tls.server_ca_cert_path;
+  if (t.tls.server_name) env.TEMPORAL_TLS_SERVER_NAME = t.tls.server_name;
+  const args = ['-m', 'trainer.worker', '--address', temporalAddress(cfg), '--namespace', t.namespace, '--task-queue', t.task_queues.trainer];
+  return { cmd: pythonBin(), args, env };
+}
+
+/** Runs the trainer worker in the foreground; resolves with its exit code. */
+export function runTrainerWorker(cfg: TempoConfig): Promise<number> {
+  const { cmd, args, env } = trainerCommand(cfg);
+  const child = spawn(cmd, args, { stdio: 'inherit', env, cwd: REPO_ROOT });
+  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.on(sig, () => child.kill(sig));
+  return new Promise((resolve) => child.on('exit', (code, signal) => resolve(code ?? (signal ? 1 : 0))));
+}

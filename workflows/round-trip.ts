@@ -1,0 +1,25 @@
+// The first cross-language round trip: one TS activity (task queue "rollout") and one Python
+// activity (task queue "trainer"), results checked against the shared contract.
+import { proxyActivities } from '@temporalio/workflow';
+import { RolloutInfo, TrainerInfo } from '../lib/contract.js';
+import type { RolloutActivities } from '../activities/index.js';
+
+export interface RoundTripInput {
+  trainer_task_queue: string;
+}
+
+export interface RoundTripResult {
+  rollout: RolloutInfo;
+  trainer: TrainerInfo;
+}
+
+const rollout = proxyActivities<RolloutActivities>({ startToCloseTimeout: '1 minute' });
+
+export async function roundTrip(input: RoundTripInput): Promise<RoundTripResult> {
+  const trainer = proxyActivities<{ trainer_info(arg: Record<string, never>): Promise<unknown> }>({
+    taskQueue: input.trainer_task_queue,
+    startToCloseTimeout: '2 minutes',
+  });
+  const [r, t] = await Promise.all([rollout.rolloutInfo(), trainer.trainer_info({})]);
+  return { rollout: RolloutInfo.parse(r), trainer: TrainerInfo.parse(t) };
+}
