@@ -7,7 +7,9 @@ const pinoLog = childLogger('temporal');
 class PinoTemporalLogger implements TemporalLogger {
   log(level: LogLevel, message: string, meta?: LogMetadata): void {
     const method = ({ TRACE: 'trace', DEBUG: 'debug', INFO: 'info', WARN: 'warn', ERROR: 'error' } as const)[level];
-    pinoLog[method](meta ?? {}, message);
+    // pino serialises errors under `err`; the SDK passes them as `error`.
+    const { error, ...rest } = (meta ?? {}) as LogMetadata & { error?: unknown };
+    pinoLog[method](error === undefined ? rest : { ...rest, err: error }, message);
   }
   trace(message: string, meta?: LogMetadata) { this.log('TRACE', message, meta); }
   debug(message: string, meta?: LogMetadata) { this.log('DEBUG', message, meta); }

@@ -1,0 +1,98 @@
+// Activities of the trainingRun workflow (all its I/O): the dataset snapshot, the prompts of a
+// step, summaries of episodes already run, the engine list, and the step record.
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { DatasetConfig, TempoConfig } from '../config/schema.js';
+import type { LocalBlobStore } from '../lib/blobstore.js';
+import { buildMessages, loadDataset, type PromptRow } from '../lib/data/index.js';
+import { engineUrls } from '../lib/engines.js';
+import { childLogger } from '../lib/log.js';
+import { stateLayout } from '../lib/paths.js';
+import type { DataCursor } from '../lib/prompt-order.js';
+import { sampleKey } from './sample.js';
+import type { EpisodeMessage, EpisodeSummary } from '../workflows/episode-messages.js';
+import type { DatasetInfo } from '../workflows/training-run-messages.js';
+
+const log = childLogger('run');
+
+export interface StepRecord {
+  run_id: string;
+  step: number;
+  metrics: Record<string, number>;
+  weight_version: number;
+  episodes: Array<{ episode_id: string; trained: boolean }>;
+  data_before: DataCursor;
+  data_after: DataCursor;
+}
+
+export function runDir(cfg: TempoConfig, runId: string): string {
+  return path.join(stateLayout(cfg.state_dir).runs, runId);
+}
+
+async function writeAtomic(file: string, text: string): Promise<void> {
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.tmp-${process.pid}`;
+  await fs.writeFile(tmp, text);
+  await fs.rename(tmp, file);
+}
+
+/** Every step record of a run, in step order. */
+export async function readStepRecords(dir: string): Promise<StepRecord[]> {
+  const stepsDir = path.join(dir, 'steps');
+  const names = (await fs.readdir(stepsDir).catch(() => [] as string[])).filter((n) => /^step-\d+\.json$/.test(n)).sort();
+  return Promise.all(names.map(async (n) => JSON.parse(await fs.readFile(path.join(stepsDir, n), 'utf8')) as StepRecord));
+}
+
+export function runActivities(deps: { cfg: TempoConfig; store: LocalBlobStore }) {
+  const { cfg, store } = deps;
+  return {
+    /** Loads the run's dataset once and snapshots its rows (small: text + image refs). */
+    async prepareDataset(input: { run_id: string; dataset: DatasetConfig }): Promise<DatasetInfo> {
+      const train = await loadDataset(input.dataset, 'train', store);
+      for (const s of train.skipped) log.warn({ row: s.row, reason: s.reason }, 'dataset row skipped');
+      let evalRows: PromptRow[] = [];
+      try {
+        evalRows = (await loadDataset(input.dataset, 'eval', store)).rows;
+      } catch (err) {
+        log.warn({ err: (err as Error).message }, 'no eval split; eval is off for this run');
+      }
+      const train_ref = await store.putJson(`runs/${input.run_id}/dataset-train.json`, train.rows);
+      const eval_ref = evalRows.length ? await store.putJson(`runs/${input.run_id}/dataset-eval.json`, evalRows) : null;
+      return { train_ref, train_size: train.rows.length, eval_ref, eval_size: evalRows.length };
+    },
+
+    async episodePrompts(input: { dataset_ref: string; indices: number[]; multi_turn: boolean; system_prompt: string | null }) {
+      const rows = await store.getJson<PromptRow[]>(input.dataset_ref);
+      return input.indices.map((i) => {
+        const row = rows[i];
+        if (!row) throw new Error(`dataset ${input.dataset_ref} has no row ${i}`);
+        const built = buildMessages(row, { tools: input.multi_turn, systemPrompt: input.system_prompt ?? undefined });
+        return { row_id: row.id, dataset_index: i, label: row.answer, prompt: { messages: built.messages as EpisodeMessage[], tools: built.tools as unknown[] } };
+      });
+    },
+
+    /** The summary of an episode that already ran (its workflow id was taken by a completed run). */
+    async readEpisodeSummary(input: { episode_id: string }): Promise<EpisodeSummary> {
+      const ref = store.namedRef(sampleKey(input.episode_id));
+      const s = await store.getJson<{ reward: number; status: EpisodeSummary['status']; truncated_reason: string | null; response_ids: number[]; turns: Array<{ weight_version: number }> }>(ref);
+      return {
+        episode_id: input.episode_id, sample_ref: ref, reward: s.reward, status: s.status, truncated_reason: s.truncated_reason,
+        response_len: s.response_ids.length, turns: s.turns.length, weight_version: s.turns[0]?.weight_version ?? 0,
+      };
+    },
+
+    async listEngines(): Promise<string[]> {
+      return engineUrls(cfg);
+    },
+
+    /** Writes the step record (idempotent: one file per step) and rebuilds metrics.jsonl. */
+    async recordStep(rec: StepRecord): Promise<void> {
+      const dir = runDir(cfg, rec.run_id);
+      await writeAtomic(path.join(dir, 'steps', `step-${String(rec.step).padStart(6, '0')}.json`), JSON.stringify(rec));
+      const all = await readStepRecords(dir);
+      const lines = all.map((r) => JSON.stringify({ step: r.step, weight_version: r.weight_version, ...r.metrics }));
+      await writeAtomic(path.join(dir, 'metrics.jsonl'), `${lines.join('\n')}\n`);
+      log.info({ run: rec.run_id, step: rec.step, reward: rec.metrics['rollout/raw_reward'] }, 'step recorded');
+    },
+  };
+}

@@ -1,0 +1,106 @@
+// tempo-rl train CONFIG [--run-id ID] [--detach] | status RUN [--json] | pause|resume|stop RUN
+import type { Command } from 'commander';
+import type { TempoConfig } from '../config/schema.js';
+import { runHandle, runProgress, startOrContinueRun, controlRun } from '../lib/run-client.js';
+import { ensureStack, stopStarted } from '../lib/stack.js';
+import { connectClient } from '../lib/temporal.js';
+import type { RunProgress, RunResult } from '../workflows/training-run-messages.js';
+import { action, configFrom, printJson } from './common.js';
+
+function bar(done: number, total: number, width = 24): string {
+  const filled = total ? Math.round((done / total) * width) : 0;
+  return `[${'#'.repeat(filled)}${'.'.repeat(width - filled)}]`;
+}
+
+function progressLine(p: RunProgress): string {
+  const reward = p.metrics['rollout/raw_reward'];
+  return `step ${p.step}/${p.steps_total} ${bar(p.step, p.steps_total)}  ${p.phase}  episodes ${p.episodes_done}/${p.episodes_total} ${bar(p.episodes_done, p.episodes_total, 16)}` +
+    (reward !== undefined ? `  reward ${reward.toFixed(3)}` : '');
+}
+
+/** Follows a run until it ends: a redrawn line on a terminal, plain log lines otherwise. */
+export async function followRun(cfg: TempoConfig, runId: string): Promise<RunResult> {
+  const client = await connectClient(cfg);
+  const handle = runHandle(client, runId);
+  const tty = process.stderr.isTTY;
+  let last = '';
+  const timer = setInterval(async () => {
+    try {
+      const line = progressLine(await runProgress(client, runId));
+      if (line === last) return;
+      last = line;
+      process.stderr.write(tty ? `\r\x1b[K${line}` : `${line}\n`);
+    } catch {
+      /* the server may be restarting; try again on the next tick */
+    }
+  }, tty ? 500 : 5000);
+  try {
+    return (await handle.result()) as RunResult;
+  } finally {
+    clearInterval(timer);
+    if (tty) process.stderr.write('\n');
+  }
+}
+
+export function register(program: Command): void {
+  program
+    .command('train')
+    .argument('<config>', 'YAML config file')
+    .option('--run-id <id>', 'run id (default: a new one); an existing id continues where it stopped')
+    .option('--detach', 'start the run and return; workers keep running in the background')
+    .option('--json', 'print the final result as one JSON object')
+    .description('start (or continue) a GRPO training run; starts the server, engines and workers that are not running')
+    .action(
+      action(async (file: string, opts: { runId?: string; detach?: boolean; json?: boolean }, cmd: Command) => {
+        const cfg = configFrom(cmd, file);
+        const runId = opts.runId ?? `run-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`;
+        const started = await ensureStack(cfg);
+        try {
+          const client = await connectClient(cfg);
+          const s = await startOrContinueRun(client, cfg, runId);
+          process.stderr.write(
+            s.alreadyRunning ? `run ${runId} is already running; following it\n`
+              : s.resumedFromStep !== null ? `run ${runId} continues at step ${s.resumedFromStep}\n` : `run ${runId} started\n`,
+          );
+          if (opts.detach) {
+            if (opts.json) printJson({ run_id: runId, detached: true });
+            return;
+          }
+          const result = await followRun(cfg, runId);
+          if (opts.json) printJson(result);
+          else process.stdout.write(`run ${runId} ${result.status} after ${result.steps_done} steps (weight version ${result.weight_version})\n`);
+        } finally {
+          if (!opts.detach) await stopStarted(cfg, started);
+        }
+      }),
+    );
+  program
+    .command('status')
+    .argument('<run>', 'run id')
+    .option('--json', 'one JSON object on stdout')
+    .description('step, status and last metrics of a run')
+    .action(
+      action(async (runId: string, opts: { json?: boolean }, cmd: Command) => {
+        const cfg = configFrom(cmd);
+        const p = await runProgress(await connectClient(cfg), runId);
+        if (opts.json) return printJson({ run_id: runId, status: p.status, step: p.step, steps_total: p.steps_total, metrics: p.metrics });
+        process.stdout.write(`${runId}: ${p.status}\n${progressLine(p)}\n`);
+        for (const [k, v] of Object.entries(p.metrics)) process.stdout.write(`  ${k} = ${v}\n`);
+      }),
+    );
+  for (const what of ['pause', 'resume', 'stop'] as const) {
+    const c = program.command(what).argument('<run>', 'run id').option('--json', 'one JSON object on stdout');
+    if (what === 'pause') c.option('--now', 'cancel in-flight episodes at once (the step is redone on resume)');
+    c.description(
+      what === 'pause' ? 'pause a run after the current step (or --now)' : what === 'resume' ? 'resume a paused run' : 'stop a run after the current step',
+    ).action(
+      action(async (runId: string, opts: { json?: boolean; now?: boolean }, cmd: Command) => {
+        const cfg = configFrom(cmd);
+        const ack = await controlRun(await connectClient(cfg), runId, what === 'pause' && opts.now ? 'pause-now' : what);
+        if (opts.json) printJson(ack);
+        else process.stdout.write(`${ack.accepted ? 'ok' : 'refused'}: ${ack.message} (status ${ack.status})\n`);
+        if (!ack.accepted) process.exitCode = 1;
+      }),
+    );
+  }
+}

@@ -1,0 +1,94 @@
+// Client-side control of training runs: start (or continue), follow, query, pause/resume/stop.
+import { Client, WorkflowNotFoundError } from '@temporalio/client';
+import type { TempoConfig } from '../config/schema.js';
+import { initialRunState } from './run-plan.js';
+import {
+  pauseUpdate,
+  progressQuery,
+  resumeUpdate,
+  stopUpdate,
+  trainingRunWorkflowId,
+  TRAINING_RUN_WORKFLOW_TYPE,
+  type Ack,
+  type RunProgress,
+  type RunResult,
+  type RunState,
+} from '../workflows/training-run-messages.js';
+
+/** The state a new execution should start from: the last one's result, or its latest input. */
+async function lastState(client: Client, runId: string): Promise<{ state: RunState; running: boolean } | null> {
+  const handle = client.workflow.getHandle(trainingRunWorkflowId(runId));
+  let desc;
+  try {
+    desc = await handle.describe();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return null;
+    throw err;
+  }
+  if (desc.status.name === 'RUNNING') return { state: null as unknown as RunState, running: true };
+  if (desc.status.name === 'COMPLETED') {
+    const result = (await handle.result()) as RunResult;
+    return { state: result.state, running: false };
+  }
+  // Failed, terminated, timed out: the input of the latest execution is the state after its last step.
+  const latest = client.workflow.getHandle(trainingRunWorkflowId(runId), desc.runId);
+  const history = await latest.fetchHistory();
+  const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
+  const payload = started?.input?.payloads?.[0];
+  if (!payload?.data) throw new Error(`run ${runId}: cannot read the state of its last execution`);
+  return { state: JSON.parse(Buffer.from(payload.data).toString('utf8')) as RunState, running: false };
+}
+
+export interface StartedRun {
+  runId: string;
+  resumedFromStep: number | null;
+  alreadyRunning: boolean;
+}
+
+export async function startOrContinueRun(client: Client, cfg: TempoConfig, runId: string): Promise<StartedRun> {
+  const last = await lastState(client, runId);
+  if (last?.running) return { runId, resumedFromStep: null, alreadyRunning: true };
+  let state = initialRunState(cfg, runId);
+  let resumedFromStep: number | null = null;
+  if (last) {
+    // Continue exactly where it stopped; the config may extend the number of steps.
+    state = { ...last.state, paused: false, engines_synced: false, plan: { ...last.state.plan, steps: Math.max(cfg.run.steps, last.state.plan.steps) } };
+    resumedFromStep = state.step;
+  }
+  await client.workflow.start(TRAINING_RUN_WORKFLOW_TYPE, {
+    taskQueue: cfg.temporal.task_queues.rollout,
+    workflowId: trainingRunWorkflowId(runId),
+    args: [state],
+  });
+  return { runId, resumedFromStep, alreadyRunning: false };
+}
+
+export function runHandle(client: Client, runId: string) {
+  return client.workflow.getHandle(trainingRunWorkflowId(runId));
+}
+
+export async function runProgress(client: Client, runId: string): Promise<RunProgress & { workflow_status: string }> {
+  const handle = runHandle(client, runId);
+  const desc = await handle.describe();
+  if (desc.status.name === 'RUNNING') return { ...(await handle.query(progressQuery)), workflow_status: 'RUNNING' };
+  if (desc.status.name === 'COMPLETED') {
+    const r = (await handle.result()) as RunResult;
+    return {
+      run_id: runId, status: r.status, step: r.steps_done, steps_total: r.state.plan.steps, phase: 'idle', episodes_done: 0,
+      episodes_total: 0, weight_version: r.weight_version, metrics: r.last_metrics, workflow_status: 'COMPLETED',
+    };
+  }
+  const last = await lastState(client, runId);
+  const st = last!.state;
+  return {
+    run_id: runId, status: 'failed', step: st.step, steps_total: st.plan.steps, phase: 'idle', episodes_done: 0, episodes_total: 0,
+    weight_version: st.weight_version, metrics: st.last_metrics, workflow_status: desc.status.name,
+  };
+}
+
+export async function controlRun(client: Client, runId: string, what: 'pause' | 'pause-now' | 'resume' | 'stop'): Promise<Ack> {
+  const handle = runHandle(client, runId);
+  if (what === 'pause' || what === 'pause-now') return handle.executeUpdate(pauseUpdate, { args: [{ mode: what === 'pause' ? 'after_step' : 'now' }] });
+  if (what === 'resume') return handle.executeUpdate(resumeUpdate);
+  return handle.executeUpdate(stopUpdate);
+}

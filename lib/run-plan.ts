@@ -1,0 +1,52 @@
+// From the config tree to the trainingRun workflow's initial state.
+import path from 'node:path';
+import type { TempoConfig } from '../config/schema.js';
+import { stateLayout, tinyModelDir } from './paths.js';
+import { episodeSettings } from '../workflows/episode-messages.js';
+import type { RunState } from '../workflows/training-run-messages.js';
+
+export function modelPath(cfg: TempoConfig): string {
+  return cfg.model.path || tinyModelDir();
+}
+
+export function initialRunState(cfg: TempoConfig, runId: string): RunState {
+  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(runId)) throw new Error(`run id ${JSON.stringify(runId)}: use letters, digits, '.', '_' and '-'`);
+  const r = cfg.rollout;
+  const g = cfg.grpo;
+  const episode = episodeSettings(r, { environment: cfg.dataset.kind === 'synthetic' || cfg.dataset.kind === 'geo3k_dir' ? 'geo3k' : 'geo3k' });
+  return {
+    run_id: runId,
+    step: 0,
+    data: { epoch: 0, cursor: 0 },
+    weight_version: 0,
+    checkpoint: null,
+    dataset: null,
+    paused: false,
+    engines_synced: false,
+    last_metrics: {},
+    plan: {
+      steps: cfg.run.steps,
+      prompts_per_step: r.prompts_per_step,
+      n_samples_per_prompt: r.n_samples_per_prompt,
+      concurrency: r.concurrency,
+      zero_std_filter: g.zero_std_filter,
+      eval_interval: cfg.run.eval_interval,
+      eval_prompts: cfg.run.eval_prompts,
+      steps_per_workflow_run: cfg.run.steps_per_workflow_run,
+      seed: r.seed,
+      episode,
+      eval_episode: { ...episode, temperature: r.temperature },
+      hyper: {
+        lr: g.lr, eps_clip: g.eps_clip, eps_clip_high: g.eps_clip_high, dr_grpo: g.dr_grpo, kl: g.kl,
+        entropy_coef: g.entropy_coef, tis: g.tis, loss_agg: g.loss_agg, micro_batch_tokens: g.micro_batch_tokens,
+        grad_clip: g.grad_clip, temperature: r.temperature, weight_decay: g.weight_decay,
+      },
+      model_path: modelPath(cfg),
+      run_dir: path.join(stateLayout(cfg.state_dir).runs, runId),
+      blob_root: stateLayout(cfg.state_dir).blobs,
+      trainer_task_queue: cfg.temporal.task_queues.trainer,
+      system_prompt: cfg.dataset.system_prompt ?? null,
+      dataset: cfg.dataset,
+    },
+  };
+}

@@ -1,0 +1,77 @@
+// Test support for training runs: a real server, real engines (the suite's, or started here), and
+// both workers as child processes so a test can SIGKILL them.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import type { TempoConfig } from '../../../config/schema.js';
+import { REPO_ROOT } from '../../../lib/paths.js';
+import { runProgress } from '../../../lib/run-client.js';
+import { connectClient } from '../../../lib/temporal.js';
+import { trainerCommand } from '../../../workers/trainer-process.js';
+import type { RunProgress } from '../../../workflows/training-run-messages.js';
+import { startTestServer, stopChild, type TestServer } from './temporal.js';
+import { testEngines } from './engines.js';
+
+export interface RunFixture {
+  server: TestServer;
+  cfg: TempoConfig;
+  client: Client;
+  rollout: ChildProcess;
+  trainer: ChildProcess;
+  startRollout(): ChildProcess;
+  startTrainer(): ChildProcess;
+  close(): Promise<void>;
+}
+
+/** Small, fast run settings for tests on 2 CPU cores. */
+export const SMALL_RUN = [
+  'dataset.kind=synthetic', 'dataset.synthetic_size=16',
+  'rollout.prompts_per_step=2', 'rollout.n_samples_per_prompt=2', 'rollout.max_turns=2',
+  'rollout.max_response_len=16', 'rollout.max_context_len=2048', 'rollout.concurrency=4',
+  'run.steps=2', 'run.eval_interval=0', 'grpo.lr=1e-4',
+];
+
+export async function startRunFixture(sets: string[] = []): Promise<RunFixture> {
+  const engines = await testEngines(1);
+  const server = await startTestServer([...SMALL_RUN, `engines.urls=${JSON.stringify(engines.urls)}`, ...sets]);
+  const cfg = server.cfg;
+  const workerDir = path.join(server.stateDir, 'workers');
+  mkdirSync(workerDir, { recursive: true });
+  const cfgFile = path.join(workerDir, 'config.json');
+  writeFileSync(cfgFile, JSON.stringify(cfg));
+  const env = { ...process.env, TEMPORAL_ADDRESS: '' };
+  const startRollout = () =>
+    spawn(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), '-c', cfgFile, 'worker', 'rollout'], {
+      cwd: REPO_ROOT, env, stdio: ['ignore', 'ignore', 'inherit'],
+    });
+  const startTrainer = () => {
+    const { cmd, args, env: tenv } = trainerCommand(cfg);
+    return spawn(cmd, args, { cwd: REPO_ROOT, env: tenv, stdio: ['ignore', 'ignore', 'inherit'] });
+  };
+  const fx: RunFixture = {
+    server, cfg, client: await connectClient(cfg), rollout: startRollout(), trainer: startTrainer(), startRollout, startTrainer,
+    close: async () => {
+      await Promise.all([stopChild(fx.rollout), stopChild(fx.trainer)]);
+      await server.stop();
+      await engines.stop();
+    },
+  };
+  return fx;
+}
+
+/** Polls the run's progress query until `pred` holds. */
+export async function waitForProgress(client: Client, runId: string, pred: (p: RunProgress) => boolean, what: string, timeoutMs = 600_000): Promise<RunProgress> {
+  const deadline = Date.now() + timeoutMs;
+  let last: RunProgress | null = null;
+  while (Date.now() < deadline) {
+    try {
+      last = await runProgress(client, runId);
+      if (pred(last)) return last;
+    } catch {
+      /* not started yet, or the server is restarting */
+    }
+    await new Promise((r) => setTimeout(r, 300));
+  }
+  throw new Error(`timed out waiting for ${what}; last progress ${JSON.stringify(last)}`);
+}

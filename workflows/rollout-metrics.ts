@@ -1,0 +1,46 @@
+// Pure step statistics over episode summaries (used inside the trainingRun workflow).
+import type { EpisodeSummary } from './episode-messages.js';
+
+export interface GroupSplit {
+  kept: EpisodeSummary[];
+  dropped_zero_std: number;
+  failed: number;
+}
+
+function groupKey(e: EpisodeSummary): string {
+  return e.episode_id.split('/').slice(0, -1).join('/');
+}
+
+/** Drops failed episodes (no sample) and, when asked, groups whose rewards are all equal. */
+export function groupFilter(summaries: EpisodeSummary[], zeroStdFilter: boolean): GroupSplit {
+  const usable = summaries.filter((e) => e.sample_ref && e.status !== 'FAILED' && e.status !== 'ABORTED');
+  const failed = summaries.length - usable.length;
+  if (!zeroStdFilter) return { kept: usable, dropped_zero_std: 0, failed };
+  const groups = new Map<string, EpisodeSummary[]>();
+  for (const e of usable) groups.set(groupKey(e), [...(groups.get(groupKey(e)) ?? []), e]);
+  const kept: EpisodeSummary[] = [];
+  let dropped = 0;
+  for (const g of groups.values()) {
+    if (g.every((e) => e.reward === g[0]!.reward)) dropped += g.length;
+    else kept.push(...g);
+  }
+  return { kept, dropped_zero_std: dropped, failed };
+}
+
+const mean = (xs: number[]) => (xs.length ? xs.reduce((a, b) => a + b, 0) / xs.length : 0);
+
+export function rolloutMetrics(summaries: EpisodeSummary[], split: GroupSplit): Record<string, number> {
+  const ok = summaries.filter((e) => e.status !== 'FAILED');
+  return {
+    'rollout/raw_reward': mean(ok.map((e) => e.reward)),
+    'rollout/response_len': mean(ok.map((e) => e.response_len)),
+    'rollout/turns': mean(ok.map((e) => e.turns)),
+    'rollout/truncated_ratio': mean(ok.map((e) => (e.status === 'TRUNCATED' ? 1 : 0))),
+    'rollout/aborted_ratio': mean(summaries.map((e) => (e.status === 'ABORTED' ? 1 : 0))),
+    'rollout/failed': split.failed,
+    'rollout/zero_std_dropped': split.dropped_zero_std,
+    'rollout/n_episodes': summaries.length,
+    'rollout/n_trained': split.kept.length,
+    'rollout/total_response_tokens': ok.reduce((a, e) => a + e.response_len, 0),
+  };
+}

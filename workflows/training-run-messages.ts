@@ -1,0 +1,97 @@
+// The trainingRun workflow's contract: its state (which is also its input, so a new run continues
+// exactly where the last stopped), its updates, its query and its search attributes.
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineSearchAttributeKey } from '@temporalio/common';
+import type { DataCursor } from '../lib/prompt-order.js';
+import type { TrainHyper } from '../lib/contract.js';
+import type { DatasetConfig } from '../config/schema.js';
+import type { EpisodeSettings } from './episode-messages.js';
+
+export const TRAINING_RUN_WORKFLOW_TYPE = 'trainingRun';
+export const STATUS_ATTR = defineSearchAttributeKey('TempoRlStatus', 'KEYWORD');
+export const STEP_ATTR = defineSearchAttributeKey('TempoRlStep', 'INT');
+
+export type RunStatus = 'running' | 'pausing' | 'paused' | 'stopping' | 'stopped' | 'completed' | 'failed';
+
+export interface RunPlan {
+  steps: number;
+  prompts_per_step: number;
+  n_samples_per_prompt: number;
+  concurrency: number;
+  zero_std_filter: boolean;
+  eval_interval: number;
+  eval_prompts: number;
+  steps_per_workflow_run: number;
+  seed: number;
+  episode: EpisodeSettings;
+  eval_episode: EpisodeSettings;
+  hyper: TrainHyper;
+  model_path: string;
+  run_dir: string;
+  blob_root: string;
+  trainer_task_queue: string;
+  system_prompt: string | null;
+  dataset: DatasetConfig;
+}
+
+export interface DatasetInfo {
+  train_ref: string;
+  train_size: number;
+  eval_ref: string | null;
+  eval_size: number;
+}
+
+export interface RunState {
+  run_id: string;
+  plan: RunPlan;
+  /** The next step to run (0-based); the run is complete when step == plan.steps. */
+  step: number;
+  data: DataCursor;
+  weight_version: number;
+  checkpoint: string | null;
+  dataset: DatasetInfo | null;
+  paused: boolean;
+  /** False when the engines may hold other weights (a new or resumed run): synced before step 1. */
+  engines_synced: boolean;
+  last_metrics: Record<string, number>;
+}
+
+export interface RunProgress {
+  run_id: string;
+  status: RunStatus;
+  step: number;
+  steps_total: number;
+  phase: 'dataset' | 'rollout' | 'train' | 'sync' | 'record' | 'eval' | 'idle';
+  episodes_done: number;
+  episodes_total: number;
+  weight_version: number;
+  metrics: Record<string, number>;
+}
+
+export interface RunResult {
+  run_id: string;
+  /** The state to start a new run from (continues exactly where this one stopped). */
+  state: RunState;
+  status: RunStatus;
+  steps_done: number;
+  weight_version: number;
+  checkpoint: string | null;
+  last_metrics: Record<string, number>;
+}
+
+export interface Ack {
+  accepted: boolean;
+  status: RunStatus;
+  message: string;
+}
+
+/** after_step: finish the current step, then wait. now: cancel in-flight episodes, wait, redo them. */
+export const pauseUpdate = defineUpdate<Ack, [{ mode: 'after_step' | 'now' }]>('pause');
+export const resumeUpdate = defineUpdate<Ack, []>('resume');
+/** Finish the current step (its train step and weight sync), then end the run. */
+export const stopUpdate = defineUpdate<Ack, []>('stop');
+export const progressQuery = defineQuery<RunProgress>('progress');
+
+export function trainingRunWorkflowId(runId: string): string {
+  return `run/${runId}`;
+}

@@ -1,0 +1,275 @@
+// The trainingRun workflow (../shared/DESIGN.md "Training run"): per step, pick prompts → run
+// episodes (child workflows, bounded concurrency) → optional zero-std filter → train (Python) →
+// weight sync → record metrics → eval every k steps → continue-as-new with the run state.
+// Deterministic: every I/O is an activity; prompt order is the pure lib/prompt-order.ts.
+import {
+  CancellationScope,
+  condition,
+  continueAsNew,
+  isCancellation,
+  ParentClosePolicy,
+  proxyActivities,
+  setHandler,
+  startChild,
+  upsertSearchAttributes,
+  WorkflowIdReusePolicy,
+} from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import type { RolloutActivities } from '../activities/index.js';
+import type { SyncWeightsInput, SyncWeightsOutput, TrainStepInput, TrainStepOutput } from '../lib/contract.js';
+import { selectPrompts } from '../lib/prompt-order.js';
+import { episode } from './episode.js';
+import { episodeId, episodeWorkflowId, type EpisodeInput, type EpisodeSettings, type EpisodeSummary } from './episode-messages.js';
+import {
+  pauseUpdate,
+  progressQuery,
+  resumeUpdate,
+  stopUpdate,
+  type Ack,
+  type RunProgress,
+  type RunResult,
+  type RunState,
+  type RunStatus,
+  STATUS_ATTR,
+  STEP_ATTR,
+} from './training-run-messages.js';
+import { groupFilter, rolloutMetrics } from './rollout-metrics.js';
+
+const acts = proxyActivities<RolloutActivities>({
+  startToCloseTimeout: '10 minutes',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 20 },
+});
+
+interface TrainerActivities {
+  train_step(input: TrainStepInput): Promise<TrainStepOutput>;
+  sync_weights(input: SyncWeightsInput): Promise<SyncWeightsOutput>;
+}
+
+function trainerActs(taskQueue: string) {
+  return proxyActivities<TrainerActivities>({
+    taskQueue,
+    startToCloseTimeout: '2 hours',
+    // A killed trainer is noticed within the heartbeat timeout; the retry resumes from the last
+    // committed checkpoint, and a step already committed returns its recorded metrics.
+    heartbeatTimeout: '60 seconds',
+    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', nonRetryableErrorTypes: ['ContractError', 'SampleError'] },
+  });
+}
+
+export async function trainingRun(initial: RunState): Promise<RunResult> {
+  const state: RunState = JSON.parse(JSON.stringify(initial)) as RunState;
+  const plan = state.plan;
+  const trainer = trainerActs(plan.trainer_task_queue);
+  let status: RunStatus = state.paused ? 'paused' : 'running';
+  let pauseNow = false;
+  let stopRequested = false;
+  let episodeScope: CancellationScope | null = null;
+  const progress: RunProgress = {
+    run_id: state.run_id, status, step: state.step, steps_total: plan.steps, phase: 'idle',
+    episodes_done: 0, episodes_total: 0, weight_version: state.weight_version, metrics: state.last_metrics,
+  };
+  const setStatus = (s: RunStatus) => {
+    status = s;
+    progress.status = s;
+    upsertSearchAttributes([{ key: STATUS_ATTR, value: s }, { key: STEP_ATTR, value: state.step }]);
+  };
+  setStatus(status);
+
+  const ack = (accepted: boolean, message: string): Ack => ({ accepted, status, message });
+  setHandler(pauseUpdate, ({ mode }) => {
+    if (stopRequested) return ack(false, 'the run is stopping');
+    if (state.paused || status === 'pausing') return ack(true, 'already paused or pausing');
+    state.paused = true;
+    if (mode === 'now' && episodeScope) {
+      pauseNow = true;
+      episodeScope.cancel();
+    }
+    setStatus(progress.phase === 'idle' ? 'paused' : 'pausing');
+    return ack(true, mode === 'now' ? 'in-flight episodes cancelled; the step is redone on resume' : 'pausing after the current step');
+  });
+  setHandler(resumeUpdate, () => {
+    if (!state.paused) return ack(false, 'not paused');
+    state.paused = false;
+    setStatus('running');
+    return ack(true, 'resumed');
+  });
+  setHandler(stopUpdate, () => {
+    stopRequested = true;
+    if (status !== 'paused') setStatus('stopping');
+    return ack(true, 'stopping after the current step');
+  });
+  setHandler(progressQuery, () => progress);
+
+  const finish = (final: RunStatus): RunResult => {
+    progress.phase = 'idle';
+    setStatus(final);
+    return { run_id: state.run_id, state: { ...state, paused: false }, status: final, steps_done: state.step, weight_version: state.weight_version, checkpoint: state.checkpoint, last_metrics: state.last_metrics };
+  };
+
+  if (!state.dataset) {
+    progress.phase = 'dataset';
+    state.dataset = await acts.prepareDataset({ run_id: state.run_id, dataset: plan.dataset });
+  }
+  const dataset = state.dataset;
+  if (!state.engines_synced) {
+    // The engines may serve other weights (a new run after another, a resumed run, restarted engines).
+    progress.phase = 'sync';
+    await trainer.sync_weights({ run_id: state.run_id, weight_version: state.weight_version, checkpoint: state.checkpoint ?? plan.model_path, engines: await acts.listEngines() });
+    state.engines_synced = true;
+  }
+
+  let stepsThisRun = 0;
+  while (state.step < plan.steps) {
+    if (state.paused) {
+      setStatus('paused');
+      progress.phase = 'idle';
+      await condition(() => !state.paused || stopRequested);
+    }
+    if (stopRequested) return finish('stopped');
+    if (status !== 'running') setStatus('running');
+    const stepStarted = Date.now();
+
+    // 1. prompts and episodes
+    const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
+    progress.phase = 'rollout';
+    const prompts = await acts.episodePrompts({ dataset_ref: dataset.train_ref, indices: pick.indices, multi_turn: plan.episode.multi_turn, system_prompt: plan.system_prompt });
+    const inputs: EpisodeInput[] = [];
+    prompts.forEach((p, promptIndex) => {
+      for (let s = 0; s < plan.n_samples_per_prompt; s++)
+        inputs.push({ run_id: state.run_id, step: state.step, prompt_index: promptIndex, sample_index: s, prompt: p.prompt, label: p.label, settings: plan.episode, weight_version: state.weight_version });
+    });
+    pauseNow = false;
+    const summaries = await runEpisodes(inputs, plan.concurrency, (scope) => (episodeScope = scope), progress);
+    episodeScope = null;
+    if (pauseNow) continue; // paused mid-step: redo this step's episodes after resume
+
+    // 2. group filter, train, weight sync
+    const groups = groupFilter(summaries, plan.zero_std_filter);
+    const rolloutSeconds = (Date.now() - stepStarted) / 1000;
+    progress.phase = 'train';
+    const trainStarted = Date.now();
+    const trained = await trainer.train_step({
+      run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_root: plan.blob_root, model_path: plan.model_path,
+      samples: groups.kept.map((e) => ({ ref: e.sample_ref, reward: e.reward, group_id: `${e.episode_id.split('/').slice(0, -1).join('/')}` })),
+      hyper: plan.hyper, data_cursor: pick.next,
+    });
+    const trainSeconds = (Date.now() - trainStarted) / 1000;
+    progress.phase = 'sync';
+    const syncStarted = Date.now();
+    const engines = await acts.listEngines();
+    await trainer.sync_weights({ run_id: state.run_id, weight_version: trained.weight_version, checkpoint: trained.checkpoint, engines });
+    const syncSeconds = (Date.now() - syncStarted) / 1000;
+
+    // 3. eval every k steps (after the update, on the held-out split)
+    let evalMetrics: Record<string, number> = {};
+    if (plan.eval_interval > 0 && dataset.eval_ref && (state.step + 1) % plan.eval_interval === 0) {
+      progress.phase = 'eval';
+      evalMetrics = await runEval(state, trained.weight_version, progress);
+    }
+
+    // 4. record and advance
+    progress.phase = 'record';
+    const metrics: Record<string, number> = {
+      ...rolloutMetrics(summaries, groups),
+      ...trained.metrics,
+      ...evalMetrics,
+      'perf/rollout_time': rolloutSeconds,
+      'perf/train_time': trainSeconds,
+      'perf/weight_sync_time': syncSeconds,
+      'perf/step_time': (Date.now() - stepStarted) / 1000,
+    };
+    metrics['perf/rollout_tokens_per_second'] = (metrics['rollout/total_response_tokens'] ?? 0) / Math.max(rolloutSeconds, 1e-9);
+    await acts.recordStep({
+      run_id: state.run_id, step: state.step, metrics, weight_version: trained.weight_version,
+      episodes: summaries.map((e) => ({ episode_id: e.episode_id, trained: groups.kept.includes(e) })),
+      data_before: state.data, data_after: pick.next,
+    });
+    state.step += 1;
+    state.data = pick.next;
+    state.weight_version = trained.weight_version;
+    state.checkpoint = trained.checkpoint;
+    state.last_metrics = metrics;
+    progress.step = state.step;
+    progress.weight_version = state.weight_version;
+    progress.metrics = metrics;
+    setStatus(state.paused ? 'paused' : stopRequested ? 'stopping' : 'running');
+    stepsThisRun += 1;
+    if (stopRequested) return finish('stopped');
+    if (state.step < plan.steps && stepsThisRun >= plan.steps_per_workflow_run) {
+      await condition(() => true); // let pending update handlers finish before continuing as new
+      await continueAsNew<typeof trainingRun>(state);
+    }
+  }
+  return finish('completed');
+
+  async function runEval(st: RunState, weightVersion: number, prog: RunProgress): Promise<Record<string, number>> {
+    const d = st.dataset!;
+    const n = Math.min(plan.eval_prompts, d.eval_size);
+    const indices = Array.from({ length: n }, (_, i) => i);
+    const prompts = await acts.episodePrompts({ dataset_ref: d.eval_ref!, indices, multi_turn: plan.eval_episode.multi_turn, system_prompt: plan.system_prompt });
+    const evalInputs = prompts.map((p, i) => ({
+      run_id: `${st.run_id}-eval`, step: st.step, prompt_index: i, sample_index: 0, prompt: p.prompt, label: p.label,
+      settings: plan.eval_episode, weight_version: weightVersion,
+    }));
+    const out = await runEpisodes(evalInputs, plan.concurrency, () => undefined, prog);
+    const ok = out.filter((e) => e.status !== 'FAILED');
+    return {
+      'eval/reward': ok.length ? ok.reduce((a, e) => a + e.reward, 0) / ok.length : 0,
+      'eval/response_len': ok.length ? ok.reduce((a, e) => a + e.response_len, 0) / ok.length : 0,
+      'eval/n': ok.length,
+    };
+  }
+}
+
+/** Runs episodes as child workflows, at most `limit` at once, in a cancellable scope. */
+async function runEpisodes(
+  inputs: EpisodeInput[],
+  limit: number,
+  onScope: (scope: CancellationScope) => void,
+  progress: RunProgress,
+): Promise<EpisodeSummary[]> {
+  progress.episodes_total = inputs.length;
+  progress.episodes_done = 0;
+  const results: EpisodeSummary[] = new Array(inputs.length);
+  const scope = new CancellationScope();
+  onScope(scope);
+  try {
+    await scope.run(async () => {
+      let next = 0;
+      const worker = async () => {
+        while (next < inputs.length) {
+          const i = next++;
+          results[i] = await runOneEpisode(inputs[i]!);
+          progress.episodes_done += 1;
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(limit, inputs.length) }, worker));
+    });
+  } catch (err) {
+    if (isCancellation(err)) return [];
+    throw err;
+  }
+  return results;
+}
+
+async function runOneEpisode(input: EpisodeInput): Promise<EpisodeSummary> {
+  const id = episodeId(input);
+  try {
+    const child = await startChild(episode, {
+      workflowId: episodeWorkflowId(id),
+      args: [input],
+      // A completed episode is never run again: a retried or resumed step finds it instead.
+      workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
+      parentClosePolicy: ParentClosePolicy.TERMINATE,
+    });
+    return await child.result();
+  } catch (err) {
+    if (err instanceof WorkflowExecutionAlreadyStartedError) return await acts.readEpisodeSummary({ episode_id: id });
+    if (isCancellation(err)) throw err;
+    const message = (err as Error)?.message ?? String(err);
+    return {
+      episode_id: id, sample_ref: '', reward: 0, status: 'FAILED', truncated_reason: `episode workflow failed: ${message}`,
+      response_len: 0, turns: 0, weight_version: input.weight_version,
+    };
+  }
+}
