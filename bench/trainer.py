@@ -1,0 +1,130 @@
+"""GRPO train-step throughput: tokens/s and model FLOPs utilisation.
+
+    python bench/trainer.py                       # ~0.5B Qwen2 (Qwen2.5-0.5B shape), bf16, on the GPU
+    python bench/trainer.py --preset tiny         # the same code path on CPU (CI)
+
+Random init (no download). Samples are text-only and all the same length, so the micro-batches carry
+no padding (the same tokens as packing them). Each step is the trainer's own path:
+trainer.train_step.accumulate_gradients (micro-batches, forward_response, GRPO loss, backward), gradient
+clipping and one AdamW step. FLOPs per step: 6·N·tokens for the decoder (N = non-embedding parameters)
++ 6·V·H·(response tokens) for the LM head (which runs only on response positions) + causal attention
+6·L·H·T per token (QKᵀ and AV, forward 2·2·T/2·H, ×3 for backward)."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workers"))
+
+from trainer.contract import Hyper  # noqa: E402
+from trainer.grpo import group_advantages  # noqa: E402
+from trainer.model import TrainSample  # noqa: E402
+from trainer.train_step import NoProgress, accumulate_gradients, make_optimizer  # noqa: E402
+
+H200_BF16_PEAK = 790e12
+
+PRESETS = {
+    # Qwen2.5-0.5B's shape: 494M parameters (136M of them the tied embedding).
+    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
+                 num_key_value_heads=2, vocab_size=151936),
+    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                 num_key_value_heads=1, vocab_size=4096),
+}
+
+
+def build_model(preset: str, dtype: torch.dtype, device: torch.device):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    cfg = Qwen2Config(**PRESETS[preset], tie_word_embeddings=True, max_position_embeddings=32768,
+                      attn_implementation="sdpa")
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = Qwen2ForCausalLM(cfg).to(dtype)
+    return model.train()
+
+
+def make_samples(n: int, seq_len: int, prompt_len: int, vocab: int, group_size: int) -> list[TrainSample]:
+    g = torch.Generator().manual_seed(0)
+    rewards = torch.randint(0, 2, (n,), generator=g).float().tolist()
+    adv = group_advantages(rewards, [str(i // group_size) for i in range(n)])
+    out = []
+    for i in range(n):
+        ids = torch.randint(0, vocab, (seq_len,), generator=g).tolist()
+        r = seq_len - prompt_len
+        out.append(TrainSample(input_ids=ids, prompt_len=prompt_len, loss_mask=torch.ones(r),
+                               rollout_logprobs=-torch.rand(r, generator=g) * 5, advantage=float(adv[i])))
+    return out
+
+
+def step_flops(model, samples: list[TrainSample]) -> float:
+    cfg = model.config
+    n_decoder = sum(p.numel() for n, p in model.named_parameters() if "embed_tokens" not in n and "lm_head" not in n)
+    tokens = sum(s.n_tokens for s in samples)
+    response = sum(s.response_len for s in samples)
+    attn = sum(6 * cfg.num_hidden_layers * cfg.hidden_size * s.n_tokens * s.n_tokens for s in samples)
+    return 6 * n_decoder * tokens + 6 * cfg.vocab_size * cfg.hidden_size * response + attn
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--preset", choices=list(PRESETS), default="0.5b")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    ap.add_argument("--dtype", choices=["bfloat16", "float32"], default=None)
+    ap.add_argument("--seq-len", type=int, default=4096)
+    ap.add_argument("--prompt-len", type=int, default=1024)
+    ap.add_argument("--samples", type=int, default=32, help="samples per step (groups of --group-size)")
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--micro-batch-tokens", type=int, default=16384)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--entropy-coef", type=float, default=0.0)
+    ap.add_argument("--peak-flops", type=float, default=H200_BF16_PEAK)
+    args = ap.parse_args(argv)
+
+    device = torch.device(args.device)
+    dtype = getattr(torch, args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
+    model = build_model(args.preset, dtype, device)
+    n_params = sum(p.numel() for p in model.parameters())
+    hyper = Hyper(lr=1e-6, micro_batch_tokens=args.micro_batch_tokens, entropy_coef=args.entropy_coef)
+    optimizer = make_optimizer(model, hyper)
+    samples = make_samples(args.samples, args.seq_len, args.prompt_len, model.config.vocab_size, args.group_size)
+    flops = step_flops(model, samples)
+    tokens = sum(s.n_tokens for s in samples)
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    times, metrics = [], {}
+    for step in range(args.warmup + args.steps):
+        sync()
+        t0 = time.perf_counter()
+        optimizer.zero_grad(set_to_none=True)
+        metrics = accumulate_gradients(model, samples, hyper, NoProgress())
+        grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), hyper.grad_clip)
+        optimizer.step()
+        sync()
+        if step >= args.warmup:
+            times.append(time.perf_counter() - t0)
+    seconds = sum(times) / len(times)
+    result = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "dtype": str(dtype).removeprefix("torch."), "preset": args.preset, "params": n_params,
+        "tokens_per_step": tokens, "micro_batches": int(metrics["train/n_micro_batches"]),
+        "step_seconds": round(seconds, 4), "tokens_per_second": round(tokens / seconds, 1),
+        "tflops_per_second": round(flops / seconds / 1e12, 2),
+        "mfu": round(flops / seconds / args.peak_flops, 4),
+        "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None,
+        "loss": metrics["train/loss"], "grad_norm": float(grad_norm), "torch": torch.__version__,
+    }
+    print(json.dumps(result))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,67 @@
+"""The tiny Qwen3-VL model: seeded, byte-identical for a seed, loadable, and its template renders images and tools."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from trainer.tiny_model import MAX_PIXELS, build_tiny_model
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    return {
+        "a": build_tiny_model(root / "seed0-a", seed=0),
+        "b": build_tiny_model(root / "seed0-b", seed=0),
+        "c": build_tiny_model(root / "seed1", seed=1),
+    }
+
+
+def test_same_seed_gives_byte_identical_weights(built):
+    a = (built["a"] / "model.safetensors").read_bytes()
+    assert a == (built["b"] / "model.safetensors").read_bytes()
+    assert a != (built["c"] / "model.safetensors").read_bytes()
+
+
+def test_layout_and_config(built):
+    d: Path = built["a"]
+    for name in [".complete", "config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
+                 "tokenizer_config.json", "chat_template.jinja", "preprocessor_config.json", "video_preprocessor_config.json"]:
+        assert (d / name).exists(), name
+    cfg = json.loads((d / "config.json").read_text())
+    assert cfg["architectures"] == ["Qwen3VLForConditionalGeneration"]
+    assert cfg["tie_word_embeddings"] is True and cfg["dtype"] == "float32"
+    assert cfg["text_config"]["hidden_size"] == 64
+    assert json.loads((d / "preprocessor_config.json").read_text())["size"]["longest_edge"] == MAX_PIXELS
+
+
+def test_existing_complete_model_is_kept(built):
+    before = (built["a"] / "model.safetensors").stat().st_mtime_ns
+    build_tiny_model(built["a"], seed=5)
+    assert (built["a"] / "model.safetensors").stat().st_mtime_ns == before
+
+
+def test_loads_with_transformers_and_renders_images_and_tools(built):
+    import torch
+    from PIL import Image
+    from transformers import AutoProcessor, Qwen3VLForConditionalGeneration
+
+    d = built["a"]
+    model = Qwen3VLForConditionalGeneration.from_pretrained(d, dtype=torch.float32)
+    assert model.get_input_embeddings().weight.data_ptr() == model.get_output_embeddings().weight.data_ptr()
+    proc = AutoProcessor.from_pretrained(d)
+    messages = [
+        {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Find x."}]},
+        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "calc_score", "arguments": {"answer": "3"}}}]},
+    ]
+    tools = [{"type": "function", "function": {"name": "calc_score", "parameters": {"type": "object"}}}]
+    text = proc.apply_chat_template(messages, tools=tools, tokenize=False)
+    assert "<|vision_start|><|image_pad|><|vision_end|>Find x." in text
+    assert '<tool_call>\n{"name": "calc_score", "arguments": {"answer": "3"}}\n</tool_call><|im_end|>' in text
+    assert '<tools>\n{"type": "function", "function": {"name": "calc_score"' in text
+    inputs = proc(text=[text], images=[Image.new("RGB", (128, 64))], return_tensors="pt")
+    assert int((inputs["input_ids"] == 151655).sum()) == 8  # 128×64 → 4×2 merged patches
+    with torch.no_grad():
+        out = model(**inputs)
+    assert out.logits.shape[-1] == 151936

@@ -1,0 +1,84 @@
+"""Temporal activities of task queue "trainer": train_step, sync_weights, trainer_info.
+
+Synchronous activities (run in the worker's thread pool): the work is PyTorch and blocking HTTP.
+The SDK delivers a cancellation by raising inside the thread; the training is shielded from that and
+checks `activity.is_cancelled()` between micro-batches instead, so a step is never interrupted half
+way through its optimizer step or its checkpoint commit."""
+from __future__ import annotations
+
+import platform
+
+import pydantic
+import torch
+import transformers
+from temporalio import activity
+from temporalio.exceptions import ApplicationError, CancelledError
+
+from .blobs import BlobError
+from .contract import (SyncWeightsInput, SyncWeightsOutput, TrainerInfoOutput, TrainStepInput,
+                       TrainStepOutput)
+from .model import SampleInvalid
+from .train_step import StepCancelled, Trainer
+from .weight_sync import sync_weights_from_disk
+
+# Errors that a retry cannot fix: fail the activity at once instead of retrying forever.
+NON_RETRYABLE = (SampleInvalid, BlobError, pydantic.ValidationError, FileNotFoundError, ValueError)
+
+
+class TemporalProgress:
+    def heartbeat(self, details: dict) -> None:
+        activity.heartbeat(details)
+
+    def is_cancelled(self) -> bool:
+        return activity.is_cancelled()
+
+
+def _non_retryable(err: Exception) -> ApplicationError:
+    return ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__, non_retryable=True)
+
+
+class TrainerActivities:
+    def __init__(self, trainer: Trainer):
+        self.trainer = trainer
+
+    @activity.defn(name="train_step")
+    def train_step(self, payload: dict) -> dict:
+        try:
+            inp = TrainStepInput.model_validate(payload)
+            with activity.shield_thread_cancel_exception():
+                out: TrainStepOutput = self.trainer.train_step(inp, TemporalProgress())
+        except StepCancelled as err:
+            raise CancelledError(str(err)) from err
+        except NON_RETRYABLE as err:
+            raise _non_retryable(err) from err
+        activity.logger.info("train_step done", extra={"step": out.step, "already_committed": out.already_committed})
+        return out.model_dump()
+
+    @activity.defn(name="sync_weights")
+    def sync_weights(self, payload: dict) -> dict:
+        try:
+            inp = SyncWeightsInput.model_validate(payload)
+        except pydantic.ValidationError as err:
+            raise _non_retryable(err) from err
+        if inp.transport != "disk":
+            raise ApplicationError(f"transport {inp.transport!r} is not implemented in this worker",
+                                   type="NotImplemented", non_retryable=True)
+        out: SyncWeightsOutput = sync_weights_from_disk(inp, heartbeat=activity.heartbeat)
+        failed = [e for e in out.engines if not e.ok]
+        if failed:
+            # Retryable: a retry re-syncs every engine, which is idempotent.
+            raise ApplicationError("weight sync failed on " + "; ".join(f"{e.url}: {e.error}" for e in failed),
+                                   out.model_dump(), type="EngineSyncError")
+        return out.model_dump()
+
+    @activity.defn(name="trainer_info")
+    def trainer_info(self, payload: dict | None = None) -> dict:
+        state = self.trainer.state
+        return TrainerInfoOutput(
+            torch_version=torch.__version__, device=str(self.trainer.device), cuda_available=torch.cuda.is_available(),
+            python_version=platform.python_version(), transformers_version=transformers.__version__,
+            loaded_run=state.run_id if state else None, loaded_step=state.step if state else None,
+        ).model_dump()
+
+    def all(self) -> list:
+        return [self.train_step, self.sync_weights, self.trainer_info]

@@ -1,0 +1,149 @@
+"""Pydantic models of the trainer's payloads (docs/CONTRACTS.md), snake_case like the TS zod schemas.
+
+Objects are strict (an unknown key is an error), as in config/schema.ts."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class KlConfig(Strict):
+    enabled: bool = False
+    coef: float = Field(default=0.0, ge=0)
+    type: Literal["k1", "k2", "low_var_kl"] = "low_var_kl"
+
+
+class TisConfig(Strict):
+    enabled: bool = False
+    clip: float = Field(default=2.0, gt=0)
+
+
+class Hyper(Strict):
+    """GrpoConfig (config/schema.ts) plus the rollout temperature."""
+
+    lr: float = Field(default=1e-6, gt=0)
+    weight_decay: float = Field(default=0.0, ge=0)
+    eps_clip: float = Field(default=0.2, gt=0)
+    eps_clip_high: float = Field(default=0.28, gt=0)
+    dr_grpo: bool = False
+    kl: KlConfig = KlConfig()
+    entropy_coef: float = Field(default=0.0, ge=0)
+    tis: TisConfig = TisConfig()
+    loss_agg: Literal["sample_mean", "token_mean"] = "sample_mean"
+    micro_batch_tokens: int = Field(default=8192, gt=0)
+    grad_clip: float = Field(default=1.0, gt=0)
+    temperature: float = Field(default=1.0, gt=0)
+    # Applied by the workflow before train_step; accepted so the whole GrpoConfig can be passed.
+    zero_std_filter: bool = False
+
+
+class SampleRef(Strict):
+    ref: str
+    reward: float
+    group_id: str
+
+
+class DataCursor(Strict):
+    epoch: int = Field(default=0, ge=0)
+    cursor: int = Field(default=0, ge=0)
+
+
+class TrainStepInput(Strict):
+    run_id: str = Field(min_length=1)
+    step: int = Field(ge=0)
+    run_dir: str
+    blob_root: str
+    model_path: str
+    samples: list[SampleRef] = Field(min_length=1)
+    hyper: Hyper = Hyper()
+    data_cursor: DataCursor = DataCursor()
+
+
+class TrainStepOutput(Strict):
+    step: int
+    weight_version: int
+    checkpoint: str
+    already_committed: bool
+    metrics: dict[str, float]
+
+
+class Turn(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    engine: str = ""
+    weight_version: int = 0
+    generated_tokens: int = 0
+    observation_tokens: int = 0
+    finish_reason: str = ""
+
+
+class Sample(Strict):
+    """The sample document the episode workflow writes (blob:named/samples/<episode id>.json)."""
+
+    schema_version: Literal[1] = 1
+    episode_id: str
+    run_id: str
+    step: int
+    prompt_index: int
+    sample_index: int
+    group_id: str
+    prompt_ids: list[int] = Field(min_length=1)
+    response_ids: list[int]
+    loss_mask: list[Literal[0, 1]]
+    rollout_logprobs: list[float]
+    images: list[str] = []
+    reward: float
+    status: str
+    truncated_reason: str | None = None
+    temperature: float = 1.0
+    label: str | None = None
+    turns: list[Turn] = []
+    routed_experts: object | None = None
+
+    @model_validator(mode="after")
+    def _aligned(self) -> "Sample":
+        n = len(self.response_ids)
+        if len(self.loss_mask) != n or len(self.rollout_logprobs) != n:
+            raise ValueError(
+                f"sample {self.episode_id}: response_ids ({n}), loss_mask ({len(self.loss_mask)}) and "
+                f"rollout_logprobs ({len(self.rollout_logprobs)}) must have the same length")
+        return self
+
+
+class SyncWeightsInput(Strict):
+    run_id: str
+    weight_version: int = Field(ge=0)
+    checkpoint: str
+    engines: list[str]
+    # "disk": engines reload the checkpoint directory (CPU, or GPU engines sharing a filesystem).
+    # "nccl": broadcast from the trainer's GPU through vLLM's weight-transfer routes (see weight_sync.py).
+    transport: Literal["disk", "nccl"] = "disk"
+    # How /pause treats in-flight requests: wait for them (default), abort them, or keep them queued.
+    pause_mode: Literal["wait", "abort", "keep"] = "wait"
+
+
+class EngineSyncResult(Strict):
+    url: str
+    ok: bool
+    seconds: float
+    weight_version: str | None = None
+    error: str | None = None
+
+
+class SyncWeightsOutput(Strict):
+    weight_version: int
+    engines: list[EngineSyncResult]
+
+
+class TrainerInfoOutput(Strict):
+    torch_version: str
+    device: str
+    cuda_available: bool
+    python_version: str
+    transformers_version: str
+    loaded_run: str | None = None
+    loaded_step: int | None = None

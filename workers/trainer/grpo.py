@@ -1,0 +1,118 @@
+"""GRPO maths (DESIGN.md "GRPO"): group advantages, the PPO-clip policy loss, KL, entropy, TIS and
+the loss aggregation. Pure tensor functions, no model, no I/O."""
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import torch
+
+STD_EPS = 1e-6
+KL_CLAMP = 10.0
+
+
+def group_advantages(rewards: Sequence[float], group_ids: Sequence[str], dr_grpo: bool = False) -> torch.Tensor:
+    """(r − mean) / (std_unbiased + 1e-6) per group, in fp32; Dr.GRPO: r − mean.
+
+    A group whose rewards are all equal (including a group of one) gets exactly 0: computing
+    r − mean in floating point is not guaranteed to be 0 for non-binary rewards, and a tiny
+    non-zero advantage would be a false gradient."""
+    if len(rewards) != len(group_ids):
+        raise ValueError(f"{len(rewards)} rewards for {len(group_ids)} group ids")
+    r = torch.tensor(list(rewards), dtype=torch.float32)
+    out = torch.zeros_like(r)
+    members: dict[str, list[int]] = defaultdict(list)
+    for i, g in enumerate(group_ids):
+        members[g].append(i)
+    for idx in members.values():
+        g = r[idx]
+        if bool((g == g[0]).all()):
+            continue
+        centred = g - g.mean()
+        out[idx] = centred if dr_grpo else centred / (g.std(unbiased=True) + STD_EPS)
+    return out
+
+
+def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> torch.Tensor:
+    """Per-token KL estimate of the policy from the reference, clamped to ±10."""
+    log_ratio = logp.float() - ref_logp.float()
+    if kind == "k1":
+        kl = log_ratio
+    elif kind == "k2":
+        kl = log_ratio.square() / 2
+    elif kind == "low_var_kl":  # k3: exp(ref − logp) − (ref − logp) − 1, ≥ 0, unbiased
+        kl = torch.exp(-log_ratio) + log_ratio - 1
+    else:
+        raise ValueError(f"unknown KL type {kind!r}")
+    return kl.clamp(-KL_CLAMP, KL_CLAMP)
+
+
+def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
+    """Per-position entropy of softmax(logits) (logits already divided by the temperature)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(logp.exp() * logp).sum(-1)
+
+
+def ppo_clip_terms(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch.Tensor,
+                   eps_clip: float, eps_clip_high: float):
+    """Per-token PPO-clip loss (asymmetric clip), clip indicator and approximate KL (old − new)."""
+    log_ratio = logp - old_logp
+    ratio = torch.exp(log_ratio)
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1 - eps_clip, 1 + eps_clip_high)
+    loss = torch.maximum(unclipped, clipped)
+    clipfrac = (clipped > unclipped).float()
+    return loss, clipfrac, -log_ratio
+
+
+def tis_weights(old_logp: torch.Tensor, rollout_logp: torch.Tensor, clip: float) -> torch.Tensor:
+    """Truncated importance sampling: min(π_trainer / π_engine, clip), no gradient."""
+    return torch.exp(old_logp.detach() - rollout_logp).clamp(max=clip)
+
+
+def aggregation_weights(loss_masks: Sequence[torch.Tensor], loss_agg: str,
+                        n_samples_total: int, n_tokens_total: int) -> list[torch.Tensor]:
+    """Per-token weights whose weighted sum is the batch loss.
+
+    sample_mean: mean over samples of each sample's token mean → mask / (n_tokens(sample) · n_samples).
+    token_mean: global token mean → mask / n_tokens(batch).
+    Denominators are batch-wide, so summing over micro-batches gives the same loss as one batch."""
+    out = []
+    for m in loss_masks:
+        m = m.float()
+        if loss_agg == "sample_mean":
+            out.append(m / (m.sum().clamp(min=1) * max(n_samples_total, 1)))
+        elif loss_agg == "token_mean":
+            out.append(m / max(n_tokens_total, 1))
+        else:
+            raise ValueError(f"unknown loss_agg {loss_agg!r}")
+    return out
+
+
+def policy_loss(*, logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: torch.Tensor,
+                advantages: torch.Tensor, weights: torch.Tensor, hyper, entropy: torch.Tensor | None = None,
+                ref_logp: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The GRPO loss of some tokens (1-D tensors aligned over response tokens of one or more samples).
+
+    `weights` come from aggregation_weights (0 where loss_mask is 0); the returned loss and every
+    metric are weighted sums, so they add up across micro-batches. `hyper` is a contract.Hyper."""
+    pg, clipfrac, ppo_kl = ppo_clip_terms(logp, old_logp, advantages, hyper.eps_clip, hyper.eps_clip_high)
+    if hyper.tis.enabled:
+        pg = pg * tis_weights(old_logp, rollout_logp, hyper.tis.clip)
+    pg_loss = (pg * weights).sum()
+    loss = pg_loss
+    metrics = {"train/pg_loss": pg_loss.detach(), "train/pg_clipfrac": (clipfrac * weights).sum(),
+               "train/ppo_kl": (ppo_kl.detach() * weights).sum()}
+    if entropy is not None:
+        ent = (entropy * weights).sum()
+        metrics["train/entropy"] = ent.detach()
+        if hyper.entropy_coef:
+            loss = loss - hyper.entropy_coef * ent
+    if hyper.kl.enabled:
+        if ref_logp is None:
+            raise ValueError("KL enabled but no reference logprobs")
+        kl = (kl_penalty(logp, ref_logp, hyper.kl.type) * weights).sum()
+        metrics["train/kl_loss"] = kl.detach()
+        loss = loss + hyper.kl.coef * kl
+    metrics["train/loss"] = loss.detach()
+    return loss, metrics

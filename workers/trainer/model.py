@@ -1,0 +1,182 @@
+"""The policy model: loading, vision inputs through the model's processor, and response logprobs.
+
+The trainer scores `prompt_ids + response_ids` exactly as the engine produced them (token in, token
+out); images become pixel values + grid sizes through the model's own image processor, and the
+number of image placeholder tokens in the sequence must be what those images need."""
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import torch
+from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
+
+if TYPE_CHECKING:
+    from .blobs import BlobStore
+    from .contract import Sample
+
+
+class SampleInvalid(ValueError):
+    """A sample the trainer must not train on (wrong placeholder count, misaligned arrays…)."""
+
+
+def pick_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def load_policy(path: str | Path, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32,
+                attn_implementation: str = "sdpa") -> torch.nn.Module:
+    config = AutoConfig.from_pretrained(path)
+    cls = AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
+    model = cls.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
+    return model.to(device).train()
+
+
+@dataclass
+class VisionInputs:
+    pixel_values: torch.Tensor
+    image_grid_thw: torch.Tensor
+
+
+@dataclass
+class TrainSample:
+    """One sample ready for the forward pass (tensors on CPU)."""
+
+    input_ids: list[int]
+    prompt_len: int
+    loss_mask: torch.Tensor  # (R,) float 0/1
+    rollout_logprobs: torch.Tensor  # (R,) fp32
+    advantage: float
+    vision: VisionInputs | None = None
+    name: str = ""
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def response_len(self) -> int:
+        return len(self.input_ids) - self.prompt_len
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.input_ids)
+
+
+class VisionProcessor:
+    """Images → (pixel values, grid sizes) through the model's processor, plus the placeholder check."""
+
+    def __init__(self, model_path: str | Path, config):
+        self.model_path = Path(model_path)
+        self.config = config
+        self._image_processor = None
+
+    @property
+    def image_token_id(self) -> int | None:
+        return getattr(self.config, "image_token_id", None)
+
+    @property
+    def merge_size(self) -> int:
+        return int(self.config.vision_config.spatial_merge_size)
+
+    def image_processor(self):
+        if self._image_processor is None:
+            from transformers import AutoImageProcessor
+            self._image_processor = AutoImageProcessor.from_pretrained(self.model_path)
+        return self._image_processor
+
+    def process(self, images: list) -> VisionInputs:
+        out = self.image_processor()(images=images, return_tensors="pt")
+        return VisionInputs(out["pixel_values"], out["image_grid_thw"])
+
+    def placeholders_needed(self, grid_thw: torch.Tensor) -> int:
+        return int((grid_thw.prod(dim=-1) // (self.merge_size ** 2)).sum())
+
+
+def prepare_sample(sample: Sample, advantage: float, blobs: BlobStore, vision: VisionProcessor | None) -> TrainSample:
+    from PIL import Image
+
+    ids = list(sample.prompt_ids) + list(sample.response_ids)
+    image_token = vision.image_token_id if vision is not None else None
+    n_placeholders = ids.count(image_token) if image_token is not None else 0
+    vision_inputs = None
+    if sample.images:
+        if vision is None:
+            raise SampleInvalid(f"sample {sample.episode_id} has images but the model has no vision tower")
+        images = [Image.open(io.BytesIO(blobs.get_bytes(ref))).convert("RGB") for ref in sample.images]
+        vision_inputs = vision.process(images)
+        needed = vision.placeholders_needed(vision_inputs.image_grid_thw)
+    else:
+        needed = 0
+    if n_placeholders != needed:
+        raise SampleInvalid(
+            f"sample {sample.episode_id}: {n_placeholders} image placeholder tokens in the sequence, but its "
+            f"{len(sample.images)} image(s) need {needed} through the model's processor")
+    return TrainSample(
+        input_ids=ids, prompt_len=len(sample.prompt_ids),
+        loss_mask=torch.tensor(sample.loss_mask, dtype=torch.float32),
+        rollout_logprobs=torch.tensor(sample.rollout_logprobs, dtype=torch.float32),
+        advantage=float(advantage), vision=vision_inputs, name=sample.episode_id)
+
+
+def micro_batches(samples: list[TrainSample], token_budget: int) -> list[list[TrainSample]]:
+    """Consecutive groups whose padded size (count × longest) stays within the budget; a sample longer
+    than the budget goes alone."""
+    batches: list[list[TrainSample]] = []
+    current: list[TrainSample] = []
+    longest = 0
+    for s in samples:
+        new_longest = max(longest, s.n_tokens)
+        if current and new_longest * (len(current) + 1) > token_budget:
+            batches.append(current)
+            current, new_longest = [], s.n_tokens
+        current.append(s)
+        longest = new_longest
+    if current:
+        batches.append(current)
+    return batches
+
+
+@dataclass
+class ForwardOutput:
+    logprobs: list[torch.Tensor]  # per sample, (R,) fp32, differentiable
+    entropy: list[torch.Tensor] | None  # per sample, (R,) fp32
+
+
+def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperature: float,
+                     with_entropy: bool, entropy_grad: bool = False, pad_id: int = 0) -> ForwardOutput:
+    """Logprobs of each sample's response tokens under softmax(logits / temperature).
+
+    Right-padded batch; the LM head runs only on the positions that predict response tokens (the
+    vocabulary is 150k wide: full-sequence logits would dominate memory)."""
+    device = next(model.parameters()).device
+    width = max(s.n_tokens for s in batch)
+    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    for i, s in enumerate(batch):
+        input_ids[i, : s.n_tokens] = torch.tensor(s.input_ids)
+        attention[i, : s.n_tokens] = 1
+    kwargs = {"input_ids": input_ids.to(device), "attention_mask": attention.to(device)}
+    visions = [s.vision for s in batch if s.vision is not None]
+    if visions:
+        kwargs["pixel_values"] = torch.cat([v.pixel_values for v in visions]).to(device, model.dtype)
+        kwargs["image_grid_thw"] = torch.cat([v.image_grid_thw for v in visions]).to(device)
+        # M-RoPE needs to know which positions are image tokens (what the processor would return).
+        kwargs["mm_token_type_ids"] = (input_ids == model.config.image_token_id).to(device, torch.int32)
+    hidden = model.model(**kwargs).last_hidden_state  # (B, L, H)
+
+    rows, cols, targets, sizes = [], [], [], []
+    for i, s in enumerate(batch):
+        pos = torch.arange(s.prompt_len - 1, s.n_tokens - 1)
+        rows.append(torch.full_like(pos, i))
+        cols.append(pos)
+        targets.append(torch.tensor(s.input_ids[s.prompt_len:], dtype=torch.long))
+        sizes.append(s.response_len)
+    rows_t, cols_t = torch.cat(rows).to(device), torch.cat(cols).to(device)
+    logits = model.lm_head(hidden[rows_t, cols_t]).float() / temperature  # (N, V)
+    logp_all = torch.log_softmax(logits, dim=-1)
+    logp = logp_all.gather(-1, torch.cat(targets).to(device)[:, None]).squeeze(-1)
+    entropy = None
+    if with_entropy:
+        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+            entropy = list((-(logp_all.exp() * logp_all).sum(-1)).split(sizes))
+    return ForwardOutput(list(logp.split(sizes)), entropy)

@@ -1,0 +1,206 @@
+"""One GRPO step, exactly once.
+
+The model lives in the worker process between steps (`Trainer`). Step N:
+1. step N's checkpoint already committed → return its recorded metrics, train nothing;
+2. otherwise make sure the in-memory state is step N−1's (load checkpoint N−1, or the base model for
+   step 0) — after a crash, or after an attempt that failed between its optimizer step and its commit;
+3. forward/backward by micro-batches (heartbeat after each, cancellation honoured between them), one
+   optimizer step, commit checkpoint N atomically.
+
+Old logprobs: each step makes one optimizer step on fresh rollouts and every micro-batch runs before
+it, so the policy that scores the batch *is* the pre-update policy: old logprobs are the trainer's own
+(detached) logprobs from the same forward pass, as in vime/slime, which recompute them. The PPO ratio
+is therefore 1 at the step's start and the engine/trainer mismatch is measured
+(train_rollout_logprob_abs_diff) and optionally corrected by TIS against the rollout logprobs."""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from . import checkpoint as ckpt
+from .blobs import BlobStore
+from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
+from .grpo import aggregation_weights, group_advantages, policy_loss
+from .model import (TrainSample, VisionProcessor, forward_response, load_policy, micro_batches,
+                    pick_device, prepare_sample)
+
+
+class Progress(Protocol):
+    def heartbeat(self, details: dict) -> None: ...
+    def is_cancelled(self) -> bool: ...
+
+
+class NoProgress:
+    def heartbeat(self, details: dict) -> None:
+        pass
+
+    def is_cancelled(self) -> bool:
+        return False
+
+
+class StepCancelled(Exception):
+    pass
+
+
+def make_optimizer(model: torch.nn.Module, hyper: Hyper) -> torch.optim.Optimizer:
+    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=hyper.lr,
+                             weight_decay=hyper.weight_decay, betas=(0.9, 0.98), eps=1e-8)
+
+
+def set_hyper(optimizer: torch.optim.Optimizer, hyper: Hyper) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = hyper.lr
+        group["weight_decay"] = hyper.weight_decay
+
+
+def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progress: Progress,
+                         ref_model=None) -> dict[str, float]:
+    """Forward + backward over micro-batches; gradients sum to those of the whole batch."""
+    n_tokens_total = int(sum(float(s.loss_mask.sum()) for s in samples))
+    batches = micro_batches(samples, hyper.micro_batch_tokens)
+    sums: dict[str, float] = {}
+    abs_diff_sum = 0.0
+    for i, batch in enumerate(batches):
+        if progress.is_cancelled():
+            raise StepCancelled(f"cancelled before micro-batch {i}/{len(batches)}")
+        fwd = forward_response(model, batch, hyper.temperature, with_entropy=True,
+                               entropy_grad=hyper.entropy_coef > 0)
+        ref = None
+        if hyper.kl.enabled:
+            with torch.no_grad():
+                ref = forward_response(ref_model, batch, hyper.temperature, with_entropy=False).logprobs
+        device = fwd.logprobs[0].device
+        masks = [s.loss_mask.to(device) for s in batch]
+        weights = aggregation_weights(masks, hyper.loss_agg, len(samples), n_tokens_total)
+        logp = torch.cat(fwd.logprobs)
+        rollout = torch.cat([s.rollout_logprobs for s in batch]).to(device)
+        mask = torch.cat(masks)
+        adv = torch.cat([torch.full((s.response_len,), s.advantage) for s in batch]).to(device)
+        loss, metrics = policy_loss(
+            logp=logp, old_logp=logp.detach(), rollout_logp=rollout, advantages=adv, weights=torch.cat(weights),
+            hyper=hyper, entropy=torch.cat(fwd.entropy), ref_logp=torch.cat(ref) if ref is not None else None)
+        loss.backward()
+        abs_diff_sum += float(((logp.detach() - rollout).abs() * mask).sum())
+        for k, v in metrics.items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+        progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
+    sums["train/train_rollout_logprob_abs_diff"] = abs_diff_sum / max(n_tokens_total, 1)
+    sums["train/n_micro_batches"] = float(len(batches))
+    return sums
+
+
+@dataclass
+class TrainerState:
+    run_id: str
+    step: int  # the last step applied to `model` (−1: the base model)
+    model_path: str
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    vision: VisionProcessor | None
+
+
+class Trainer:
+    """Holds the model between steps; one step at a time per process."""
+
+    def __init__(self, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32):
+        self.device = torch.device(device) if device is not None else pick_device()
+        self.dtype = dtype
+        self.lock = threading.Lock()
+        self.state: TrainerState | None = None
+        self._ref_model: tuple[str, torch.nn.Module] | None = None
+
+    @staticmethod
+    def _vision(model, model_path: str) -> VisionProcessor | None:
+        cfg = model.config
+        return VisionProcessor(model_path, cfg) if hasattr(cfg, "vision_config") else None
+
+    def ensure_state(self, inp: TrainStepInput) -> TrainerState:
+        """In-memory state at step N−1 of this run, loading it if needed."""
+        want = inp.step - 1
+        s = self.state
+        if s is not None and s.run_id == inp.run_id and s.step == want and s.model_path == inp.model_path:
+            return s
+        self.state = None  # drop the old model before loading another
+        ckpt.remove_stale_temporaries(inp.run_dir)
+        if want < 0:
+            model = load_policy(inp.model_path, self.device, self.dtype)
+            optimizer = make_optimizer(model, inp.hyper)
+        else:
+            prev = ckpt.checkpoint_dir(inp.run_dir, want)
+            if not ckpt.is_committed(prev):
+                raise FileNotFoundError(f"step {inp.step} needs step {want}'s checkpoint, which is not committed: {prev}")
+            loaded = ckpt.load_checkpoint(prev, self.device, self.dtype)
+            model = loaded.model.train()
+            optimizer = make_optimizer(model, inp.hyper)
+            optimizer.load_state_dict(loaded.optimizer_state)
+            ckpt.restore_rng(loaded.rng_state)
+        self.state = TrainerState(inp.run_id, want, inp.model_path, model, optimizer,
+                                  self._vision(model, inp.model_path))
+        return self.state
+
+    def reference_model(self, model_path: str) -> torch.nn.Module:
+        if self._ref_model is None or self._ref_model[0] != model_path:
+            ref = load_policy(model_path, self.device, self.dtype).eval()
+            ref.requires_grad_(False)
+            self._ref_model = (model_path, ref)
+        return self._ref_model[1]
+
+    def train_step(self, inp: TrainStepInput, progress: Progress = NoProgress()) -> TrainStepOutput:
+        with self.lock:
+            final = ckpt.checkpoint_dir(inp.run_dir, inp.step)
+            if ckpt.is_committed(final):
+                meta = ckpt.read_meta(final)
+                return TrainStepOutput(step=inp.step, weight_version=meta["weight_version"], checkpoint=str(final),
+                                       already_committed=True, metrics=meta["metrics"])
+            state = self.ensure_state(inp)
+            progress.heartbeat({"phase": "model_ready", "step": inp.step})
+            samples = self.load_samples(inp, state)
+            progress.heartbeat({"phase": "samples_loaded", "n": len(samples)})
+            t0 = time.perf_counter()
+            set_hyper(state.optimizer, inp.hyper)
+            state.optimizer.zero_grad(set_to_none=True)
+            ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled else None
+            sums = accumulate_gradients(state.model, samples, inp.hyper, progress, ref_model=ref)
+            # From here on the in-memory model no longer matches any checkpoint until the commit.
+            state.step = -2
+            grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), inp.hyper.grad_clip)
+            state.optimizer.step()
+            state.optimizer.zero_grad(set_to_none=True)
+            seconds = time.perf_counter() - t0
+            n_tokens = sum(s.n_tokens for s in samples)
+            metrics = {**sums, "train/grad_norm": float(grad_norm),
+                       "perf/train_tokens_per_second": n_tokens / max(seconds, 1e-9),
+                       "perf/train_seconds": seconds,
+                       "train/n_samples": float(len(samples)),
+                       "train/n_tokens": float(n_tokens),
+                       "train/n_response_tokens": float(sum(float(s.loss_mask.sum()) for s in samples))}
+            weight_version = inp.step + 1
+            progress.heartbeat({"phase": "committing"})
+            path = ckpt.save_checkpoint(inp.run_dir, inp.step, state.model, state.optimizer,
+                                        weight_version=weight_version, data_cursor=inp.data_cursor.model_dump(),
+                                        metrics=metrics, base_model_path=inp.model_path,
+                                        extra={"sample_refs": [s.ref for s in inp.samples],
+                                               "optimizer_steps": ckpt.optimizer_steps(state.optimizer)})
+            recorded = ckpt.read_meta(path)
+            if recorded["metrics"] != metrics:
+                # Another attempt committed step N first: that one is the truth; reload it next time.
+                self.state = None
+                return TrainStepOutput(step=inp.step, weight_version=recorded["weight_version"],
+                                       checkpoint=str(path), already_committed=True, metrics=recorded["metrics"])
+            state.step = inp.step
+            return TrainStepOutput(step=inp.step, weight_version=weight_version, checkpoint=str(path),
+                                   already_committed=False, metrics=metrics)
+
+    def load_samples(self, inp: TrainStepInput, state: TrainerState) -> list[TrainSample]:
+        blobs = BlobStore(inp.blob_root)
+        advantages = group_advantages([s.reward for s in inp.samples], [s.group_id for s in inp.samples],
+                                      dr_grpo=inp.hyper.dr_grpo)
+        out = []
+        for ref, adv in zip(inp.samples, advantages.tolist()):
+            sample = Sample.model_validate(blobs.get_json(ref.ref))
+            out.append(prepare_sample(sample, adv, blobs, state.vision))
+        return out
