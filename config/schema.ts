@@ -94,6 +94,10 @@ export const RolloutConfig = z
     seed: z.number().int().nonnegative().default(0),
     reward_tolerance: z.number().nonnegative().default(0),
     truncate_status_when_out_of_turns: z.boolean().default(true),
+    /** Sample only among these token ids (synthetic tasks; empty: the whole vocabulary). */
+    allowed_token_ids: z.array(z.number().int().nonnegative()).default([]),
+    /** math: the default math RM (binary). target_fraction: share of the response equal to the label (the learning test). */
+    reward_fn: z.enum(['math', 'target_fraction']).default('math'),
   })
   .prefault({});
 

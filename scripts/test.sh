@@ -8,6 +8,12 @@ source scripts/bootstrap.sh || { echo "bootstrap failed" >&2; exit 1; }
 export TEMPO_RL_LOG_LEVEL="${TEMPO_RL_LOG_LEVEL:-warn}" TEMPO_RL_LOG_FORMAT=json
 
 status=0
+# The report test renders the HTML page in headless Chromium (Debian's package).
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "== installing chromium for the report test"
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
+    || echo "chromium could not be installed; the screenshot test will skip" >&2
+fi
 echo "== typecheck"
 npx tsc --noEmit -p . || status=1
 

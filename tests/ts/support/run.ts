@@ -1,7 +1,8 @@
 // Test support for training runs: a real server, real engines (the suite's, or started here), and
 // both workers as child processes so a test can SIGKILL them.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import assert from 'node:assert/strict';
+import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { TempoConfig } from '../../../config/schema.js';
@@ -9,7 +10,8 @@ import { REPO_ROOT } from '../../../lib/paths.js';
 import { runProgress } from '../../../lib/run-client.js';
 import { connectClient } from '../../../lib/temporal.js';
 import { trainerCommand } from '../../../workers/trainer-process.js';
-import type { RunProgress } from '../../../workflows/training-run-messages.js';
+import type { RunProgress, RunResult } from '../../../workflows/training-run-messages.js';
+import { readStepRecords } from '../../../activities/run.js';
 import { startTestServer, stopChild, type TestServer } from './temporal.js';
 import { testEngines } from './engines.js';
 
@@ -74,4 +76,38 @@ export async function waitForProgress(client: Client, runId: string, pred: (p: R
     await new Promise((r) => setTimeout(r, 300));
   }
   throw new Error(`timed out waiting for ${what}; last progress ${JSON.stringify(last)}`);
+}
+
+/** The exactly-once checks of a finished run: every sample consumed by exactly one train step, one
+ * optimizer step per configured step, no finished episode generated twice. */
+export async function checkExactlyOnce(client: Client, cfg: TempoConfig, runId: string, result: RunResult): Promise<void> {
+  assert.equal(result.status, 'completed');
+  const steps = cfg.run.steps;
+  assert.equal(result.steps_done, steps);
+  const runDir = path.join(cfg.state_dir, 'runs', runId);
+  // The trainer's own record: one committed checkpoint per step, each listing the samples it consumed.
+  const ckpts = readdirSync(path.join(runDir, 'checkpoints')).filter((n) => /^step-\d+$/.test(n)).sort();
+  assert.equal(ckpts.length, steps, `one checkpoint per step: ${ckpts}`);
+  const consumed = new Map<string, number>();
+  for (const c of ckpts) {
+    const meta = JSON.parse(readFileSync(path.join(runDir, 'checkpoints', c, 'meta.json'), 'utf8'));
+    for (const ref of meta.sample_refs as string[]) consumed.set(ref, (consumed.get(ref) ?? 0) + 1);
+    assert.equal(meta.optimizer_steps, meta.step + 1, `optimizer steps at ${c}`);
+  }
+  const records = await readStepRecords(runDir);
+  assert.deepEqual(records.map((r) => r.step), Array.from({ length: steps }, (_, i) => i));
+  const expected = cfg.rollout.prompts_per_step * cfg.rollout.n_samples_per_prompt;
+  for (const r of records) assert.equal(r.episodes.length, expected, `episodes of step ${r.step}`);
+  for (const ref of consumed.keys()) assert.match(ref, new RegExp(`samples/${runId}/`));
+  assert.ok([...consumed.values()].every((n) => n === 1), 'every sample consumed by exactly one train step');
+  const trained = records.flatMap((r) => r.episodes.filter((e) => e.trained).map((e) => e.episode_id));
+  assert.equal(new Set(trained).size, trained.length);
+  assert.equal(consumed.size, trained.length);
+  // No finished episode ran twice: each episode workflow id has exactly one completed execution.
+  const completed = new Map<string, number>();
+  for await (const wf of client.workflow.list({ query: `WorkflowType = 'episode' AND ExecutionStatus = 'Completed'` })) {
+    if (wf.workflowId.startsWith(`episode/${runId}/`)) completed.set(wf.workflowId, (completed.get(wf.workflowId) ?? 0) + 1);
+  }
+  assert.equal(completed.size, steps * expected);
+  assert.ok([...completed.values()].every((n) => n === 1), 'no episode completed twice');
 }

@@ -1,0 +1,63 @@
+// What the episode activities need from the inference engines, as one small port. The default
+// implementation adapts the vLLM client and pool (lib/vllm); tests pass scripted doubles.
+import type { TokenConventions } from '../lib/trajectory.js';
+
+export interface RenderChatRequest {
+  /** OpenAI chat messages; image parts carry data: URLs here (never blob refs). */
+  messages: unknown[];
+  tools: unknown[];
+  add_generation_prompt: boolean;
+}
+
+export interface RenderedChat {
+  engine: string;
+  token_ids: number[];
+  /** Multimodal features exactly as the engine's render route returned them (opaque; stored in the blob store). */
+  features: unknown | null;
+  /** Image placeholder lengths reported by the engine (tokens per image), when it reports them. */
+  image_placeholder_lengths: number[] | null;
+}
+
+export interface SamplingSettings {
+  max_tokens: number;
+  temperature: number;
+  top_p: number;
+  seed: number;
+  stop: string[];
+  allowed_token_ids?: number[];
+}
+
+export interface EngineGenerateRequest {
+  session_id: string;
+  token_ids: number[];
+  features: unknown | null;
+  sampling: SamplingSettings;
+  /** Engines that failed an earlier attempt of this generate; the pool must pick another when it can. */
+  exclude_engines: string[];
+}
+
+export interface EngineGenerated {
+  engine: string;
+  token_ids: number[];
+  logprobs: number[];
+  finish_reason: string;
+  stop_reason: string | number | null;
+  routed_experts: string | null;
+  /** The engine's weight version when it reports one. */
+  weight_version: number | null;
+}
+
+export interface EpisodeEngines {
+  render(req: RenderChatRequest, opts: { session_id: string }): Promise<RenderedChat>;
+  generate(req: EngineGenerateRequest): Promise<EngineGenerated>;
+  detokenize(ids: number[]): Promise<string>;
+  tokenConventions(): Promise<TokenConventions & { image_pad_id: number | null }>;
+}
+
+/** An engine error that retrying cannot fix (a request the engine rejects as invalid). */
+export class EngineRequestError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EngineRequestError';
+  }
+}

@@ -1,0 +1,44 @@
+// A real training run driven through its updates: pause at once (in-flight episodes cancelled and
+// redone), resume, pause after the step, stop, then `train --run-id` again continues where it
+// stopped; search attributes follow the status; every sample is consumed exactly once.
+import assert from 'node:assert/strict';
+import { after, test } from 'node:test';
+import { controlRun, runHandle, startOrContinueRun } from '../../lib/run-client.js';
+import type { RunResult } from '../../workflows/training-run-messages.js';
+import { checkExactlyOnce, startRunFixture, waitForProgress } from './support/run.js';
+
+const fx = await startRunFixture(['run.steps=3']);
+after(() => fx.close());
+
+test('pause now, resume, pause after the step, stop, continue: exactly once', { timeout: 1_200_000 }, async () => {
+  const runId = 'control';
+  const { client, cfg } = fx;
+  await startOrContinueRun(client, cfg, runId);
+
+  await waitForProgress(client, runId, (p) => p.phase === 'rollout' && p.step === 0, 'the episodes of step 0');
+  const pausedNow = await controlRun(client, runId, 'pause-now');
+  assert.equal(pausedNow.accepted, true);
+  const p1 = await waitForProgress(client, runId, (p) => p.status === 'paused', 'paused');
+  assert.equal(p1.step, 0, 'paused inside step 0: nothing trained');
+  const found = [];
+  for await (const wf of client.workflow.list({ query: `TempoRlStatus = 'paused'` })) found.push(wf.workflowId);
+  assert.ok(found.includes(`run/${runId}`), `search attribute TempoRlStatus=paused: ${found}`);
+  assert.equal((await controlRun(client, runId, 'pause')).accepted, true, 'pausing a paused run is acknowledged');
+
+  assert.equal((await controlRun(client, runId, 'resume')).accepted, true);
+  assert.equal((await controlRun(client, runId, 'resume')).accepted, false, 'resuming a running run is refused');
+  await waitForProgress(client, runId, (p) => p.step >= 1 && p.phase === 'rollout', 'step 1');
+  assert.equal((await controlRun(client, runId, 'pause')).accepted, true);
+  const p2 = await waitForProgress(client, runId, (p) => p.status === 'paused', 'paused after step 1');
+  assert.equal(p2.step, 2, 'pause after the step lets step 1 finish');
+
+  assert.equal((await controlRun(client, runId, 'stop')).accepted, true);
+  const stopped = (await runHandle(client, runId).result()) as RunResult;
+  assert.equal(stopped.status, 'stopped');
+  assert.equal(stopped.steps_done, 2);
+
+  const again = await startOrContinueRun(client, cfg, runId);
+  assert.equal(again.resumedFromStep, 2);
+  const done = (await runHandle(client, runId).result()) as RunResult;
+  await checkExactlyOnce(client, cfg, runId, done);
+});

@@ -1,0 +1,67 @@
+// Pure parts of the training run: prompt order (no prompt skipped or repeated across resumes),
+// the zero-std group filter, step metrics, the initial run state.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { loadConfig } from '../../config/load.js';
+import { epochPermutation, selectPrompts, type DataCursor } from '../../lib/prompt-order.js';
+import { initialRunState } from '../../lib/run-plan.js';
+import { groupFilter, rolloutMetrics } from '../../workflows/rollout-metrics.js';
+import type { EpisodeSummary } from '../../workflows/episode-messages.js';
+
+test('each epoch is a seeded permutation; seeds and epochs differ', () => {
+  const p = epochPermutation(50, 7, 0);
+  assert.deepEqual([...p].sort((a, b) => a - b), Array.from({ length: 50 }, (_, i) => i));
+  assert.deepEqual(epochPermutation(50, 7, 0), p);
+  assert.notDeepEqual(epochPermutation(50, 7, 1), p);
+  assert.notDeepEqual(epochPermutation(50, 8, 0), p);
+});
+
+test('stepping with a cursor covers every prompt once per epoch, however the run is cut', () => {
+  const size = 23;
+  for (const perStep of [1, 4, 5, 23]) {
+    let at: DataCursor = { epoch: 0, cursor: 0 };
+    const seen: number[] = [];
+    while (seen.length < size * 3) {
+      // a "resume" is just calling again from the saved cursor
+      const { indices, next } = selectPrompts(size, 3, at, perStep);
+      seen.push(...indices);
+      at = JSON.parse(JSON.stringify(next));
+    }
+    for (let e = 0; e < 3; e++) {
+      const epoch = seen.slice(e * size, (e + 1) * size);
+      assert.deepEqual([...epoch].sort((a, b) => a - b), Array.from({ length: size }, (_, i) => i), `perStep ${perStep}, epoch ${e}`);
+      assert.deepEqual(epoch, epochPermutation(size, 3, e));
+    }
+  }
+  assert.throws(() => selectPrompts(0, 1, { epoch: 0, cursor: 0 }, 1), /empty/);
+});
+
+const ep = (id: string, reward: number, status: EpisodeSummary['status'] = 'COMPLETED'): EpisodeSummary => ({
+  episode_id: id, sample_ref: status === 'FAILED' ? '' : `blob:named/samples/${id}.json`, reward, status,
+  truncated_reason: null, response_len: 10, turns: 1, weight_version: 0,
+});
+
+test('zero-std filter drops all-equal groups only when enabled; failed episodes never train', () => {
+  const eps = [ep('r/0/0/0', 1), ep('r/0/0/1', 1), ep('r/0/1/0', 0), ep('r/0/1/1', 1), ep('r/0/2/0', 0, 'FAILED'), ep('r/0/2/1', 1)];
+  const off = groupFilter(eps, false);
+  assert.equal(off.kept.length, 5);
+  assert.equal(off.failed, 1);
+  const on = groupFilter(eps, true);
+  assert.deepEqual(on.kept.map((e) => e.episode_id), ['r/0/1/0', 'r/0/1/1']);
+  assert.equal(on.dropped_zero_std, 3); // group 0 (two 1s) and the lone usable member of group 2
+  const m = rolloutMetrics(eps, on);
+  assert.equal(m['rollout/raw_reward'], 4 / 5);
+  assert.equal(m['rollout/failed'], 1);
+  assert.equal(m['rollout/n_trained'], 2);
+});
+
+test('the initial run state carries the plan; a bad run id is refused', () => {
+  const cfg = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'rollout.prompts_per_step=3', 'grpo.lr=0.5'] });
+  const s = initialRunState(cfg, 'r1');
+  assert.equal(s.step, 0);
+  assert.equal(s.engines_synced, false);
+  assert.equal(s.plan.prompts_per_step, 3);
+  assert.equal(s.plan.hyper.lr, 0.5);
+  assert.equal(s.plan.run_dir, '/tmp/x/runs/r1');
+  assert.throws(() => initialRunState(cfg, '../evil'), /run id/);
+});

@@ -1,0 +1,125 @@
+// The episode workflow's contract: its input, its result, its query, and its workflow id.
+// Pure (imported by the workflow bundle, the training run and the CLI).
+import { defineQuery } from '@temporalio/workflow';
+import type { EpisodeStatus } from '../lib/trajectory.js';
+
+export const EPISODE_WORKFLOW_TYPE = 'episode';
+
+/** A chat message of the first conversation; image parts carry blob references, not bytes. */
+export interface EpisodeMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string | Array<{ type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }>;
+}
+
+export interface EpisodeSettings {
+  /** false: one generate, no tools, the reward from the response's \boxed{} (vime's single-turn run). */
+  multi_turn: boolean;
+  max_turns: number;
+  max_response_len: number;
+  max_context_len: number;
+  temperature: number;
+  top_p: number;
+  seed: number;
+  /** Stop strings; multi-turn Geo3K stops after a tool call. */
+  stop: string[];
+  /** Restrict sampling to these token ids (synthetic tasks such as the learning test). */
+  allowed_token_ids?: number[];
+  /** 'math': the default math RM (binary). 'target_fraction': share of the response equal to the label (dense; the learning test). */
+  reward_fn?: 'math' | 'target_fraction';
+  reward_tolerance: number;
+  /** Out of turns → TRUNCATED (true) or COMPLETED (false). */
+  truncate_status_when_out_of_turns: boolean;
+  environment: string;
+  /** Per generate attempt; the retry policy moves to another engine after it. */
+  generate_timeout_s: number;
+}
+
+export interface EpisodeInput {
+  run_id: string;
+  step: number;
+  prompt_index: number;
+  sample_index: number;
+  prompt: { messages: EpisodeMessage[]; tools: unknown[] };
+  label: string;
+  settings: EpisodeSettings;
+  weight_version: number;
+}
+
+export interface EpisodeSummary {
+  episode_id: string;
+  sample_ref: string;
+  reward: number;
+  status: EpisodeStatus;
+  truncated_reason: string | null;
+  response_len: number;
+  turns: number;
+  weight_version: number;
+}
+
+export interface EpisodeProgress {
+  episode_id: string;
+  phase: 'render' | 'generate' | 'env' | 'observation' | 'score' | 'store' | 'done';
+  turn: number;
+  response_len: number;
+  budget: number;
+  status: EpisodeStatus | null;
+}
+
+export const episodeProgressQuery = defineQuery<EpisodeProgress>('episodeProgress');
+
+export function episodeId(p: { run_id: string; step: number; prompt_index: number; sample_index: number }): string {
+  return `${p.run_id}/${p.step}/${p.prompt_index}/${p.sample_index}`;
+}
+
+export function episodeWorkflowId(id: string): string {
+  return `episode/${id}`;
+}
+
+export function parseEpisodeId(id: string): { run_id: string; step: number; prompt_index: number; sample_index: number } {
+  const parts = id.split('/');
+  const nums = parts.slice(-3).map(Number);
+  if (parts.length < 4 || !nums.every((n) => Number.isInteger(n) && n >= 0)) throw new Error(`not an episode id (run/step/prompt/sample): ${JSON.stringify(id)}`);
+  return { run_id: parts.slice(0, -3).join('/'), step: nums[0]!, prompt_index: nums[1]!, sample_index: nums[2]! };
+}
+
+/** Settings from the rollout config (the one place that picks defaults such as the stop string). */
+export function episodeSettings(
+  rollout: { multi_turn: boolean; max_turns: number; max_response_len: number; max_context_len: number; temperature: number; top_p: number; seed: number; reward_tolerance: number; truncate_status_when_out_of_turns: boolean; allowed_token_ids?: number[]; reward_fn?: 'math' | 'target_fraction' },
+  opts: { generate_timeout_s?: number; environment?: string; stop?: string[] } = {},
+): EpisodeSettings {
+  return {
+    multi_turn: rollout.multi_turn,
+    max_turns: rollout.multi_turn ? rollout.max_turns : 1,
+    max_response_len: rollout.max_response_len,
+    max_context_len: rollout.max_context_len,
+    temperature: rollout.temperature,
+    top_p: rollout.top_p,
+    seed: rollout.seed,
+    stop: opts.stop ?? (rollout.multi_turn ? ['</tool_call>'] : []),
+    ...(rollout.allowed_token_ids?.length ? { allowed_token_ids: rollout.allowed_token_ids } : {}),
+    ...(rollout.reward_fn && rollout.reward_fn !== 'math' ? { reward_fn: rollout.reward_fn } : {}),
+    reward_tolerance: rollout.reward_tolerance,
+    truncate_status_when_out_of_turns: rollout.truncate_status_when_out_of_turns,
+    environment: opts.environment ?? 'geo3k',
+    generate_timeout_s: opts.generate_timeout_s ?? 300,
+  };
+}
+
+/** A 31-bit seed per (run seed, episode, turn): samples of one prompt differ, replays agree. */
+export function turnSeed(seed: number, id: string, turn: number): number {
+  let h = 0x811c9dc5;
+  for (const ch of `${seed}|${id}|${turn}`) {
+    h ^= ch.charCodeAt(0);
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h & 0x7fffffff;
+}
+
+/**
+ * Start options for an episode (client start or child workflow): its deterministic id, and a reuse
+ * policy under which an episode that already completed is never run again — a retried step gets
+ * WorkflowExecutionAlreadyStarted and reads the summary back (activity `loadEpisodeSummary`).
+ */
+export function episodeStartOptions(id: string) {
+  return { workflowId: episodeWorkflowId(id), workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY' as const };
+}

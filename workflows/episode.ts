@@ -1,0 +1,144 @@
+// The episode workflow (../shared/DESIGN.md "Episode"): render once, then per turn generate →
+// stitch → env step → observation, then score and store the sample. Deterministic: all I/O is in
+// activities; the token stitching is the pure lib/trajectory.ts.
+import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, setHandler } from '@temporalio/workflow';
+import type { RolloutActivities } from '../activities/index.js';
+import type { SampleTurnRecipe } from '../activities/sample.js';
+import { appendGenerated, appendObservation, remainingBudget, startTrajectory, type EpisodeStatus, type Stop, type Trajectory } from '../lib/trajectory.js';
+import { episodeId, episodeProgressQuery, turnSeed, type EpisodeInput, type EpisodeProgress, type EpisodeSummary } from './episode-messages.js';
+
+const NON_RETRYABLE = ['ImagePlaceholderMismatch', 'TemplateNotPrefixStable', 'EngineRequestRejected', 'InvalidEngineAnswer', 'UnknownEnvironment', 'SampleMismatch', 'InvalidSampleRecipe'];
+
+function activitiesFor(input: EpisodeInput) {
+  const quick = proxyActivities<RolloutActivities>({
+    startToCloseTimeout: '2 minutes',
+    retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE },
+  });
+  const generate = proxyActivities<RolloutActivities>({
+    startToCloseTimeout: `${input.settings.generate_timeout_s} seconds`,
+    // A killed worker or a dead engine is noticed within this, and the retry goes to another engine.
+    heartbeatTimeout: '15 seconds',
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '20 seconds', maximumAttempts: 8, nonRetryableErrorTypes: NON_RETRYABLE },
+  });
+  // proxies are not enumerable: pick the activities by name
+  return {
+    renderPrompt: quick.renderPrompt,
+    renderObservation: quick.renderObservation,
+    envStep: quick.envStep,
+    scoreEpisode: quick.scoreEpisode,
+    storeSample: quick.storeSample,
+    generateTurn: generate.generateTurn,
+  };
+}
+
+function failureReason(err: unknown): string {
+  const cause = err instanceof ActivityFailure ? err.cause : err;
+  if (cause instanceof ApplicationFailure) return `${cause.type ?? 'error'}: ${cause.message}`;
+  return (cause as Error)?.message ?? String(cause);
+}
+
+export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
+  const id = episodeId(input);
+  const s = input.settings;
+  const acts = activitiesFor(input);
+  const progress: EpisodeProgress = { episode_id: id, phase: 'render', turn: 0, response_len: 0, budget: 0, status: null };
+  setHandler(episodeProgressQuery, () => progress);
+
+  let traj: Trajectory | null = null;
+  let stop: Stop | null = null;
+  let done: { status: EpisodeStatus; reason: string | null } | null = null;
+  let finalAnswer: string | null = null;
+  let lastText: string | null = null;
+  const recipe: SampleTurnRecipe[] = [];
+  let prompt: Awaited<ReturnType<typeof acts.renderPrompt>> | null = null;
+
+  try {
+    prompt = await acts.renderPrompt({ episode_id: id, messages: input.prompt.messages, tools: s.multi_turn ? input.prompt.tools : [] });
+    traj = startTrajectory(prompt.prompt_len, s);
+    progress.budget = traj.budget;
+    const maxTurns = s.multi_turn ? s.max_turns : 1;
+    for (let turn = 1; turn <= maxTurns && !stop && !done; turn++) {
+      const maxTokens = remainingBudget(traj);
+      if (maxTokens < 1) {
+        stop = { status: 'TRUNCATED', reason: 'budget_exhausted' };
+        break;
+      }
+      Object.assign(progress, { phase: 'generate', turn });
+      const gen = await acts.generateTurn({
+        episode_id: id,
+        turn,
+        prompt_ref: prompt.prompt_ref,
+        response_ids: traj.response_ids,
+        sampling: { max_tokens: maxTokens, temperature: s.temperature, top_p: s.top_p, seed: turnSeed(s.seed, id, turn), stop: s.stop, ...(s.allowed_token_ids ? { allowed_token_ids: s.allowed_token_ids } : {}) },
+      });
+      lastText = gen.text;
+      recipe.push({ output_ref: gen.output_ref, observation_ids: null, engine: gen.engine, weight_version: gen.weight_version ?? input.weight_version, finish_reason: gen.finish_reason });
+      stop = appendGenerated(traj, gen, prompt.conventions);
+      progress.response_len = traj.response_ids.length;
+      if (stop) break;
+      if (!s.multi_turn) {
+        done = { status: 'COMPLETED', reason: null };
+        break;
+      }
+      progress.phase = 'env';
+      const env = await acts.envStep({ environment: s.environment, text: gen.text, label: input.label, turn, max_turns: maxTurns, tolerance: s.reward_tolerance });
+      if (env.done) {
+        finalAnswer = env.final_answer;
+        const outOfTurns = env.reason.includes('out_of_turns');
+        done = outOfTurns && s.truncate_status_when_out_of_turns ? { status: 'TRUNCATED', reason: 'out_of_turns' } : { status: 'COMPLETED', reason: null };
+        break;
+      }
+      progress.phase = 'observation';
+      const obs = await acts.renderObservation({ episode_id: id, observation: env.observation ?? '', tools: input.prompt.tools });
+      stop = appendObservation(traj, obs.token_ids, prompt.conventions);
+      if (!stop) recipe[recipe.length - 1]!.observation_ids = obs.token_ids;
+      progress.response_len = traj.response_ids.length;
+      // An environment that is not done after the last turn: out of turns all the same.
+      if (!stop && turn === maxTurns) stop = { status: 'TRUNCATED', reason: 'out_of_turns' };
+    }
+  } catch (err) {
+    if (isCancellation(err)) throw err;
+    // Only non-retryable failures (or exhausted retries) land here: the episode is FAILED, and its
+    // partial sample is still stored so the audit shows what happened.
+    stop = { status: 'FAILED', reason: failureReason(err) };
+  }
+
+  const status = done?.status ?? stop?.status ?? 'FAILED';
+  const reason = done ? done.reason : (stop?.reason ?? 'no turns');
+  progress.phase = 'score';
+  const scored =
+    status === 'FAILED' || status === 'ABORTED'
+      ? { reward: 0 as const, extracted: null, reason: status }
+      : await acts.scoreEpisode({ reward_fn: s.reward_fn ?? 'math', label: input.label, tolerance: s.reward_tolerance, final_answer: finalAnswer, response_text: finalAnswer === null ? lastText : null });
+
+  progress.phase = 'store';
+  const { sample_ref } = await acts.storeSample({
+    episode_id: id,
+    run_id: input.run_id,
+    step: input.step,
+    prompt_index: input.prompt_index,
+    sample_index: input.sample_index,
+    prompt_ref: prompt?.prompt_ref ?? null,
+    limits: { max_response_len: s.max_response_len, max_context_len: s.max_context_len },
+    conventions: prompt?.conventions ?? null,
+    turns: recipe,
+    images: prompt?.image_refs ?? [],
+    reward: scored.reward,
+    status,
+    truncated_reason: status === 'COMPLETED' ? null : reason,
+    temperature: s.temperature,
+    label: input.label,
+    expected: { response_len: traj?.response_ids.length ?? 0, mask_sum: traj?.loss_mask.reduce((a, b) => a + b, 0) ?? 0 },
+  });
+  Object.assign(progress, { phase: 'done', status });
+  return {
+    episode_id: id,
+    sample_ref,
+    reward: scored.reward,
+    status,
+    truncated_reason: status === 'COMPLETED' ? null : reason,
+    response_len: traj?.response_ids.length ?? 0,
+    turns: recipe.length,
+    weight_version: input.weight_version,
+  };
+}
