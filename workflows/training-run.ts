@@ -43,6 +43,7 @@ const acts = proxyActivities<RolloutActivities>({
 interface TrainerActivities {
   train_step(input: TrainStepInput): Promise<TrainStepOutput>;
   sync_weights(input: SyncWeightsInput): Promise<SyncWeightsOutput>;
+  log_metrics(input: { run_id: string; run_dir: string; step: number; metrics: Record<string, number> }): Promise<{ tensorboard: string; wandb: boolean }>;
 }
 
 function trainerActs(taskQueue: string) {
@@ -184,6 +185,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
       episodes: summaries.map((e) => ({ episode_id: e.episode_id, trained: groups.kept.includes(e) })),
       data_before: state.data, data_after: pick.next,
     });
+    await trainer.log_metrics({ run_id: state.run_id, run_dir: plan.run_dir, step: state.step, metrics });
     state.step += 1;
     state.data = pick.next;
     state.weight_version = trained.weight_version;

@@ -20,6 +20,7 @@ from .contract import (SyncWeightsInput, SyncWeightsOutput, TrainerInfoOutput, T
 from .model import SampleInvalid
 from .train_step import StepCancelled, Trainer
 from .weight_sync import sync_weights_from_disk
+from .metrics_sink import LogMetricsInput, log_metrics
 
 # Errors that a retry cannot fix: fail the activity at once instead of retrying forever.
 NON_RETRYABLE = (SampleInvalid, BlobError, pydantic.ValidationError, FileNotFoundError, ValueError)
@@ -80,5 +81,13 @@ class TrainerActivities:
             loaded_run=state.run_id if state else None, loaded_step=state.step if state else None,
         ).model_dump()
 
+    @activity.defn(name="log_metrics")
+    def log_metrics(self, payload: dict) -> dict:
+        try:
+            inp = LogMetricsInput.model_validate(payload)
+        except pydantic.ValidationError as err:
+            raise _non_retryable(err) from err
+        return log_metrics(inp).model_dump()
+
     def all(self) -> list:
-        return [self.train_step, self.sync_weights, self.trainer_info]
+        return [self.train_step, self.sync_weights, self.trainer_info, self.log_metrics]

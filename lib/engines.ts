@@ -1,0 +1,208 @@
+// The embedded vLLM engines: `python -m vllm.entrypoints.openai.api_server` processes on loopback,
+// recorded by pid in <state>/engines/engine-<i>.json and stopped only if still ours. External engines
+// (engines.urls) are used as they are: nothing is started or stopped.
+import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { z } from 'zod';
+import type { TempoConfig } from '../config/schema.js';
+import { childLogger } from './log.js';
+import { pythonBin, stateLayout, tinyModelDir } from './paths.js';
+import { commandLine, isAlive, portOpen, spawnDetached, stopProcess, waitFor } from './process.js';
+import { VllmClient } from './vllm/client.js';
+import { probeCapabilities } from './vllm/capabilities.js';
+import type { EngineMetrics } from './vllm/types.js';
+
+const log = childLogger('engines');
+const HOST = '127.0.0.1';
+const ENGINE_MODULE = 'vllm.entrypoints.openai.api_server';
+export const SERVED_MODEL_NAME = 'tempo-rl';
+const GiB = 1024 ** 3;
+
+const EngineRecord = z.object({
+  index: z.number().int().nonnegative(),
+  pid: z.number().int().positive(),
+  port: z.number().int().positive(),
+  url: z.string(),
+  model: z.string(),
+  log: z.string(),
+  started_at: z.string(),
+});
+export type EngineRecord = z.infer<typeof EngineRecord>;
+
+export interface EngineStatus {
+  url: string;
+  external: boolean;
+  pid: number | null;
+  healthy: boolean;
+  version: string | null;
+  missing_routes: string[];
+  metrics: EngineMetrics | null;
+  log: string | null;
+}
+
+export function engineModel(cfg: TempoConfig): string {
+  return cfg.model.path || tinyModelDir();
+}
+
+/** The command line of engine `index` (exported for tests and docs). */
+export function engineArgs(cfg: TempoConfig, port: number, env: NodeJS.ProcessEnv = process.env): string[] {
+  // On CPU the KV cache is preallocated host memory: keep it small (VLLM_CPU_KVCACHE_SPACE, in GiB, wins).
+  const cpuKvCache = cfg.model.num_gpus === 0 && !env.VLLM_CPU_KVCACHE_SPACE ? ['--kv-cache-memory-bytes', String(cfg.model.path ? GiB : GiB / 4)] : [];
+  return [
+    '-m', ENGINE_MODULE,
+    '--model', engineModel(cfg),
+    '--served-model-name', SERVED_MODEL_NAME,
+    '--host', HOST,
+    '--port', String(port),
+    '--dtype', cfg.model.dtype,
+    '--max-model-len', String(cfg.engines.max_model_len),
+    '--seed', String(cfg.rollout.seed),
+    // the render and token-in/token-out routes
+    '--enable-scale-out',
+    // logprobs after temperature/top-p, which is what the trainer recomputes
+    '--logprobs-mode', 'processed_logprobs',
+    // sampling defaults come from the request only, never from the checkpoint's generation_config
+    '--generation-config', 'vllm',
+    '--enforce-eager',
+    // CPU engines default to 128-token blocks; smaller blocks let short multi-turn prompts hit the prefix cache
+    ...(cfg.model.num_gpus === 0 ? ['--block-size', '32'] : []),
+    ...cpuKvCache,
+    '--disable-uvicorn-access-log',
+    ...cfg.engines.extra_args,
+  ];
+}
+
+export function engineEnv(cfg: TempoConfig, env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = { ...env, VLLM_SERVER_DEV_MODE: '1', PYTHONUNBUFFERED: '1' };
+  if (cfg.model.num_gpus === 0) {
+    // Engines share the machine's cores: one OpenMP thread pool each, unpinned.
+    const threads = Math.max(1, Math.floor(os.availableParallelism() / cfg.engines.count));
+    out.VLLM_CPU_OMP_THREADS_BIND = env.VLLM_CPU_OMP_THREADS_BIND ?? 'nobind';
+    out.OMP_NUM_THREADS = env.OMP_NUM_THREADS ?? String(threads);
+  }
+  return out;
+}
+
+function recordPath(cfg: TempoConfig, index: number): string {
+  return path.join(stateLayout(cfg.state_dir).engines, `engine-${index}.json`);
+}
+
+export function readEngineRecords(cfg: TempoConfig): EngineRecord[] {
+  const dir = stateLayout(cfg.state_dir).engines;
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter((f) => /^engine-\d+\.json$/.test(f))
+    .flatMap((f) => {
+      try {
+        return [EngineRecord.parse(JSON.parse(readFileSync(path.join(dir, f), 'utf8')))];
+      } catch {
+        return [];
+      }
+    })
+    .sort((a, b) => a.index - b.index);
+}
+
+function ours(rec: EngineRecord): boolean {
+  return isAlive(rec.pid) && commandLine(rec.pid).includes(ENGINE_MODULE);
+}
+
+/** The URLs rollouts use: the external ones, else the recorded engines of this state directory. */
+export function engineUrls(cfg: TempoConfig): string[] {
+  if (cfg.engines.urls.length) return cfg.engines.urls.map((u) => u.replace(/\/+$/, ''));
+  return readEngineRecords(cfg).filter(ours).map((r) => r.url);
+}
+
+/** Starts the missing engines of config.engines.count and waits until every one is healthy. */
+export async function startEngines(cfg: TempoConfig): Promise<{ started: number; statuses: EngineStatus[] }> {
+  if (cfg.engines.urls.length) {
+    log.info({ urls: cfg.engines.urls }, 'engines.urls is set: using those engines, starting nothing');
+    return { started: 0, statuses: await engineStatuses(cfg) };
+  }
+  const model = engineModel(cfg);
+  if (!cfg.model.path && !existsSync(path.join(model, '.complete')))
+    throw new Error(`the tiny model is missing at ${model}: run \`tempo-rl model tiny\` (bin/tempo-rl generates it at set-up)`);
+  const python = pythonBin();
+  if (!existsSync(python)) throw new Error(`python not found at ${python}: run scripts/bootstrap.sh`);
+  const dir = stateLayout(cfg.state_dir).engines;
+  mkdirSync(dir, { recursive: true });
+  const existing = new Map(readEngineRecords(cfg).map((r) => [r.index, r]));
+  const launched: EngineRecord[] = [];
+  const adopted: EngineRecord[] = [];
+  for (let index = 0; index < cfg.engines.count; index++) {
+    const port = cfg.engines.base_port + index;
+    const rec = existing.get(index);
+    if (rec && ours(rec) && rec.port === port) {
+      // Still booting (port closed) or healthy: keep it. Listening but unhealthy (its engine core died,
+      // e.g. OOM-killed, while the API process lives on): replace it.
+      if (!(await portOpen(HOST, port)) || (await new VllmClient({ url: rec.url }).isHealthy())) {
+        adopted.push(rec);
+        continue;
+      }
+      log.warn({ url: rec.url, pid: rec.pid }, 'engine is up but unhealthy: restarting it');
+      await stopRecorded(cfg, rec);
+    }
+    if (await portOpen(HOST, port)) throw new Error(`port ${port} is taken by a process tempo-rl did not start; set engines.base_port`);
+    const logFile = path.join(dir, `engine-${index}.log`);
+    const { pid } = spawnDetached(python, engineArgs(cfg, port), { log: logFile, env: engineEnv(cfg) });
+    const record: EngineRecord = { index, pid, port, url: `http://${HOST}:${port}`, model, log: logFile, started_at: new Date().toISOString() };
+    writeFileSync(recordPath(cfg, index), JSON.stringify(record));
+    launched.push(record);
+    log.info({ url: record.url, pid, log: logFile }, 'engine starting');
+  }
+  try {
+    await Promise.all([...adopted, ...launched].map((rec) => waitHealthy(rec, cfg.engines.startup_timeout_s * 1000)));
+  } catch (err) {
+    await Promise.all(launched.map((rec) => stopRecorded(cfg, rec)));
+    throw err;
+  }
+  return { started: launched.length, statuses: await engineStatuses(cfg) };
+}
+
+async function waitHealthy(rec: EngineRecord, timeoutMs: number): Promise<void> {
+  const client = new VllmClient({ url: rec.url });
+  await waitFor(async () => !isAlive(rec.pid) || (await client.isHealthy(2_000)), `engine ${rec.url}`, timeoutMs, 1_000);
+  if (!isAlive(rec.pid)) throw new Error(`engine ${rec.url} exited at start; last lines of ${rec.log}:\n${tail(rec.log, 15)}`);
+  const caps = await probeCapabilities(rec.url);
+  if (!caps.ok) throw new Error(`engine ${rec.url} lacks ${caps.missing.map((m) => `${m.route} (${m.enable})`).join(', ')}`);
+  log.info({ url: rec.url, version: caps.version }, 'engine healthy');
+}
+
+function tail(file: string, lines: number): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+async function stopRecorded(cfg: TempoConfig, rec: EngineRecord): Promise<boolean> {
+  const mine = ours(rec);
+  if (mine) await stopProcess(rec.pid, 15_000);
+  rmSync(recordPath(cfg, rec.index), { force: true });
+  return mine;
+}
+
+/** Stops the engines this state directory recorded; returns how many were running. */
+export async function stopEngines(cfg: TempoConfig): Promise<number> {
+  if (cfg.engines.urls.length) return 0;
+  const stopped = await Promise.all(readEngineRecords(cfg).map((rec) => stopRecorded(cfg, rec)));
+  return stopped.filter(Boolean).length;
+}
+
+export async function engineStatuses(cfg: TempoConfig): Promise<EngineStatus[]> {
+  const external = cfg.engines.urls.length > 0;
+  const targets = external
+    ? cfg.engines.urls.map((url) => ({ url: url.replace(/\/+$/, ''), pid: null as number | null, log: null as string | null }))
+    : readEngineRecords(cfg).map((r) => ({ url: r.url, pid: ours(r) ? r.pid : null, log: r.log }));
+  return Promise.all(
+    targets.map(async (t): Promise<EngineStatus> => {
+      const client = new VllmClient({ url: t.url, timeoutMs: 5_000 });
+      const alive = external || t.pid !== null;
+      const healthy = alive && (await client.isHealthy());
+      if (!healthy) return { url: t.url, external, pid: t.pid, healthy, version: null, missing_routes: [], metrics: null, log: t.log };
+      const [caps, metrics] = await Promise.all([probeCapabilities(t.url).catch(() => null), client.metrics().catch(() => null)]);
+      return { url: t.url, external, pid: t.pid, healthy, version: caps?.version ?? null, missing_routes: caps?.missing.map((m) => m.route) ?? [], metrics, log: t.log };
+    }),
+  );
+}

@@ -1,0 +1,165 @@
+// Hash ring, retries and the pool's routing/ejection/fan-out with fake engines (no vLLM needed).
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import { loadConfig } from '../../config/load.js';
+import { engineArgs, engineEnv } from '../../lib/engines.js';
+import { EngineHttpError, EngineTimeoutError, EngineUnreachableError } from '../../lib/vllm/errors.js';
+import { HashRing } from '../../lib/vllm/hash-ring.js';
+import { engineMetricsFrom } from '../../lib/vllm/metrics.js';
+import { EnginePool, type PoolEngine, PoolControlError } from '../../lib/vllm/pool.js';
+import { backoffMs, withRetries } from '../../lib/vllm/retry.js';
+import type { GenerateResult } from '../../lib/vllm/types.js';
+
+const keys = Array.from({ length: 2000 }, (_, i) => `run/0/${i}/0`);
+
+describe('hash ring', () => {
+  test('spreads keys and moves only the keys of a node that leaves', () => {
+    const ring = new HashRing(['a', 'b', 'c']);
+    const owner = new Map(keys.map((k) => [k, ring.lookup(k)!]));
+    for (const n of ['a', 'b', 'c']) {
+      const share = [...owner.values()].filter((o) => o === n).length / keys.length;
+      assert.ok(share > 0.2 && share < 0.47, `${n} owns ${share}`);
+    }
+    const without = (k: string) => ring.lookup(k, (n) => n !== 'b')!;
+    for (const k of keys) {
+      if (owner.get(k) !== 'b') assert.equal(without(k), owner.get(k));
+      else assert.notEqual(without(k), 'b');
+    }
+    assert.equal(ring.lookup('x', () => false), null);
+  });
+});
+
+describe('retries', () => {
+  const policy = { attempts: 3, baseDelayMs: 100, maxDelayMs: 250 };
+  const sleeps: number[] = [];
+  const sleep = async (ms: number) => void sleeps.push(ms);
+
+  test('bounded, exponential, capped, and only for retryable errors', async () => {
+    let calls = 0;
+    await assert.rejects(
+      withRetries(async () => {
+        calls++;
+        throw new Error('boom');
+      }, { policy, shouldRetry: () => true, sleep }),
+      /boom/,
+    );
+    assert.equal(calls, 3);
+    assert.deepEqual(sleeps, [100, 200]);
+    assert.equal(backoffMs(policy, 5), 250);
+    calls = 0;
+    const fatal = () => {
+      calls++;
+      return Promise.reject(new Error('fatal'));
+    };
+    await assert.rejects(withRetries(fatal, { policy, shouldRetry: () => false, sleep }), /fatal/);
+    assert.equal(calls, 1);
+    const ok = await withRetries(async (n) => (n < 2 ? Promise.reject(new Error('once')) : 'ok'), { policy, shouldRetry: () => true, sleep });
+    assert.equal(ok, 'ok');
+  });
+});
+
+class FakeEngine implements PoolEngine {
+  calls: string[] = [];
+  fail: Error | null = null;
+  healthy = true;
+  constructor(readonly url: string) {}
+  private async act<T>(name: string, value: T): Promise<T> {
+    this.calls.push(name);
+    if (this.fail) throw this.fail;
+    return value;
+  }
+  isHealthy = async () => this.healthy;
+  generate = async () => this.act<GenerateResult>('generate', { engine: this.url, tokenIds: [1], logprobs: [-1], finishReason: 'length', stopReason: null, routedExperts: null, weightVersions: null, promptTokens: 1, promptLogprobs: null });
+  renderChat = async () => this.act('render', { tokenIds: [1], features: null, imagePlaceholders: [] });
+  tokenizeChat = async () => this.act('tokenize', [1]);
+  detokenize = async () => this.act('detokenize', 'x');
+  pause = async () => this.act('pause', undefined);
+  resume = async () => this.act('resume', undefined);
+  resetPrefixCache = async () => this.act('reset', true);
+  reloadWeights = async (dir: string) => this.act(`reload ${dir}`, undefined);
+  metrics = async () => this.act('metrics', { prefixCacheHits: 0, prefixCacheQueries: 0, running: 0, waiting: 0, promptTokens: 0, generationTokens: 0 });
+}
+
+function fakes(): [FakeEngine, FakeEngine, EnginePool] {
+  const a = new FakeEngine('http://a');
+  const b = new FakeEngine('http://b');
+  return [a, b, new EnginePool([a, b], { policy: 'consistent_hash', retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 } })];
+}
+
+describe('engine pool with fake engines', () => {
+  test('a refused generate ejects the engine and moves to the other; a timeout is not repeated', async () => {
+    const [a, b, pool] = fakes();
+    const key = keys.find((k) => pool.pick(k) === a)!;
+    a.fail = new EngineUnreachableError(a.url, '/inference/v1/generate', 'ECONNREFUSED');
+    assert.equal((await pool.generate(key, { tokenIds: [1], sampling: { maxTokens: 1 } })).engine, b.url);
+    assert.equal(pool.isDown(a.url), true);
+    b.fail = new EngineTimeoutError(b.url, '/inference/v1/generate', 10);
+    await assert.rejects(pool.generate(key, { tokenIds: [1], sampling: { maxTokens: 1 } }), EngineTimeoutError);
+    assert.equal(b.calls.filter((c) => c === 'generate').length, 2, 'a timed-out generate was sent again');
+  });
+
+  test('idempotent calls retry 5xx; health checks eject after two failures and readmit with current weights', async () => {
+    const [a, b, pool] = fakes();
+    let n = 0;
+    a.renderChat = async () => (n++ === 0 ? Promise.reject(new EngineHttpError(a.url, '/r', 503, '')) : { tokenIds: [2], features: null, imagePlaceholders: [] });
+    b.renderChat = a.renderChat;
+    assert.deepEqual((await pool.renderChat({ messages: [] })).tokenIds, [2]);
+    await pool.reloadWeightsAll('/ckpt/1');
+    a.healthy = false;
+    await pool.checkHealth();
+    assert.equal(pool.isDown(a.url), false);
+    await pool.checkHealth();
+    assert.equal(pool.isDown(a.url), true);
+    assert.deepEqual(pool.healthyUrls(), [b.url]);
+    a.healthy = true;
+    a.calls = [];
+    await pool.checkHealth();
+    assert.equal(pool.isDown(a.url), false);
+    assert.deepEqual(a.calls, ['reload /ckpt/1']);
+  });
+
+  test('control calls fan out to every live engine and report failures', async () => {
+    const [a, b, pool] = fakes();
+    await pool.syncWeights('/ckpt/2');
+    for (const e of [a, b]) assert.deepEqual(e.calls, ['pause', 'reload /ckpt/2', 'reset', 'resume']);
+    b.fail = new EngineHttpError(b.url, '/pause', 400, 'bad');
+    await assert.rejects(pool.pauseAll(), PoolControlError);
+    pool.eject(b.url, 'test');
+    const results = await pool.resumeAll();
+    assert.deepEqual(results.map((r) => [r.ok, r.skipped]), [[true, false], [false, true]]);
+  });
+
+  test('round_robin alternates; avoid steers away from a failed engine', () => {
+    const a = new FakeEngine('http://a');
+    const b = new FakeEngine('http://b');
+    const rr = new EnginePool([a, b], { policy: 'round_robin' });
+    assert.deepEqual([rr.pick().url, rr.pick().url, rr.pick().url], [a.url, b.url, a.url]);
+    const [, , hashed] = fakes();
+    const key = keys[0]!;
+    const first = hashed.pick(key).url;
+    assert.notEqual(hashed.pick(key, [first]).url, first);
+  });
+});
+
+describe('engine command line and metrics parsing', () => {
+  test('engines get the routes, logprob mode and generation config tempo-rl relies on', () => {
+    const cfg = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'engines.max_model_len=2048'] });
+    const args = engineArgs(cfg, 8123).join(' ');
+    for (const flag of ['--enable-scale-out', '--logprobs-mode processed_logprobs', '--generation-config vllm', '--enforce-eager', '--max-model-len 2048', '--port 8123', '--model /m', '--dtype float32', '--seed 0'])
+      assert.ok(args.includes(flag), flag);
+    assert.equal(engineEnv(cfg, {}).VLLM_SERVER_DEV_MODE, '1');
+  });
+
+  test('Prometheus series are summed over labels', () => {
+    const text = [
+      '# TYPE vllm:prefix_cache_hits_total counter',
+      'vllm:prefix_cache_hits_total{engine="0",model_name="m"} 30.0',
+      'vllm:prefix_cache_queries_total{engine="0",model_name="m"} 100.0',
+      'vllm:num_requests_running{engine="0"} 2.0',
+      'vllm:num_requests_waiting{engine="0"} 1.0',
+      'vllm:num_requests_waiting{engine="1"} 1.0',
+    ].join('\n');
+    assert.deepEqual(engineMetricsFrom(text), { prefixCacheHits: 30, prefixCacheQueries: 100, running: 2, waiting: 2, promptTokens: 0, generationTokens: 0 });
+    assert.equal(engineMetricsFrom('python_gc 1'), null);
+  });
+});

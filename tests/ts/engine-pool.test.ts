@@ -1,0 +1,77 @@
+// The engine pool over two live engines: consistent_hash keeps an episode's turns on one engine, and a
+// killed engine is ejected, its episodes' next calls go to the other engine, and it is readmitted.
+// "Killed" = the TCP proxy in front of it closes, which the client sees exactly as a dead process
+// (connection refused) while the engines the suite shares keep running.
+import assert from 'node:assert/strict';
+import { after, before, describe, test } from 'node:test';
+import { VllmClient } from '../../lib/vllm/client.js';
+import { EnginePool } from '../../lib/vllm/pool.js';
+import { type TestEngines, testEngines } from './support/engines.js';
+import { type TcpProxy, tcpProxy } from './support/tcp-proxy.js';
+
+let engines: TestEngines;
+let proxies: TcpProxy[];
+
+before(async () => {
+  engines = await testEngines(2);
+  proxies = await Promise.all(engines.urls.map((u) => tcpProxy(u)));
+});
+after(async () => {
+  await Promise.all((proxies ?? []).map((p) => p.kill()));
+  await engines?.stop();
+});
+
+function pool(policy: 'round_robin' | 'consistent_hash'): EnginePool {
+  const clients = proxies.map((p) => new VllmClient({ url: p.url, timeoutMs: 120_000 }));
+  return new EnginePool(clients, { policy, retry: { attempts: 3, baseDelayMs: 50, maxDelayMs: 200 } });
+}
+
+async function episodeTurns(p: EnginePool, episode: string, prompt: number[], turns: number): Promise<string[]> {
+  const seen: string[] = [];
+  let history = prompt;
+  for (let t = 0; t < turns; t++) {
+    const r = await p.generate(episode, { tokenIds: history, sampling: { maxTokens: 3, seed: t } });
+    seen.push(r.engine);
+    history = [...history, ...r.tokenIds, 151645, 198];
+  }
+  return seen;
+}
+
+describe('engine pool (two live engines)', () => {
+  test('consistent_hash keeps every turn of an episode on one engine; round_robin spreads them', async () => {
+    const hashed = pool('consistent_hash');
+    const prompt = await new VllmClient({ url: engines.urls[0]! }).tokenize('Find x in the triangle.');
+    const used = new Set<string>();
+    for (let i = 0; i < 6; i++) {
+      const seen = await episodeTurns(hashed, `run/0/${i}/0`, prompt, 3);
+      assert.equal(new Set(seen).size, 1, `episode ${i} moved: ${seen.join(', ')}`);
+      used.add(seen[0]!);
+    }
+    assert.equal(used.size, 2, 'six episodes all landed on one engine');
+    const spread = await episodeTurns(pool('round_robin'), 'run/0/0/0', prompt, 2);
+    assert.notEqual(spread[0], spread[1]);
+  });
+
+  test('a killed engine is ejected, its episodes go to the other engine, and it is readmitted', async () => {
+    const p = pool('consistent_hash');
+    const prompt = [9707, 11, 1879, 0];
+    const owner = (episode: string) => p.pick(episode).url;
+    const victim = proxies[1]!;
+    const episodes = Array.from({ length: 12 }, (_, i) => `run/1/${i}/0`);
+    const onVictim = episodes.filter((e) => owner(e) === victim.url);
+    const onSurvivor = episodes.filter((e) => owner(e) !== victim.url);
+    assert.ok(onVictim.length > 0 && onSurvivor.length > 0, 'all 12 episodes hash to one engine');
+
+    await victim.kill();
+    const r = await p.generate(onVictim[0]!, { tokenIds: prompt, sampling: { maxTokens: 2, seed: 0 } });
+    assert.equal(r.engine, proxies[0]!.url, 'the call did not move to the surviving engine');
+    assert.equal(p.isDown(victim.url), true);
+    for (const e of onVictim) assert.equal(owner(e), proxies[0]!.url);
+    for (const e of onSurvivor) assert.equal(owner(e), proxies[0]!.url, 'a key of the surviving engine moved');
+
+    await victim.revive();
+    await p.checkHealth();
+    assert.equal(p.isDown(victim.url), false, 'not readmitted');
+    for (const e of onVictim) assert.equal(owner(e), victim.url, 'keys did not come back after readmission');
+  });
+});
