@@ -9,8 +9,7 @@ import { engineUrls } from '../lib/engines.js';
 import { childLogger } from '../lib/log.js';
 import { stateLayout } from '../lib/paths.js';
 import type { DataCursor } from '../lib/prompt-order.js';
-import { sampleKey } from './sample.js';
-import type { EpisodeMessage, EpisodeSummary } from '../workflows/episode-messages.js';
+import type { EpisodeMessage } from '../workflows/episode-messages.js';
 import type { DatasetInfo } from '../workflows/training-run-messages.js';
 
 const log = childLogger('run');
@@ -69,16 +68,6 @@ export function runActivities(deps: { cfg: TempoConfig; store: LocalBlobStore })
         const built = buildMessages(row, { tools: input.multi_turn, systemPrompt: input.system_prompt ?? undefined });
         return { row_id: row.id, dataset_index: i, label: row.answer, prompt: { messages: built.messages as EpisodeMessage[], tools: built.tools as unknown[] } };
       });
-    },
-
-    /** The summary of an episode that already ran (its workflow id was taken by a completed run). */
-    async readEpisodeSummary(input: { episode_id: string }): Promise<EpisodeSummary> {
-      const ref = store.namedRef(sampleKey(input.episode_id));
-      const s = await store.getJson<{ reward: number; status: EpisodeSummary['status']; truncated_reason: string | null; response_ids: number[]; turns: Array<{ weight_version: number }> }>(ref);
-      return {
-        episode_id: input.episode_id, sample_ref: ref, reward: s.reward, status: s.status, truncated_reason: s.truncated_reason,
-        response_len: s.response_ids.length, turns: s.turns.length, weight_version: s.turns[0]?.weight_version ?? 0,
-      };
     },
 
     async listEngines(): Promise<string[]> {

@@ -35,7 +35,7 @@ if [ -f cli/engine-command.ts ] && [ -z "${TEMPO_RL_TEST_ENGINE_URLS:-}" ] && [ 
 fi
 
 echo "== TypeScript tests (node:test)"
-node --import tsx --test --test-concurrency=1 --test-reporter=spec ${TEMPO_RL_TEST_FILES:-tests/ts/*.test.ts} || status=1
+node --import tsx --test --test-concurrency=1 --test-force-exit --test-reporter=spec ${TEMPO_RL_TEST_FILES:-tests/ts/*.test.ts} || status=1
 
 echo "== Python tests (pytest)"
 "$TEMPO_RL_PYTHON" -m pytest ${TEMPO_RL_PYTEST_ARGS:--q} tests/python

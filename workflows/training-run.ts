@@ -12,14 +12,13 @@ import {
   setHandler,
   startChild,
   upsertSearchAttributes,
-  WorkflowIdReusePolicy,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { RolloutActivities } from '../activities/index.js';
 import type { SyncWeightsInput, SyncWeightsOutput, TrainStepInput, TrainStepOutput } from '../lib/contract.js';
 import { selectPrompts } from '../lib/prompt-order.js';
 import { episode } from './episode.js';
-import { episodeId, episodeWorkflowId, type EpisodeInput, type EpisodeSettings, type EpisodeSummary } from './episode-messages.js';
+import { episodeId, episodeStartOptions, type EpisodeInput, type EpisodeSettings, type EpisodeSummary } from './episode-messages.js';
 import {
   pauseUpdate,
   progressQuery,
@@ -257,16 +256,14 @@ async function runEpisodes(
 async function runOneEpisode(input: EpisodeInput): Promise<EpisodeSummary> {
   const id = episodeId(input);
   try {
-    const child = await startChild(episode, {
-      workflowId: episodeWorkflowId(id),
-      args: [input],
-      // A completed episode is never run again: a retried or resumed step finds it instead.
-      workflowIdReusePolicy: WorkflowIdReusePolicy.ALLOW_DUPLICATE_FAILED_ONLY,
-      parentClosePolicy: ParentClosePolicy.TERMINATE,
-    });
+    // A completed episode is never run again: a retried or resumed step finds it instead.
+    const child = await startChild(episode, { ...episodeStartOptions(id), args: [input], parentClosePolicy: ParentClosePolicy.TERMINATE });
     return await child.result();
   } catch (err) {
-    if (err instanceof WorkflowExecutionAlreadyStartedError) return await acts.readEpisodeSummary({ episode_id: id });
+    if (err instanceof WorkflowExecutionAlreadyStartedError) {
+      const done = await acts.loadEpisodeSummary({ episode_id: id });
+      if (done) return done;
+    }
     if (isCancellation(err)) throw err;
     const message = (err as Error)?.message ?? String(err);
     return {

@@ -1,0 +1,166 @@
+// Step "render": the first conversation → prompt token ids + multimodal features (once per
+// episode), and an observation → its token suffix from the engine's own chat template.
+// Features and prompt ids go to the blob store; the history keeps the reference and counts.
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import sharp from 'sharp';
+import { z } from 'zod';
+import type { LocalBlobStore } from '../lib/blobstore.js';
+import { resolveImageUrls, type ChatMessage } from '../lib/data/prompt.js';
+import { observationSuffix, TrajectoryError, type TokenConventions } from '../lib/trajectory.js';
+import type { EpisodeMessage } from '../workflows/episode-messages.js';
+import type { EpisodeEngines } from './episode-engines.js';
+
+export interface ImageProcessorSpec {
+  patch_size: number;
+  merge_size: number;
+  min_pixels: number;
+  max_pixels: number;
+}
+
+export interface RenderDeps {
+  store: LocalBlobStore;
+  engines: () => EpisodeEngines;
+  imageProcessor: ImageProcessorSpec | null;
+}
+
+export interface RenderPromptInput {
+  episode_id: string;
+  messages: EpisodeMessage[];
+  tools: unknown[];
+}
+
+export interface RenderPromptResult {
+  engine: string;
+  /** Blob with {prompt_ids, features}. */
+  prompt_ref: string;
+  prompt_len: number;
+  image_refs: string[];
+  conventions: TokenConventions;
+  image_tokens: { in_prompt: number; expected: number | null; engine_reported: number | null };
+}
+
+export const StoredPrompt = z.object({ prompt_ids: z.array(z.number().int().nonnegative()), features: z.unknown().nullable() });
+export type StoredPrompt = z.infer<typeof StoredPrompt>;
+
+const PreprocessorConfig = z.object({
+  patch_size: z.number().int().positive(),
+  merge_size: z.number().int().positive(),
+  min_pixels: z.number().int().positive().optional(),
+  max_pixels: z.number().int().positive().optional(),
+  size: z.object({ shortest_edge: z.number().int().positive(), longest_edge: z.number().int().positive() }).partial().optional(),
+});
+
+/** The Qwen-VL image processor settings of a model directory, or null when it has none. */
+export function loadImageProcessorSpec(modelDir: string): ImageProcessorSpec | null {
+  try {
+    const raw = PreprocessorConfig.parse(JSON.parse(readFileSync(path.join(modelDir, 'preprocessor_config.json'), 'utf8')));
+    const min = raw.min_pixels ?? raw.size?.shortest_edge;
+    const max = raw.max_pixels ?? raw.size?.longest_edge;
+    if (!min || !max) return null;
+    return { patch_size: raw.patch_size, merge_size: raw.merge_size, min_pixels: min, max_pixels: max };
+  } catch {
+    return null;
+  }
+}
+
+function roundHalfEven(x: number): number {
+  const r = Math.round(x);
+  return Math.abs(x % 1) === 0.5 && r % 2 !== 0 ? r - 1 : r;
+}
+
+/** Tokens one image needs through a Qwen-VL processor (smart_resize, then patches / merge²). */
+export function imageTokenCount(width: number, height: number, p: ImageProcessorSpec): number {
+  const factor = p.patch_size * p.merge_size;
+  let h = Math.max(factor, roundHalfEven(height / factor) * factor);
+  let w = Math.max(factor, roundHalfEven(width / factor) * factor);
+  if (h * w > p.max_pixels) {
+    const beta = Math.sqrt((height * width) / p.max_pixels);
+    h = Math.max(factor, Math.floor(height / beta / factor) * factor);
+    w = Math.max(factor, Math.floor(width / beta / factor) * factor);
+  } else if (h * w < p.min_pixels) {
+    const beta = Math.sqrt(p.min_pixels / (height * width));
+    h = Math.ceil((height * beta) / factor) * factor;
+    w = Math.ceil((width * beta) / factor) * factor;
+  }
+  return (h / p.patch_size) * (w / p.patch_size) / (p.merge_size * p.merge_size);
+}
+
+export function imageRefsOf(messages: EpisodeMessage[]): string[] {
+  const refs: string[] = [];
+  for (const m of messages)
+    if (typeof m.content !== 'string')
+      for (const part of m.content) if (part.type === 'image_url' && part.image_url.url.startsWith('blob:')) refs.push(part.image_url.url);
+  return refs;
+}
+
+// A fixed conversation whose assistant turn ends where the episode's generated turn ends; the
+// observation's tokens are what the template adds after it.
+const PREFIX_CONVERSATION = [
+  { role: 'user', content: 'x' },
+  { role: 'assistant', content: 'y' },
+];
+
+export function renderActivities(deps: RenderDeps) {
+  async function expectedImageTokens(refs: string[]): Promise<number | null> {
+    if (!deps.imageProcessor) return null;
+    let total = 0;
+    for (const ref of refs) {
+      const meta = await sharp(await deps.store.getBytes(ref)).metadata();
+      total += imageTokenCount(meta.width ?? 0, meta.height ?? 0, deps.imageProcessor);
+    }
+    return total;
+  }
+
+  return {
+    async renderPrompt(input: RenderPromptInput): Promise<RenderPromptResult> {
+      const engines = deps.engines();
+      const messages = await resolveImageUrls(input.messages as ChatMessage[], deps.store);
+      const rendered = await engines.render({ messages, tools: input.tools, add_generation_prompt: true }, { session_id: input.episode_id });
+      const conv = await engines.tokenConventions();
+      const image_refs = imageRefsOf(input.messages);
+      const in_prompt = conv.image_pad_id === null ? 0 : rendered.token_ids.filter((id) => id === conv.image_pad_id).length;
+      const expected = await expectedImageTokens(image_refs);
+      const engine_reported = rendered.image_placeholder_lengths ? rendered.image_placeholder_lengths.reduce((a, b) => a + b, 0) : null;
+      const mismatch = (expected !== null && expected !== in_prompt) || (engine_reported !== null && engine_reported !== in_prompt);
+      if (conv.image_pad_id !== null && mismatch)
+        throw ApplicationFailure.nonRetryable(
+          `image placeholder tokens: ${in_prompt} in the prompt, ${expected ?? '?'} needed by the images, ${engine_reported ?? '?'} reported by the engine`,
+          'ImagePlaceholderMismatch',
+        );
+      const stored: StoredPrompt = { prompt_ids: rendered.token_ids, features: rendered.features ?? null };
+      const prompt_ref = await deps.store.putBytes(Buffer.from(JSON.stringify(stored)), 'json');
+      return {
+        engine: rendered.engine,
+        prompt_ref,
+        prompt_len: rendered.token_ids.length,
+        image_refs,
+        conventions: { eos_ids: conv.eos_ids, end_of_turn_id: conv.end_of_turn_id },
+        image_tokens: { in_prompt, expected, engine_reported },
+      };
+    },
+
+    async renderObservation(input: { episode_id: string; observation: string; tools: unknown[] }): Promise<{ engine: string; token_ids: number[] }> {
+      const engines = deps.engines();
+      const conv = await engines.tokenConventions();
+      const opts = { session_id: input.episode_id };
+      const prefix = await engines.render({ messages: PREFIX_CONVERSATION, tools: input.tools, add_generation_prompt: false }, opts);
+      const extended = await engines.render(
+        { messages: [...PREFIX_CONVERSATION, { role: 'user', content: input.observation }], tools: input.tools, add_generation_prompt: true },
+        opts,
+      );
+      try {
+        return { engine: extended.engine, token_ids: observationSuffix(prefix.token_ids, extended.token_ids, conv.end_of_turn_id) };
+      } catch (err) {
+        if (err instanceof TrajectoryError) throw ApplicationFailure.nonRetryable(err.message, 'TemplateNotPrefixStable');
+        throw err;
+      }
+    },
+  };
+}
+
+/** Reads a stored prompt (ids + features) back. */
+export async function loadStoredPrompt(store: LocalBlobStore, ref: string): Promise<StoredPrompt> {
+  return StoredPrompt.parse(await store.getJson(ref));
+}

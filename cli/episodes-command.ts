@@ -1,0 +1,94 @@
+// tempo-rl episodes show EPISODE [--json] | episodes list RUN [--step N] [--json]: the audit view of
+// episodes, rebuilt from their Temporal histories and the blob store.
+import type { Command } from 'commander';
+import { auditEpisode, listEpisodes, type EpisodeAudit } from '../lib/audit.js';
+import { LocalBlobStore } from '../lib/blobstore.js';
+import { stateLayout } from '../lib/paths.js';
+import { connectClient } from '../lib/temporal.js';
+import type { TempoConfig } from '../config/schema.js';
+import { serverStatus, startServer, stopServer } from '../lib/server.js';
+import { readStepRecords, runDir } from '../activities/run.js';
+import { parseEpisodeId } from '../workflows/episode-messages.js';
+
+/** Histories live in the embedded server's SQLite file: start it for the look-up if it is down. */
+async function withServer<T>(cfg: TempoConfig, fn: () => Promise<T>): Promise<T> {
+  const started = !cfg.temporal.address && !(await serverStatus(cfg)).running ? (await startServer(cfg)).started : false;
+  try {
+    return await fn();
+  } finally {
+    if (started) await stopServer(cfg);
+  }
+}
+
+/** episode id → the train step that consumed its sample (from the run's step records). */
+async function consumedBy(cfg: TempoConfig, run: string): Promise<Map<string, number>> {
+  const map = new Map<string, number>();
+  for (const rec of await readStepRecords(runDir(cfg, run))) for (const e of rec.episodes) if (e.trained) map.set(e.episode_id, rec.step);
+  return map;
+}
+import { action, configFrom, printJson } from './common.js';
+
+function printAudit(a: EpisodeAudit): void {
+  console.log(`episode ${a.episode_id}  (workflow ${a.workflow_id}, ${a.workflow_status})`);
+  console.log(`status ${a.status ?? '-'}${a.truncated_reason ? ` (${a.truncated_reason})` : ''}  reward ${a.reward ?? '-'}  weight version ${a.weight_version ?? '-'}  prompt ${a.prompt_len ?? '-'} tokens`);
+  for (const t of a.turns) {
+    const lp = t.mean_logprob === null ? '-' : t.mean_logprob.toFixed(3);
+    console.log(`\n── turn ${t.turn}: ${t.generated_tokens} generated${t.synthetic_eos ? ' + synthetic EOS' : ''}, ${t.observation_tokens} observation tokens, finish ${t.finish_reason}, mean logprob ${lp}, engine ${t.engine}, weights v${t.weight_version ?? '-'}${t.env_reason ? `, env: ${t.env_reason}` : ''}`);
+    console.log(t.text);
+    if (t.observation) console.log(`[observation] ${t.observation}`);
+  }
+  const inv = a.invariants;
+  if (inv)
+    console.log(`\ninvariants ${inv.ok ? 'ok' : 'VIOLATED'}: response ${inv.response_length}, loss_mask ${inv.loss_mask_length}, logprobs ${inv.logprobs_length}, mask sum ${inv.mask_sum}${inv.problems.length ? `\n  ${inv.problems.join('\n  ')}` : ''}`);
+  else console.log('\nno sample stored yet');
+}
+
+export function register(program: Command): void {
+  const episodes = program.command('episodes').description('the audit view of episodes');
+  episodes
+    .command('show <episode>')
+    .description('turns, token counts, finish reasons, logprobs, engines, reward, status, invariants')
+    .option('--json', 'one JSON object on stdout')
+    .action(
+      action(async (episode: string, opts: { json?: boolean }, cmd: Command) => {
+        const cfg = configFrom(cmd);
+        await withServer(cfg, async () => {
+        const client = await connectClient(cfg);
+        try {
+          const audit = await auditEpisode(client, new LocalBlobStore(stateLayout(cfg.state_dir).blobs), episode);
+          if (opts.json) printJson(audit);
+          else printAudit(audit);
+        } finally {
+          await client.connection.close();
+        }
+        });
+      }),
+    );
+  episodes
+    .command('list <run>')
+    .description('the episodes of a run (workflow ids episode/<run>/<step>/…)')
+    .option('--step <n>', 'only this step')
+    .option('--json', 'one JSON object on stdout')
+    .action(
+      action(async (run: string, opts: { step?: string; json?: boolean }, cmd: Command) => {
+        const step = opts.step === undefined ? undefined : Number(opts.step);
+        if (step !== undefined && (!Number.isInteger(step) || step < 0)) throw Object.assign(new Error('--step must be an integer ≥ 0'), { exitCode: 2 });
+        const cfg = configFrom(cmd);
+        await withServer(cfg, async () => {
+        const client = await connectClient(cfg);
+        try {
+          const trainedAt = await consumedBy(cfg, run);
+          const list = (await listEpisodes(client, run, step)).map((e) => {
+            const id = parseEpisodeId(e.episode_id);
+            return { ...e, step: id.step, prompt_index: id.prompt_index, sample_index: id.sample_index, train_step: trainedAt.get(e.episode_id) ?? null };
+          });
+          if (opts.json) return printJson({ run_id: run, step: step ?? null, episodes: list });
+          if (list.length === 0) console.log(`no episodes of run ${run}${step === undefined ? '' : ` step ${step}`}`);
+          for (const e of list) console.log(`${e.episode_id}\t${e.workflow_status}\t${e.status ?? '-'}\treward ${e.reward ?? '-'}\t${e.response_len ?? '-'} tokens\t${e.turns ?? '-'} turns\ttrained at step ${e.train_step ?? '-'}`);
+        } finally {
+          await client.connection.close();
+        }
+        });
+      }),
+    );
+}

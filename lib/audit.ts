@@ -1,0 +1,229 @@
+// The audit view of an episode, rebuilt from its Temporal history (what each activity was asked
+// and answered: turn text, token ids, finish reasons, engines) and the blob store (the sample).
+import type { Client } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { History } from '@temporalio/common/lib/proto-utils.js';
+import { z } from 'zod';
+import type { LocalBlobStore } from './blobstore.js';
+import { Sample } from './contract.js';
+import { checkInvariants, maskedSpans } from './trajectory.js';
+import { EPISODE_WORKFLOW_TYPE, episodeWorkflowId, parseEpisodeId, type EpisodeSummary } from '../workflows/episode-messages.js';
+
+export interface ActivityCall {
+  type: string;
+  input: unknown;
+  result: unknown;
+  /** Attempt that completed (or the last started), from the history. */
+  attempt: number | null;
+  outcome: 'completed' | 'failed' | 'timed_out' | 'canceled' | 'pending';
+}
+
+export interface AuditedTurn {
+  turn: number;
+  text: string;
+  generated_tokens: number;
+  synthetic_eos: boolean;
+  observation_tokens: number;
+  observation: string | null;
+  finish_reason: string;
+  mean_logprob: number | null;
+  engine: string;
+  weight_version: number | null;
+  generate_attempt: number | null;
+  env_reason: string | null;
+}
+
+export interface EpisodeAudit {
+  episode_id: string;
+  workflow_id: string;
+  workflow_status: 'running' | 'completed' | 'failed' | 'other';
+  status: string | null;
+  reward: number | null;
+  truncated_reason: string | null;
+  weight_version: number | null;
+  sample_ref: string | null;
+  prompt_len: number | null;
+  image_tokens: unknown;
+  generate_calls: number;
+  turns: AuditedTurn[];
+  invariants: {
+    ok: boolean;
+    lengths_equal: boolean;
+    response_length: number;
+    loss_mask_length: number;
+    logprobs_length: number;
+    mask_sum: number;
+    masked_spans: number;
+    problems: string[];
+  } | null;
+}
+
+function decode(payloads: unknown): unknown {
+  const list = (payloads as { payloads?: unknown[] } | null | undefined)?.payloads;
+  if (!list || list.length === 0) return undefined;
+  return defaultPayloadConverter.fromPayload(list[0] as never);
+}
+
+/** Every activity call of a history in schedule order, with its decoded input and result. */
+export function activityCalls(history: History): ActivityCall[] {
+  const bySchedule = new Map<string, ActivityCall>();
+  for (const ev of history.events ?? []) {
+    const id = String(ev.eventId);
+    const sched = ev.activityTaskScheduledEventAttributes;
+    if (sched) bySchedule.set(id, { type: sched.activityType?.name ?? '?', input: decode(sched.input), result: undefined, attempt: null, outcome: 'pending' });
+    const started = ev.activityTaskStartedEventAttributes;
+    if (started) {
+      const c = bySchedule.get(String(started.scheduledEventId));
+      if (c) c.attempt = started.attempt ?? null;
+    }
+    const done = ev.activityTaskCompletedEventAttributes;
+    if (done) {
+      const c = bySchedule.get(String(done.scheduledEventId));
+      if (c) Object.assign(c, { result: decode(done.result), outcome: 'completed' });
+    }
+    const failed = ev.activityTaskFailedEventAttributes ?? ev.activityTaskTimedOutEventAttributes ?? ev.activityTaskCanceledEventAttributes;
+    if (failed) {
+      const c = bySchedule.get(String(failed.scheduledEventId));
+      if (c) c.outcome = ev.activityTaskFailedEventAttributes ? 'failed' : ev.activityTaskTimedOutEventAttributes ? 'timed_out' : 'canceled';
+    }
+  }
+  return [...bySchedule.values()];
+}
+
+const GenIn = z.object({ turn: z.number() });
+const GenOut = z.object({ text: z.string(), token_ids: z.array(z.number()), logprobs: z.array(z.number()), finish_reason: z.string(), engine: z.string(), weight_version: z.number().nullable() });
+const EnvOut = z.object({ reason: z.string(), observation: z.string().nullable() });
+const ObsIn = z.object({ observation: z.string() });
+const RenderOut = z.object({ prompt_len: z.number(), image_tokens: z.unknown(), conventions: z.object({ eos_ids: z.array(z.number()) }) });
+
+export function workflowResult(history: History): { status: EpisodeAudit['workflow_status']; result: unknown } {
+  for (const ev of history.events ?? []) {
+    if (ev.workflowExecutionCompletedEventAttributes) return { status: 'completed', result: decode(ev.workflowExecutionCompletedEventAttributes.result) };
+    if (ev.workflowExecutionFailedEventAttributes) return { status: 'failed', result: null };
+    if (ev.workflowExecutionTerminatedEventAttributes || ev.workflowExecutionCanceledEventAttributes || ev.workflowExecutionTimedOutEventAttributes)
+      return { status: 'other', result: null };
+  }
+  return { status: 'running', result: null };
+}
+
+export async function auditFromHistory(episodeId: string, history: History, store: LocalBlobStore): Promise<EpisodeAudit> {
+  const calls = activityCalls(history);
+  const { status: workflow_status, result } = workflowResult(history);
+  const summary = (result ?? null) as EpisodeSummary | null;
+  const render = calls.find((c) => c.type === 'renderPrompt' && c.outcome === 'completed');
+  const rendered = render ? RenderOut.safeParse(render.result) : null;
+  const sample = summary?.sample_ref ? Sample.parse(await store.getJson(summary.sample_ref)) : null;
+
+  const turns: AuditedTurn[] = [];
+  for (const c of calls) {
+    if (c.type === 'generateTurn' && c.outcome === 'completed') {
+      const out = GenOut.parse(c.result);
+      const n = out.logprobs.length;
+      const last = out.token_ids[out.token_ids.length - 1];
+      const eosIds = rendered?.success ? rendered.data.conventions.eos_ids : [];
+      turns.push({
+        turn: GenIn.parse(c.input).turn,
+        text: out.text,
+        generated_tokens: out.token_ids.length,
+        synthetic_eos: out.finish_reason === 'stop' && (last === undefined || !eosIds.includes(last)),
+        observation_tokens: 0,
+        observation: null,
+        finish_reason: out.finish_reason,
+        mean_logprob: n > 0 ? out.logprobs.reduce((a, b) => a + b, 0) / n : null,
+        engine: out.engine,
+        weight_version: out.weight_version ?? summary?.weight_version ?? null,
+        generate_attempt: c.attempt,
+        env_reason: null,
+      });
+    } else if (c.type === 'envStep' && c.outcome === 'completed' && turns.length > 0) {
+      turns[turns.length - 1]!.env_reason = EnvOut.parse(c.result).reason;
+    } else if (c.type === 'renderObservation' && turns.length > 0) {
+      turns[turns.length - 1]!.observation = ObsIn.parse(c.input).observation;
+    }
+  }
+  if (sample) {
+    sample.turns.forEach((t, i) => {
+      const audited = turns[i];
+      if (audited) audited.observation_tokens = t.observation_tokens;
+    });
+  }
+  const inv = sample ? checkInvariants(sample) : null;
+  return {
+    episode_id: episodeId,
+    workflow_id: episodeWorkflowId(episodeId),
+    workflow_status,
+    status: summary?.status ?? null,
+    reward: summary?.reward ?? null,
+    truncated_reason: summary?.truncated_reason ?? null,
+    weight_version: summary?.weight_version ?? null,
+    sample_ref: summary?.sample_ref ?? null,
+    prompt_len: rendered?.success ? rendered.data.prompt_len : null,
+    image_tokens: rendered?.success ? rendered.data.image_tokens : null,
+    generate_calls: calls.filter((c) => c.type === 'generateTurn').length,
+    turns,
+    invariants: inv && {
+      ok: inv.ok,
+      lengths_equal: inv.response_length === inv.loss_mask_length && inv.loss_mask_length === inv.logprobs_length,
+      response_length: inv.response_length,
+      loss_mask_length: inv.loss_mask_length,
+      logprobs_length: inv.logprobs_length,
+      mask_sum: inv.mask_sum,
+      masked_spans: maskedSpans(sample!.loss_mask).length,
+      problems: inv.problems,
+    },
+  };
+}
+
+export async function auditEpisode(client: Client, store: LocalBlobStore, episodeId: string): Promise<EpisodeAudit> {
+  parseEpisodeId(episodeId);
+  const history = await client.workflow.getHandle(episodeWorkflowId(episodeId)).fetchHistory();
+  return auditFromHistory(episodeId, history, store);
+}
+
+export interface EpisodeListEntry {
+  episode_id: string;
+  workflow_status: string;
+  start_time: string | null;
+  close_time: string | null;
+  status: string | null;
+  reward: number | null;
+  response_len: number | null;
+  turns: number | null;
+}
+
+/** The episodes of a run (optionally one step), by workflow id prefix `episode/<run>/[<step>/]`. */
+export async function listEpisodes(client: Client, runId: string, step?: number): Promise<EpisodeListEntry[]> {
+  const prefix = episodeWorkflowId(step === undefined ? `${runId}/` : `${runId}/${step}/`);
+  const query = `WorkflowType = '${EPISODE_WORKFLOW_TYPE}' AND WorkflowId STARTS_WITH '${prefix.replace(/'/g, "\\'")}'`;
+  const out: EpisodeListEntry[] = [];
+  for await (const wf of client.workflow.list({ query })) {
+    if (!wf.workflowId.startsWith(prefix)) continue;
+    let summary: EpisodeSummary | null = null;
+    if (wf.status.name === 'COMPLETED') summary = (await client.workflow.getHandle(wf.workflowId, wf.runId).result()) as EpisodeSummary;
+    out.push({
+      episode_id: wf.workflowId.slice('episode/'.length),
+      workflow_status: wf.status.name,
+      start_time: wf.startTime?.toISOString() ?? null,
+      close_time: wf.closeTime?.toISOString() ?? null,
+      status: summary?.status ?? null,
+      reward: summary?.reward ?? null,
+      response_len: summary?.response_len ?? null,
+      turns: summary?.turns ?? null,
+    });
+  }
+  return out.sort((a, b) => a.episode_id.localeCompare(b.episode_id, undefined, { numeric: true }));
+}
+
+/** The largest payload (bytes) anywhere in a history: the claim-check rule keeps it small. */
+export function largestPayloadBytes(history: History): number {
+  let max = 0;
+  const walk = (v: unknown): void => {
+    if (!v || typeof v !== 'object') return;
+    if (Array.isArray(v)) return v.forEach(walk);
+    const o = v as Record<string, unknown>;
+    if (o.data instanceof Uint8Array && 'metadata' in o) max = Math.max(max, o.data.length);
+    Object.values(o).forEach(walk);
+  };
+  walk(history.events);
+  return max;
+}

@@ -1,0 +1,65 @@
+// The TS ↔ Python wire contract, checked by both sides: payloads the workflow builds pass the
+// Python pydantic models, and payloads the Python side builds pass the TS zod schemas.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import path from 'node:path';
+import { test } from 'node:test';
+import { loadConfig } from '../../config/load.js';
+import { SyncWeightsInput, SyncWeightsOutput, TrainerInfo, TrainStepInput, TrainStepOutput } from '../../lib/contract.js';
+import { pythonBin, REPO_ROOT } from '../../lib/paths.js';
+import { initialRunState } from '../../lib/run-plan.js';
+
+function python(script: string, input: unknown): unknown {
+  const res = spawnSync(pythonBin(), ['-c', script], {
+    input: JSON.stringify(input), encoding: 'utf8', cwd: REPO_ROOT,
+    env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'workers') },
+  });
+  assert.equal(res.status, 0, res.stderr);
+  return JSON.parse(res.stdout);
+}
+
+const VALIDATE = `
+import json, sys
+from trainer import contract
+doc = json.load(sys.stdin)
+out = {}
+for name, payload in doc.items():
+    try:
+        getattr(contract, name).model_validate(payload)
+        out[name] = "ok"
+    except Exception as err:
+        out[name] = str(err).splitlines()[0]
+print(json.dumps(out))
+`;
+
+test('what the workflow sends, Python accepts; a stray key is refused on both sides', () => {
+  const state = initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/contract'] }), 'r1');
+  const train = TrainStepInput.parse({
+    run_id: 'r1', step: 0, run_dir: state.plan.run_dir, blob_root: state.plan.blob_root, model_path: state.plan.model_path,
+    samples: [{ ref: 'blob:named/samples/r1/0/0/0.json', reward: 1, group_id: 'r1/0/0' }], hyper: state.plan.hyper, data_cursor: { epoch: 0, cursor: 2 },
+  });
+  const sync = SyncWeightsInput.parse({ run_id: 'r1', weight_version: 1, checkpoint: '/tmp/c', engines: ['http://127.0.0.1:8100'] });
+  const bad = { ...train, hyper: { ...train.hyper, lr_typo: 1 } };
+  assert.equal(TrainStepInput.safeParse(bad).success, false);
+  const verdict = python(VALIDATE, { TrainStepInput: train, SyncWeightsInput: sync, Hyper: bad.hyper });
+  assert.deepEqual(Object.keys(verdict as object).sort(), ['Hyper', 'SyncWeightsInput', 'TrainStepInput']);
+  assert.equal((verdict as Record<string, string>).TrainStepInput, 'ok');
+  assert.equal((verdict as Record<string, string>).SyncWeightsInput, 'ok');
+  assert.match((verdict as Record<string, string>).Hyper!, /validation error/);
+});
+
+test('what Python returns, TS accepts', () => {
+  const out = python(`
+import json, sys
+from trainer import contract
+print(json.dumps({
+  "train": contract.TrainStepOutput(step=0, weight_version=1, checkpoint="/c", already_committed=False,
+                                    metrics={"train/pg_loss": 0.5}).model_dump(),
+  "sync": contract.SyncWeightsOutput(weight_version=1, engines=[contract.EngineSyncResult(url="http://e", ok=True, seconds=0.2)]).model_dump(),
+  "info": contract.TrainerInfoOutput(torch_version="2", device="cpu", cuda_available=False, python_version="3.11",
+                                     transformers_version="5").model_dump(),
+}))`, {}) as Record<string, unknown>;
+  assert.equal(TrainStepOutput.parse(out.train).weight_version, 1);
+  assert.equal(SyncWeightsOutput.parse(out.sync).engines[0]!.ok, true);
+  assert.equal(TrainerInfo.parse(out.info).device, 'cpu');
+});

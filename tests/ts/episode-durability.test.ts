@@ -1,0 +1,73 @@
+// Durability: SIGKILL the rollout worker (a child process) while an episode is in its second turn;
+// a new worker finishes it from the history, and the first turn is never generated again.
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { activityCalls } from '../../lib/audit.js';
+import { REPO_ROOT } from '../../lib/paths.js';
+import { connectClient } from '../../lib/temporal.js';
+import { RolloutConfig } from '../../config/schema.js';
+import { episode } from '../../workflows/episode.js';
+import { episodeSettings, episodeStartOptions, type EpisodeInput } from '../../workflows/episode-messages.js';
+import { recordHistory } from './support/history-fixtures.js';
+import { startTestServer, stopChild } from './support/temporal.js';
+
+const server = await startTestServer();
+const children: ChildProcess[] = [];
+after(async () => {
+  for (const c of children) await stopChild(c, 'SIGKILL');
+  await server.stop();
+});
+
+function startWorker(mode: 'block' | 'normal', marker: string): Promise<ChildProcess> {
+  const script = path.join(REPO_ROOT, 'tests', 'ts', 'support', 'episode-worker-child.ts');
+  const child = spawn(process.execPath, ['--import', 'tsx', script, server.stateDir, String(server.cfg.server.port), mode, marker], {
+    cwd: REPO_ROOT,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  children.push(child);
+  return new Promise((resolve, reject) => {
+    child.stdout!.on('data', (d: Buffer) => d.toString().includes('worker-ready') && resolve(child));
+    child.once('exit', (code) => reject(new Error(`worker exited early (${code})`)));
+  });
+}
+
+test('SIGKILL during turn 2: a new worker finishes the episode; turn 1 is generated exactly once', { timeout: 240_000 }, async () => {
+  const marker = path.join(mkdtempSync(path.join(os.tmpdir(), 'episode-kill-')), 'in-turn-2');
+  const first = await startWorker('block', marker);
+  const client = await connectClient(server.cfg);
+  try {
+    const input: EpisodeInput = {
+      run_id: 'run-kill', step: 0, prompt_index: 0, sample_index: 0,
+      prompt: { messages: [{ role: 'user', content: 'What is 6*10?' }], tools: [{ type: 'function', function: { name: 'calc_score', parameters: {} } }] },
+      label: '60',
+      settings: episodeSettings(RolloutConfig.parse({ max_turns: 3, max_response_len: 2000 }), { generate_timeout_s: 120 }),
+      weight_version: 0,
+    };
+    const opts = episodeStartOptions('run-kill/0/0/0');
+    const handle = await client.workflow.start(episode, { taskQueue: server.cfg.temporal.task_queues.rollout, ...opts, args: [input] });
+    for (let i = 0; !existsSync(marker); i++) {
+      assert.ok(i < 600, 'the episode never reached its second turn');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    first.kill('SIGKILL');
+    await new Promise((r) => first.once('exit', r));
+    await startWorker('normal', marker);
+    const summary = await handle.result();
+    assert.deepEqual([summary.status, summary.reward, summary.turns], ['COMPLETED', 1, 2]);
+
+    const calls = activityCalls(await handle.fetchHistory());
+    const generates = calls.filter((c) => c.type === 'generateTurn');
+    assert.equal(generates.filter((c) => (c.input as { turn: number }).turn === 1).length, 1, 'exactly one generate for turn 1');
+    assert.equal(generates.length, 2);
+    assert.equal((generates[0]!.result as { attempt: number }).attempt, 1);
+    assert.ok((generates[1]!.result as { attempt: number }).attempt >= 2, 'turn 2 was retried after the kill');
+    assert.equal(calls.filter((c) => c.type === 'renderPrompt').length, 1, 'the prompt was rendered once');
+    await recordHistory(client, opts.workflowId, 'episode-worker-killed-in-turn-2');
+  } finally {
+    await client.connection.close();
+  }
+});
