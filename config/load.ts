@@ -190,7 +190,7 @@ export function loadConfig(opts: LoadOptions = {}): TempoConfig {
 }
 
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
-  const base = env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state');
+  const base = env.XDG_STATE_HOME || path.join(env.HOME || os.homedir(), '.local', 'state');
   return path.join(base, 'tempo-rl');
 }
 

@@ -132,6 +132,7 @@ export const GrpoConfig = z
 export const RunConfig = z
   .strictObject({
     steps: positiveInt.default(3),
+    /** Every step commits a checkpoint (exactly-once needs it); pruning older ones every k steps is not built yet. */
     checkpoint_interval: positiveInt.default(1),
     eval_interval: z.number().int().nonnegative().default(0),
     eval_prompts: z.number().int().nonnegative().default(8),

@@ -3,7 +3,7 @@
 // have picked: none skipped, none repeated.
 
 /** mulberry32: a small, well-known 32-bit PRNG; deterministic across platforms. */
-function rng(seed: number): () => number {
+export function seededRandom(seed: number): () => number {
   let a = seed >>> 0;
   return () => {
     a = (a + 0x6d2b79f5) >>> 0;
@@ -17,7 +17,7 @@ function rng(seed: number): () => number {
 /** Fisher–Yates permutation of [0, size) for one epoch. */
 export function epochPermutation(size: number, seed: number, epoch: number): number[] {
   const perm = Array.from({ length: size }, (_, i) => i);
-  const next = rng((seed * 1_000_003 + epoch * 7919 + 1) >>> 0);
+  const next = seededRandom((seed * 1_000_003 + epoch * 7919 + 1) >>> 0);
   for (let i = size - 1; i > 0; i--) {
     const j = Math.floor(next() * (i + 1));
     [perm[i], perm[j]] = [perm[j]!, perm[i]!];

@@ -3,6 +3,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
+import { seededRandom as rng } from '../prompt-order.js';
 
 export interface SyntheticProblem {
   id: string;
@@ -10,18 +11,6 @@ export interface SyntheticProblem {
   /** In the Geo3K label form: 5*sqrt(3), 25*pi, 60. */
   answer: string;
   svg: string;
-}
-
-/** mulberry32: small, seedable, identical on every platform. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** √n as "k*sqrt(m)" with the square factor pulled out ("12" when n is a square). */
