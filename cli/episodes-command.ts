@@ -1,5 +1,6 @@
 // tempo-rl episodes show EPISODE [--json] | episodes list RUN [--step N] [--json]: the audit view of
 // episodes, rebuilt from their Temporal histories and the blob store.
+import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
 import { auditEpisode, listEpisodes, type EpisodeAudit } from '../lib/audit.js';
 import { LocalBlobStore } from '../lib/blobstore.js';
@@ -10,12 +11,15 @@ import { serverStatus, startServer, stopServer } from '../lib/server.js';
 import { readStepRecords, runDir } from '../activities/run.js';
 import { parseEpisodeId } from '../workflows/episode-messages.js';
 
-/** Histories live in the embedded server's SQLite file: start it for the look-up if it is down. */
-async function withServer<T>(cfg: TempoConfig, fn: () => Promise<T>): Promise<T> {
+/** A client for the look-up. Histories live in the embedded server's SQLite file: start the server
+ * for the look-up if it is down, and stop it again. */
+async function withClient<T>(cfg: TempoConfig, fn: (client: Client) => Promise<T>): Promise<T> {
   const started = !cfg.temporal.address && !(await serverStatus(cfg)).running ? (await startServer(cfg)).started : false;
+  const client = await connectClient(cfg);
   try {
-    return await fn();
+    return await fn(client);
   } finally {
+    await client.connection.close();
     if (started) await stopServer(cfg);
   }
 }
@@ -52,15 +56,10 @@ export function register(program: Command): void {
     .action(
       action(async (episode: string, opts: { json?: boolean }, cmd: Command) => {
         const cfg = configFrom(cmd);
-        await withServer(cfg, async () => {
-        const client = await connectClient(cfg);
-        try {
+        await withClient(cfg, async (client) => {
           const audit = await auditEpisode(client, new LocalBlobStore(stateLayout(cfg.state_dir).blobs), episode);
           if (opts.json) printJson(audit);
           else printAudit(audit);
-        } finally {
-          await client.connection.close();
-        }
         });
       }),
     );
@@ -74,9 +73,7 @@ export function register(program: Command): void {
         const step = opts.step === undefined ? undefined : Number(opts.step);
         if (step !== undefined && (!Number.isInteger(step) || step < 0)) throw Object.assign(new Error('--step must be an integer ≥ 0'), { exitCode: 2 });
         const cfg = configFrom(cmd);
-        await withServer(cfg, async () => {
-        const client = await connectClient(cfg);
-        try {
+        await withClient(cfg, async (client) => {
           const trainedAt = await consumedBy(cfg, run);
           const list = (await listEpisodes(client, run, step)).map((e) => {
             const id = parseEpisodeId(e.episode_id);
@@ -85,9 +82,6 @@ export function register(program: Command): void {
           if (opts.json) return printJson({ run_id: run, step: step ?? null, episodes: list });
           if (list.length === 0) console.log(`no episodes of run ${run}${step === undefined ? '' : ` step ${step}`}`);
           for (const e of list) console.log(`${e.episode_id}\t${e.workflow_status}\t${e.status ?? '-'}\treward ${e.reward ?? '-'}\t${e.response_len ?? '-'} tokens\t${e.turns ?? '-'} turns\ttrained at step ${e.train_step ?? '-'}`);
-        } finally {
-          await client.connection.close();
-        }
         });
       }),
     );
