@@ -46,6 +46,12 @@ function commandName(argv: string[]): string | undefined {
   return undefined;
 }
 
+// `tempo-rl … | head` closes stdout early: that is not an error.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
+
 const name = commandName(process.argv);
 const selected = name && commands[name] ? [commands[name]] : [...new Set(Object.values(commands))];
 for (const mod of selected) ((await import(mod)) as Register).register(program);
