@@ -34,12 +34,21 @@ if [ -f cli/engine-command.ts ] && [ -z "${TEMPO_RL_TEST_ENGINE_URLS:-}" ] && [ 
   fi
 fi
 
+ts_out="$suite_state/node-test.out"
+py_out="$suite_state/pytest.out"
 echo "== TypeScript tests (node:test)"
-node --import tsx --test --test-concurrency=1 --test-force-exit --test-reporter=spec ${TEMPO_RL_TEST_FILES:-tests/ts/*.test.ts} || status=1
+node --import tsx --test --test-concurrency=1 --test-force-exit --test-reporter=spec ${TEMPO_RL_TEST_FILES:-tests/ts/*.test.ts} 2>&1 | tee "$ts_out"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 
 echo "== Python tests (pytest)"
-"$TEMPO_RL_PYTHON" -m pytest ${TEMPO_RL_PYTEST_ARGS:--q} tests/python
-rc=$?
+"$TEMPO_RL_PYTHON" -m pytest ${TEMPO_RL_PYTEST_ARGS:--q -rs} tests/python 2>&1 | tee "$py_out"
+rc=${PIPESTATUS[0]}
 if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
 
+# One closing line over both runners.
+count() { grep -oE "$1" "$2" | tail -1 | grep -oE '[0-9]+' || echo 0; }
+passed=$(( $(count 'ℹ pass [0-9]+' "$ts_out") + $(count '[0-9]+ passed' "$py_out") ))
+failed=$(( $(count 'ℹ fail [0-9]+' "$ts_out") + $(count '[0-9]+ failed' "$py_out") ))
+skipped=$(( $(count 'ℹ skipped [0-9]+' "$ts_out") + $(count '[0-9]+ skipped' "$py_out") ))
+echo "total: $passed passed, $failed failed, $skipped skipped"
 exit $status
