@@ -29,7 +29,10 @@ function plot(rows: Row[], key: string, title: string): string {
   const xs = pts.map((p) => p[0]), ys = pts.map((p) => p[1]);
   const [x0, x1] = [Math.min(...xs), Math.max(...xs)];
   let [y0, y1] = [Math.min(...ys), Math.max(...ys)];
-  if (y0 === y1) [y0, y1] = [y0 - 0.5, y1 + 0.5];
+  if (y0 === y1) {
+    const pad = y0 === 0 ? 0.5 : Math.abs(y0) * 0.5; // a flat 1e-7 must not read as 0 ± 0.5
+    [y0, y1] = [y0 - pad, y1 + pad];
+  }
   const sx = (x: number) => L + ((x - x0) / Math.max(x1 - x0, 1)) * (W - L - R);
   const sy = (y: number) => H - B - ((y - y0) / (y1 - y0)) * (H - B - T);
   const line = pts.map((p) => `${sx(p[0]).toFixed(1)},${sy(p[1]).toFixed(1)}`).join(' ');
