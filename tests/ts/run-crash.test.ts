@@ -2,6 +2,8 @@
 // the Temporal server mid-step; restart it; the run completes with every sample consumed exactly
 // once, the configured number of optimizer steps, and no finished episode generated twice.
 import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import { after, test } from 'node:test';
 import { startOrContinueRun, runHandle } from '../../lib/run-client.js';
 import { serverStatus, startServer } from '../../lib/server.js';
@@ -42,12 +44,14 @@ test('SIGKILL of the rollout worker mid-step: a new worker finishes the run', { 
 
 test('SIGKILL of the trainer worker during a train step: the step is trained exactly once', { timeout: 900_000 }, async () => {
   await runWithCrash('trainer', async (fx, runId) => {
-    await waitForProgress(fx.client, runId, (p) => p.phase === 'train', 'a train step');
-    await new Promise((r) => setTimeout(r, 1500));
+    // Kill as soon as the first train step is seen in flight (loading the model and training take seconds).
+    const atKill = await waitForProgress(fx.client, runId, (p) => p.phase === 'train', 'a train step', 600_000);
     fx.trainer.kill('SIGKILL');
     const t0 = Date.now();
+    const ckpt = path.join(fx.cfg.state_dir, 'runs', runId, 'checkpoints', `step-${String(atKill.step).padStart(6, '0')}`);
+    assert.equal(existsSync(path.join(ckpt, 'meta.json')), false, 'the kill landed before the step was committed');
     fx.trainer = fx.startTrainer();
-    await waitForProgress(fx.client, runId, (p) => p.phase !== 'train' || p.step >= 1, 'the train step to finish after the crash');
+    await waitForProgress(fx.client, runId, (p) => p.step > atKill.step, 'the train step to finish after the crash');
     recoveries.trainer_worker = (Date.now() - t0) / 1000;
   });
 });
