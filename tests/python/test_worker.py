@@ -72,7 +72,7 @@ def temporal_server(tmp_path_factory):
 @pytest.fixture(scope="module")
 def trainer_worker(temporal_server, tmp_path_factory):
     log = tmp_path_factory.mktemp("worker") / "worker.log"
-    env = {**os.environ, "PYTHONPATH": str(REPO / "workers"), "OMP_NUM_THREADS": "2"}
+    env = {**os.environ, "PYTHONPATH": str(REPO / "workers"), "OMP_NUM_THREADS": "2", "TEMPO_RL_LOG_LEVEL": "info"}
     with open(log, "w") as out:
         proc = subprocess.Popen([sys.executable, "-m", "trainer.worker", "--address", temporal_server,
                                  "--namespace", "default", "--task-queue", "trainer"], env=env, stderr=out, stdout=out)
