@@ -247,7 +247,8 @@ async function runEpisodes(
       await Promise.all(Array.from({ length: Math.min(limit, inputs.length) }, worker));
     });
   } catch (err) {
-    if (isCancellation(err)) return [];
+    // Only our own scope's cancellation (pause now) is swallowed; cancelling the run itself is not.
+    if (isCancellation(err) && !CancellationScope.current().consideredCancelled) return [];
     throw err;
   }
   return results;

@@ -154,3 +154,19 @@ def test_cancellation_is_honoured_between_micro_batches(make_input, mixed_refs):
         trainer.train_step(inp, CancelAfterFirst())
     assert not ckpt.checkpoint_dir(inp.run_dir, 0).exists()
     assert trainer.train_step(inp).weight_version == 1  # the retry trains normally
+
+
+def test_a_step_with_no_samples_commits_without_an_update(make_input, mixed_refs):
+    trainer = Trainer(device="cpu")
+    first = trainer.train_step(TrainStepInput.model_validate(make_input(mixed_refs, step=0)))
+    before = params(trainer.state.model)
+    empty = make_input(mixed_refs, step=1)
+    empty["samples"] = []
+    out = trainer.train_step(TrainStepInput.model_validate(empty))
+    assert out.metrics["train/skipped"] == 1.0 and out.weight_version == 2
+    assert n_changed(before, params(trainer.state.model)) == 0
+    meta = json.loads((Path(out.checkpoint) / "meta.json").read_text())
+    assert meta["sample_refs"] == [] and meta["optimizer_steps"] == 1
+    # and the chain goes on: step 2 trains from checkpoint 1
+    third = Trainer(device="cpu").train_step(TrainStepInput.model_validate(make_input(mixed_refs, step=2)))
+    assert not third.already_committed and first.weight_version == 1

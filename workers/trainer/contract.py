@@ -59,7 +59,8 @@ class TrainStepInput(Strict):
     run_dir: str
     blob_root: str
     model_path: str
-    samples: list[SampleRef] = Field(min_length=1)
+    # Empty when every episode of the step failed or was filtered: the step commits without an update.
+    samples: list[SampleRef]
     hyper: Hyper = Hyper()
     data_cursor: DataCursor = DataCursor()
 

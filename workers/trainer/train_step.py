@@ -158,6 +158,18 @@ class Trainer:
                                        already_committed=True, metrics=meta["metrics"])
             state = self.ensure_state(inp)
             progress.heartbeat({"phase": "model_ready", "step": inp.step})
+            if not inp.samples:
+                # Nothing to learn from (all failed or filtered): commit the step without an update so
+                # the run's step, checkpoint and weight-version chain stays unbroken.
+                metrics = {"train/skipped": 1.0, "train/n_samples": 0.0}
+                path = ckpt.save_checkpoint(inp.run_dir, inp.step, state.model, state.optimizer,
+                                            weight_version=inp.step + 1, data_cursor=inp.data_cursor.model_dump(),
+                                            metrics=metrics, base_model_path=inp.model_path,
+                                            extra={"sample_refs": [],
+                                                   "optimizer_steps": ckpt.optimizer_steps(state.optimizer)})
+                state.step = inp.step
+                return TrainStepOutput(step=inp.step, weight_version=inp.step + 1, checkpoint=str(path),
+                                       already_committed=False, metrics=metrics)
             samples = self.load_samples(inp, state)
             progress.heartbeat({"phase": "samples_loaded", "n": len(samples)})
             t0 = time.perf_counter()
