@@ -13,7 +13,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(runId)) throw new Error(`run id ${JSON.stringify(runId)}: use letters, digits, '.', '_' and '-'`);
   const r = cfg.rollout;
   const g = cfg.grpo;
-  const episode = episodeSettings(r, { environment: cfg.dataset.kind === 'synthetic' || cfg.dataset.kind === 'geo3k_dir' ? 'geo3k' : 'geo3k' });
+  const episode = episodeSettings(r);
   return {
     run_id: runId,
     step: 0,

@@ -150,7 +150,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const trainStarted = Date.now();
     const trained = await trainer.train_step({
       run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_root: plan.blob_root, model_path: plan.model_path,
-      samples: groups.kept.map((e) => ({ ref: e.sample_ref, reward: e.reward, group_id: `${e.episode_id.split('/').slice(0, -1).join('/')}` })),
+      samples: groups.kept.map((e) => ({ ref: e.sample_ref, reward: e.reward, group_id: e.episode_id.split('/').slice(0, -1).join('/') })),
       hyper: plan.hyper, data_cursor: pick.next,
     });
     const trainSeconds = (Date.now() - trainStarted) / 1000;
