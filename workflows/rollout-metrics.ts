@@ -7,7 +7,8 @@ export interface GroupSplit {
   failed: number;
 }
 
-function groupKey(e: EpisodeSummary): string {
+/** The GRPO group of an episode: its run/step/prompt. */
+export function groupKey(e: EpisodeSummary): string {
   return e.episode_id.split('/').slice(0, -1).join('/');
 }
 

@@ -32,7 +32,7 @@ import {
   STATUS_ATTR,
   STEP_ATTR,
 } from './training-run-messages.js';
-import { groupFilter, rolloutMetrics } from './rollout-metrics.js';
+import { groupFilter, groupKey, rolloutMetrics } from './rollout-metrics.js';
 
 const acts = proxyActivities<RolloutActivities>({
   startToCloseTimeout: '10 minutes',
@@ -150,7 +150,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const trainStarted = Date.now();
     const trained = await trainer.train_step({
       run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_root: plan.blob_root, model_path: plan.model_path,
-      samples: groups.kept.map((e) => ({ ref: e.sample_ref, reward: e.reward, group_id: e.episode_id.split('/').slice(0, -1).join('/') })),
+      samples: groups.kept.map((e) => ({ ref: e.sample_ref, reward: e.reward, group_id: groupKey(e) })),
       hyper: plan.hyper, data_cursor: pick.next,
     });
     const trainSeconds = (Date.now() - trainStarted) / 1000;
