@@ -3,7 +3,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { DatasetConfig, TempoConfig } from '../config/schema.js';
-import type { LocalBlobStore } from '../lib/blobstore.js';
+import { writeFileAtomic, type LocalBlobStore } from '../lib/blobstore.js';
 import { buildMessages, loadDataset, type PromptRow } from '../lib/data/index.js';
 import { engineUrls } from '../lib/engines.js';
 import { childLogger } from '../lib/log.js';
@@ -26,13 +26,6 @@ export interface StepRecord {
 
 export function runDir(cfg: TempoConfig, runId: string): string {
   return path.join(stateLayout(cfg.state_dir).runs, runId);
-}
-
-async function writeAtomic(file: string, text: string): Promise<void> {
-  await fs.mkdir(path.dirname(file), { recursive: true });
-  const tmp = `${file}.tmp-${process.pid}`;
-  await fs.writeFile(tmp, text);
-  await fs.rename(tmp, file);
 }
 
 /** Every step record of a run, in step order. */
@@ -77,10 +70,10 @@ export function runActivities(deps: { cfg: TempoConfig; store: LocalBlobStore })
     /** Writes the step record (idempotent: one file per step) and rebuilds metrics.jsonl. */
     async recordStep(rec: StepRecord): Promise<void> {
       const dir = runDir(cfg, rec.run_id);
-      await writeAtomic(path.join(dir, 'steps', `step-${String(rec.step).padStart(6, '0')}.json`), JSON.stringify(rec));
+      await writeFileAtomic(path.join(dir, 'steps', `step-${String(rec.step).padStart(6, '0')}.json`), JSON.stringify(rec));
       const all = await readStepRecords(dir);
       const lines = all.map((r) => JSON.stringify({ step: r.step, weight_version: r.weight_version, ...r.metrics }));
-      await writeAtomic(path.join(dir, 'metrics.jsonl'), `${lines.join('\n')}\n`);
+      await writeFileAtomic(path.join(dir, 'metrics.jsonl'), `${lines.join('\n')}\n`);
       log.info({ run: rec.run_id, step: rec.step, reward: rec.metrics['rollout/raw_reward'] }, 'step recorded');
     },
   };

@@ -18,6 +18,14 @@ export class BlobError extends Error {
   }
 }
 
+/** Writes a file under a temporary name and renames it: readers never see half a file. */
+export async function writeFileAtomic(file: string, data: Uint8Array | string): Promise<void> {
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+  await fs.writeFile(tmp, data);
+  await fs.rename(tmp, file);
+}
+
 export class LocalBlobStore {
   constructor(readonly root: string) {}
 
@@ -31,13 +39,6 @@ export class LocalBlobStore {
     return full;
   }
 
-  private async writeAtomic(file: string, data: Uint8Array | string): Promise<void> {
-    await fs.mkdir(path.dirname(file), { recursive: true });
-    const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
-    await fs.writeFile(tmp, data);
-    await fs.rename(tmp, file);
-  }
-
   async putBytes(data: Uint8Array, ext = 'bin'): Promise<string> {
     const digest = createHash('sha256').update(data).digest('hex');
     const ref = `${BLOB_PREFIX}cas/${digest.slice(0, 2)}/${digest}.${ext}`;
@@ -45,14 +46,14 @@ export class LocalBlobStore {
     try {
       await fs.access(file);
     } catch {
-      await this.writeAtomic(file, data);
+      await writeFileAtomic(file, data);
     }
     return ref;
   }
 
   async putJson(key: string, value: unknown): Promise<string> {
     const ref = `${BLOB_PREFIX}named/${key}`;
-    await this.writeAtomic(this.pathOf(ref), JSON.stringify(value));
+    await writeFileAtomic(this.pathOf(ref), JSON.stringify(value));
     return ref;
   }
 

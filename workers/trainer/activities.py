@@ -38,6 +38,14 @@ def _non_retryable(err: Exception) -> ApplicationError:
     return ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__, non_retryable=True)
 
 
+def _parse(model: type[pydantic.BaseModel], payload: dict):
+    """A payload that breaks the contract fails at once: retrying cannot fix it."""
+    try:
+        return model.model_validate(payload)
+    except pydantic.ValidationError as err:
+        raise _non_retryable(err) from err
+
+
 class TrainerActivities:
     def __init__(self, trainer: Trainer):
         self.trainer = trainer
@@ -57,10 +65,7 @@ class TrainerActivities:
 
     @activity.defn(name="sync_weights")
     def sync_weights(self, payload: dict) -> dict:
-        try:
-            inp = SyncWeightsInput.model_validate(payload)
-        except pydantic.ValidationError as err:
-            raise _non_retryable(err) from err
+        inp = _parse(SyncWeightsInput, payload)
         if inp.transport != "disk":
             raise ApplicationError(f"transport {inp.transport!r} is not implemented in this worker",
                                    type="NotImplemented", non_retryable=True)
@@ -83,11 +88,7 @@ class TrainerActivities:
 
     @activity.defn(name="log_metrics")
     def log_metrics(self, payload: dict) -> dict:
-        try:
-            inp = LogMetricsInput.model_validate(payload)
-        except pydantic.ValidationError as err:
-            raise _non_retryable(err) from err
-        return log_metrics(inp).model_dump()
+        return log_metrics(_parse(LogMetricsInput, payload)).model_dump()
 
     def all(self) -> list:
         return [self.train_step, self.sync_weights, self.trainer_info, self.log_metrics]
