@@ -15,11 +15,13 @@ test('pause now, resume, pause after the step, stop, continue: exactly once', { 
   const { client, cfg } = fx;
   await startOrContinueRun(client, cfg, runId);
 
-  await waitForProgress(client, runId, (p) => p.phase === 'rollout' && p.step === 0, 'the episodes of step 0');
+  const at = await waitForProgress(client, runId, (p) => p.phase === 'rollout' && p.step === 0, 'the episodes of step 0');
   const pausedNow = await controlRun(client, runId, 'pause-now');
   assert.equal(pausedNow.accepted, true);
   const p1 = await waitForProgress(client, runId, (p) => p.status === 'paused', 'paused');
-  assert.equal(p1.step, 0, 'paused inside step 0: nothing trained');
+  // The episodes may all finish between the query and the update: then the pause lands after the step.
+  const cancelled = /cancelled/.test(pausedNow.message);
+  assert.equal(p1.step, cancelled ? at.step : at.step + 1, `paused where the ack said: ${pausedNow.message}`);
   const found = [];
   for await (const wf of client.workflow.list({ query: `TempoRlStatus = 'paused'` })) found.push(wf.workflowId);
   assert.ok(found.includes(`run/${runId}`), `search attribute TempoRlStatus=paused: ${found}`);
@@ -27,18 +29,18 @@ test('pause now, resume, pause after the step, stop, continue: exactly once', { 
 
   assert.equal((await controlRun(client, runId, 'resume')).accepted, true);
   assert.equal((await controlRun(client, runId, 'resume')).accepted, false, 'resuming a running run is refused');
-  await waitForProgress(client, runId, (p) => p.step >= 1 && p.phase === 'rollout', 'step 1');
+  const inStep = await waitForProgress(client, runId, (p) => p.step > p1.step - 1 && p.step >= 1 && p.phase === 'rollout', 'the next step');
   assert.equal((await controlRun(client, runId, 'pause')).accepted, true);
   const p2 = await waitForProgress(client, runId, (p) => p.status === 'paused', 'paused after step 1');
-  assert.equal(p2.step, 2, 'pause after the step lets step 1 finish');
+  assert.equal(p2.step, inStep.step + 1, 'pause after the step lets the step finish');
 
   assert.equal((await controlRun(client, runId, 'stop')).accepted, true);
   const stopped = (await runHandle(client, runId).result()) as RunResult;
   assert.equal(stopped.status, 'stopped');
-  assert.equal(stopped.steps_done, 2);
+  assert.equal(stopped.steps_done, p2.step);
 
   const again = await startOrContinueRun(client, cfg, runId);
-  assert.equal(again.resumedFromStep, 2);
+  assert.equal(again.resumedFromStep, p2.step);
   const done = (await runHandle(client, runId).result()) as RunResult;
   await checkExactlyOnce(client, cfg, runId, done);
 });
