@@ -34,6 +34,12 @@ export interface EngineGenerateRequest {
   sampling: SamplingSettings;
   /** Engines that failed an earlier attempt of this generate; the pool must pick another when it can. */
   exclude_engines: string[];
+  /** Called with the engine chosen, before the request is sent (the activity heartbeats it). */
+  on_engine?: (url: string) => void;
+  /** The activity's cancellation: aborts the HTTP request. */
+  signal?: AbortSignal;
+  /** Per-request timeout, derived from the activity's own (the engine client's timeout still bounds it). */
+  timeout_ms?: number;
 }
 
 export interface EngineGenerated {
@@ -43,15 +49,25 @@ export interface EngineGenerated {
   finish_reason: string;
   stop_reason: string | number | null;
   routed_experts: string | null;
-  /** The engine's weight version when it reports one. */
-  weight_version: number | null;
+  /** The weight version the engine stamped on the tokens: a number, 'unknown' (a label that is not
+   *  one), or null when the engine reports none. */
+  weight_version: number | 'unknown' | null;
 }
+
+export type EngineConventions = TokenConventions & {
+  image_pad_id: number | null;
+  /** Every single-token special the conventions know (template structure and placeholders); when
+   *  absent, the EOS ids and the image placeholder. */
+  special_ids?: number[];
+};
 
 export interface EpisodeEngines {
   render(req: RenderChatRequest, opts: { session_id: string }): Promise<RenderedChat>;
   generate(req: EngineGenerateRequest): Promise<EngineGenerated>;
   detokenize(ids: number[]): Promise<string>;
-  tokenConventions(): Promise<TokenConventions & { image_pad_id: number | null }>;
+  /** Plain text → token ids, added tokens such as <tool_call> parsed (SFT tokenizes assistant turns). */
+  tokenize?(text: string): Promise<number[]>;
+  tokenConventions(): Promise<EngineConventions>;
 }
 
 /** An engine error that retrying cannot fix (a request the engine rejects as invalid). */

@@ -1,12 +1,14 @@
 // Step "generate": token-in/token-out generation with the full canonical token history (prompt ids
 // from the blob store + the response so far). Returns one turn's tokens, logprobs and text (small,
 // kept in the history as the audit log); the raw output also goes to the blob store for the sample.
-// A dead engine is retried on another one: each attempt heartbeats the engines it saw fail.
+// A dead, hung or stale engine is retried on another one: each attempt heartbeats the engine it sent
+// the request to before sending it, so an attempt that times out still names it.
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { LocalBlobStore } from '../lib/blobstore.js';
 import { childLogger } from '../lib/log.js';
+import { idsForText } from '../lib/trajectory.js';
 import { EngineRequestError, type EpisodeEngines, type SamplingSettings } from './episode-engines.js';
 import { loadStoredPrompt } from './render.js';
 
@@ -24,6 +26,8 @@ export interface GenerateTurnInput {
   /** The response side so far, exactly as stitched by the workflow. */
   response_ids: number[];
   sampling: SamplingSettings;
+  /** The weights the episode runs on; a generation stamped with other weights is retried elsewhere. */
+  expected_weight_version?: number;
 }
 
 export interface GenerateTurnResult {
@@ -33,9 +37,11 @@ export interface GenerateTurnResult {
   logprobs: number[];
   finish_reason: string;
   stop_reason: string | number | null;
+  /** What the environment reads: the tokens' text without the trailing EOS (the ids stay exact). */
   text: string;
   /** Blob with {token_ids, logprobs, routed_experts} of this turn. */
   output_ref: string;
+  /** The engine's weight version; null when the engine reports none (the turn is recorded as unknown). */
   weight_version: number | null;
   has_routed_experts: boolean;
 }
@@ -57,8 +63,13 @@ const Generated = z.object({
   finish_reason: z.string(),
   stop_reason: z.union([z.string(), z.number()]).nullable(),
   routed_experts: z.string().nullable(),
-  weight_version: z.number().int().nullable(),
+  weight_version: z.union([z.number().int(), z.literal('unknown')]).nullable(),
 });
+
+/** Room left for the activity to record a timed-out engine before its start-to-close timeout fires. */
+function requestTimeoutMs(startToCloseMs: number): number {
+  return Math.max(1_000, startToCloseMs - Math.min(10_000, startToCloseMs * 0.1));
+}
 
 const Progress = z.object({ failed_engines: z.array(z.string()).default([]), engine: z.string().nullable().default(null) });
 
@@ -72,8 +83,10 @@ export function generateActivities(deps: GenerateDeps) {
       if (previous.success && previous.data.engine && !failed.includes(previous.data.engine)) failed.push(previous.data.engine);
       const prompt = await loadStoredPrompt(deps.store, input.prompt_ref);
       const engines = deps.engines();
-      ctx.heartbeat({ failed_engines: failed, engine: null });
-      const beat = setInterval(() => ctx.heartbeat({ failed_engines: failed, engine: null }), 2000);
+      let chosen: string | null = null;
+      const beatNow = () => ctx.heartbeat({ failed_engines: failed, engine: chosen });
+      beatNow();
+      const beat = setInterval(beatNow, 2000);
       let raw: unknown;
       try {
         raw = await engines.generate({
@@ -82,11 +95,17 @@ export function generateActivities(deps: GenerateDeps) {
           features: prompt.features,
           sampling: input.sampling,
           exclude_engines: failed,
+          on_engine: (url) => {
+            chosen = url;
+            beatNow();
+          },
+          signal: ctx.cancellationSignal,
+          timeout_ms: requestTimeoutMs(ctx.info.startToCloseTimeoutMs),
         });
       } catch (err) {
         const engine = (err as { engine?: unknown }).engine;
         if (typeof engine === 'string') {
-          failed.push(engine);
+          if (!failed.includes(engine)) failed.push(engine);
           ctx.heartbeat({ failed_engines: failed, engine });
         }
         log.warn({ episode: input.episode_id, turn: input.turn, attempt, engine, err: (err as Error).message }, 'generate failed');
@@ -98,7 +117,15 @@ export function generateActivities(deps: GenerateDeps) {
       const parsed = Generated.safeParse(raw);
       if (!parsed.success) throw ApplicationFailure.nonRetryable(`engine answer has the wrong shape: ${parsed.error.message}`, 'InvalidEngineAnswer');
       const out = parsed.data;
-      const text = await engines.detokenize(out.token_ids);
+      const expected = input.expected_weight_version;
+      if (out.weight_version !== null && expected !== undefined && out.weight_version !== expected) {
+        if (!failed.includes(out.engine)) failed.push(out.engine);
+        ctx.heartbeat({ failed_engines: failed, engine: out.engine });
+        log.warn({ episode: input.episode_id, turn: input.turn, attempt, engine: out.engine, weight_version: out.weight_version, expected }, 'stale engine weights');
+        throw ApplicationFailure.retryable(`engine ${out.engine} generated with weight version ${out.weight_version}, the episode runs on ${expected}`, 'EngineWeightVersionMismatch');
+      }
+      const conv = await engines.tokenConventions();
+      const text = await engines.detokenize(idsForText(out.token_ids, conv.eos_ids));
       const stored: TurnOutput = { token_ids: out.token_ids, logprobs: out.logprobs, finish_reason: out.finish_reason, routed_experts: out.routed_experts };
       const output_ref = await deps.store.putBytes(Buffer.from(JSON.stringify(stored)), 'json');
       return {
@@ -110,7 +137,7 @@ export function generateActivities(deps: GenerateDeps) {
         stop_reason: out.stop_reason,
         text,
         output_ref,
-        weight_version: out.weight_version,
+        weight_version: out.weight_version === 'unknown' ? null : out.weight_version,
         has_routed_experts: out.routed_experts !== null,
       };
     },

@@ -6,6 +6,7 @@ import { stateLayout } from '../lib/paths.js';
 import * as system from './system.js';
 import { runActivities } from './run.js';
 import { episodeActivities, defaultEpisodeDeps, type EpisodeDeps } from './episode.js';
+import { sftActivities } from './sft.js';
 
 export interface RolloutDeps extends Partial<EpisodeDeps> {
   cfg: TempoConfig;
@@ -17,10 +18,12 @@ export function rolloutDeps(cfg: TempoConfig): RolloutDeps {
 }
 
 export function createActivities(deps: RolloutDeps) {
+  const episodeDeps = { ...defaultEpisodeDeps(deps.cfg), ...deps };
   return {
     ...system,
     ...runActivities(deps),
-    ...episodeActivities({ ...defaultEpisodeDeps(deps.cfg), ...deps }),
+    ...episodeActivities(episodeDeps),
+    ...sftActivities(episodeDeps),
   };
 }
 

@@ -8,9 +8,10 @@ import sharp from 'sharp';
 import { z } from 'zod';
 import type { LocalBlobStore } from '../lib/blobstore.js';
 import { resolveImageUrls, type ChatMessage } from '../lib/data/prompt.js';
-import { observationSuffix, TrajectoryError, type TokenConventions } from '../lib/trajectory.js';
+import { checkObservationSpecials, observationSuffix, TrajectoryError, type TokenConventions } from '../lib/trajectory.js';
+import { neutraliseSpecialTokens } from '../lib/vllm/template.js';
 import type { EpisodeMessage } from '../workflows/episode-messages.js';
-import type { EpisodeEngines } from './episode-engines.js';
+import type { EngineConventions, EpisodeEngines } from './episode-engines.js';
 
 export interface ImageProcessorSpec {
   patch_size: number;
@@ -101,6 +102,12 @@ const PREFIX_CONVERSATION = [
   { role: 'user', content: 'x' },
   { role: 'assistant', content: 'y' },
 ];
+/** An observation with no special tokens: its suffix shows the template's own structure. */
+const SKELETON_OBSERVATION = 'x';
+
+function specialIdsOf(conv: EngineConventions): number[] {
+  return conv.special_ids ?? [...conv.eos_ids, conv.end_of_turn_id, ...(conv.image_pad_id === null ? [] : [conv.image_pad_id])];
+}
 
 export function renderActivities(deps: RenderDeps) {
   async function expectedImageTokens(refs: string[]): Promise<number | null> {
@@ -120,11 +127,16 @@ export function renderActivities(deps: RenderDeps) {
       const rendered = await engines.render({ messages, tools: input.tools, add_generation_prompt: true }, { session_id: input.episode_id });
       const conv = await engines.tokenConventions();
       const image_refs = imageRefsOf(input.messages);
+      if (image_refs.length > 0 && conv.image_pad_id === null)
+        throw ApplicationFailure.nonRetryable(
+          `the engine tokenizer has no single <|image_pad|> token, but the prompt of ${input.episode_id} has ${image_refs.length} image(s): the placeholder check cannot run`,
+          'ImagePlaceholderMismatch',
+        );
       const in_prompt = conv.image_pad_id === null ? 0 : rendered.token_ids.filter((id) => id === conv.image_pad_id).length;
       const expected = await expectedImageTokens(image_refs);
       const engine_reported = rendered.image_placeholder_lengths ? rendered.image_placeholder_lengths.reduce((a, b) => a + b, 0) : null;
       const mismatch = (expected !== null && expected !== in_prompt) || (engine_reported !== null && engine_reported !== in_prompt);
-      if (conv.image_pad_id !== null && mismatch)
+      if (mismatch)
         throw ApplicationFailure.nonRetryable(
           `image placeholder tokens: ${in_prompt} in the prompt, ${expected ?? '?'} needed by the images, ${engine_reported ?? '?'} reported by the engine`,
           'ImagePlaceholderMismatch',
@@ -136,7 +148,7 @@ export function renderActivities(deps: RenderDeps) {
         prompt_ref,
         prompt_len: rendered.token_ids.length,
         image_refs,
-        conventions: { eos_ids: conv.eos_ids, end_of_turn_id: conv.end_of_turn_id },
+        conventions: { eos_ids: conv.eos_ids, end_of_turn_id: conv.end_of_turn_id, forbidden_response_ids: conv.forbidden_response_ids ?? (conv.image_pad_id === null ? [] : [conv.image_pad_id]) },
         image_tokens: { in_prompt, expected, engine_reported },
       };
     },
@@ -145,17 +157,26 @@ export function renderActivities(deps: RenderDeps) {
       const engines = deps.engines();
       const conv = await engines.tokenConventions();
       const opts = { session_id: input.episode_id };
+      const withObservation = (content: string) =>
+        engines.render({ messages: [...PREFIX_CONVERSATION, { role: 'user', content }], tools: input.tools, add_generation_prompt: true }, opts);
       const prefix = await engines.render({ messages: PREFIX_CONVERSATION, tools: input.tools, add_generation_prompt: false }, opts);
-      const extended = await engines.render(
-        { messages: [...PREFIX_CONVERSATION, { role: 'user', content: input.observation }], tools: input.tools, add_generation_prompt: true },
-        opts,
-      );
+      // The observation may echo the model's answer: its text must never turn into special tokens.
+      const extended = await withObservation(neutraliseSpecialTokens(input.observation));
+      const skeleton = await withObservation(SKELETON_OBSERVATION);
+      let token_ids: number[];
       try {
-        return { engine: extended.engine, token_ids: observationSuffix(prefix.token_ids, extended.token_ids, conv.end_of_turn_id) };
+        token_ids = observationSuffix(prefix.token_ids, extended.token_ids, conv.end_of_turn_id);
       } catch (err) {
         if (err instanceof TrajectoryError) throw ApplicationFailure.nonRetryable(err.message, 'TemplateNotPrefixStable');
         throw err;
       }
+      try {
+        checkObservationSpecials(token_ids, observationSuffix(prefix.token_ids, skeleton.token_ids, conv.end_of_turn_id), specialIdsOf(conv));
+      } catch (err) {
+        if (err instanceof TrajectoryError) throw ApplicationFailure.nonRetryable(`${input.episode_id}: ${err.message}`, 'ObservationSpecialTokens');
+        throw err;
+      }
+      return { engine: extended.engine, token_ids };
     },
   };
 }

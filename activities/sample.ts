@@ -14,8 +14,12 @@ export interface SampleTurnRecipe {
   output_ref: string;
   observation_ids: number[] | null;
   engine: string;
-  weight_version: number;
+  /** null: the engine reported no weight version (unknown, never assumed). */
+  weight_version: number | null;
   finish_reason: string;
+  /** Multi-turn: the calc_score answer the environment read from this turn (null: none or malformed), and its grade. */
+  tool_answer?: string | null;
+  tool_score?: number | null;
 }
 
 export interface StoreSampleInput {
@@ -35,6 +39,16 @@ export interface StoreSampleInput {
   temperature: number;
   label: string;
   expected: { response_len: number; mask_sum: number };
+}
+
+/** The summary's tool fields, rebuilt from the stored turns (absent for single-turn samples). */
+function toolSummary(turns: Sample['turns']): Pick<EpisodeSummary, 'tool_answers' | 'first_answer'> {
+  if (!turns.length || turns[0]!.tool_answer === undefined) return {};
+  const first = turns[0]!;
+  return {
+    tool_answers: turns.map((t) => t.tool_answer ?? null),
+    first_answer: first.tool_answer !== null && first.tool_score !== null && first.tool_score !== undefined ? (first.tool_score > 0 ? 'correct' : 'wrong') : null,
+  };
 }
 
 export function sampleKey(episodeId: string): string {
@@ -80,6 +94,7 @@ export function sampleActivities(deps: { store: LocalBlobStore }) {
             generated_tokens: span?.gen_len ?? 0,
             observation_tokens: span?.obs_len ?? 0,
             finish_reason: turn.finish_reason,
+            ...(turn.tool_answer !== undefined ? { tool_answer: turn.tool_answer, tool_score: turn.tool_score ?? null } : {}),
           };
         }),
         routed_experts: routed.some((r) => r !== null) ? routed : null,
@@ -94,8 +109,9 @@ export function sampleActivities(deps: { store: LocalBlobStore }) {
       return { sample_ref: await deps.store.putJson(sampleKey(input.episode_id), Sample.parse(sample)) };
     },
 
-    /** The summary of an episode whose sample is already stored (a retried step), or null. */
-    async loadEpisodeSummary(input: { episode_id: string }): Promise<EpisodeSummary | null> {
+    /** The summary of an episode whose sample is already stored (a retried step), or null.
+     *  `weight_version`: the episode's (its turns may hold null where the engine reported none). */
+    async loadEpisodeSummary(input: { episode_id: string; weight_version?: number }): Promise<EpisodeSummary | null> {
       const ref = deps.store.namedRef(sampleKey(input.episode_id));
       if (!(await deps.store.exists(ref))) return null;
       const s = Sample.parse(await deps.store.getJson(ref));
@@ -107,7 +123,8 @@ export function sampleActivities(deps: { store: LocalBlobStore }) {
         truncated_reason: s.truncated_reason,
         response_len: s.response_ids.length,
         turns: s.turns.length,
-        weight_version: s.turns[0]?.weight_version ?? 0,
+        weight_version: input.weight_version ?? s.turns.find((t) => t.weight_version !== null)?.weight_version ?? 0,
+        ...toolSummary(s.turns),
       };
     },
   };

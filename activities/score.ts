@@ -1,12 +1,18 @@
 // Step "score": the default math RM on the episode's final answer (binary 0/1). Unreadable answers
-// score 0 with a reason; they are results, not failures.
-import { gradeAnswer, scoreResponse } from '../lib/math/reward.js';
+// score 0 with a reason; they are results, not failures. A label that cannot be graded against
+// (empty) fails the activity without retries: it is the data's fault, and must never train as a 0.
+import { ApplicationFailure } from '@temporalio/common';
+import { z } from 'zod';
+import { checkLabel, gradeAnswer, LabelError, REWARD_MATCHES, scoreResponse, type RewardMatch } from '../lib/math/reward.js';
 
 export interface ScoreInput {
   /** Default 'math'. */
   reward_fn?: 'math' | 'target_fraction';
   label: string;
+  /** Absolute tolerance (docs/reward.md); 0: off. */
   tolerance: number;
+  /** Default 'exact'. */
+  match?: RewardMatch;
   /** The answer the environment ended with (tool call, \boxed{} or last line). */
   final_answer: string | null;
   /** Without a final answer: the response text whose last \boxed{} is graded (single-turn mode). */
@@ -19,9 +25,31 @@ export interface ScoreResult {
   reason: string;
 }
 
-export async function scoreEpisode(input: ScoreInput): Promise<ScoreResult> {
+const ScoreInputSchema = z.object({
+  reward_fn: z.enum(['math', 'target_fraction']).optional(),
+  label: z.string(),
+  tolerance: z.number().nonnegative(),
+  match: z.enum(REWARD_MATCHES).optional(),
+  final_answer: z.string().nullable(),
+  response_text: z.string().nullable(),
+});
+
+export async function scoreEpisode(raw: ScoreInput): Promise<ScoreResult> {
+  const parsed = ScoreInputSchema.safeParse(raw);
+  if (!parsed.success) throw ApplicationFailure.nonRetryable(`score: invalid input: ${z.prettifyError(parsed.error)}`, 'InvalidScoreInput');
+  const input = parsed.data;
   if (input.reward_fn === 'target_fraction') return targetFraction(input.response_text ?? input.final_answer ?? '', input.label);
-  const opts = { tolerance: input.tolerance };
+  try {
+    return mathReward(input);
+  } catch (err) {
+    if (err instanceof LabelError) throw ApplicationFailure.nonRetryable(`score: ${err.message}`, 'InvalidLabel');
+    throw err;
+  }
+}
+
+function mathReward(input: ScoreInput): ScoreResult {
+  checkLabel(input.label);
+  const opts = { tolerance: input.tolerance, match: input.match };
   if (input.final_answer !== null) return { ...gradeAnswer(input.final_answer, input.label, opts), extracted: input.final_answer };
   if (input.response_text !== null) return scoreResponse(input.response_text, input.label, opts);
   return { reward: 0, extracted: null, reason: 'no answer' };

@@ -3,25 +3,33 @@
 import type { TempoConfig } from '../config/schema.js';
 import { engineUrls } from '../lib/engines.js';
 import { EngineHttpError, EnginePool, type ChatMessage, type GenerateResult, type MultiModalFeatures, type ToolSpec } from '../lib/vllm/index.js';
-import type { TokenConventions } from '../lib/trajectory.js';
-import { EngineRequestError, type EngineGenerated, type EpisodeEngines } from './episode-engines.js';
+import { EngineRequestError, type EngineConventions, type EngineGenerated, type EpisodeEngines } from './episode-engines.js';
 
-/** The weight version stamped on the last generated token, as a number when it is one. */
-function weightVersionOf(r: GenerateResult): number | null {
-  const last = r.weightVersions?.[r.weightVersions.length - 1]?.version;
-  const n = last === undefined ? Number.NaN : Number(last);
-  return Number.isInteger(n) ? n : null;
+/** vLLM's label for the weights an engine was started with (the base model: weight version 0). */
+const STARTUP_WEIGHTS_LABEL = 'default';
+
+/** The weight version stamped on the generated tokens (every span must agree), 'unknown' when a label is not one. */
+export function weightVersionOf(r: Pick<GenerateResult, 'weightVersions'>): number | 'unknown' | null {
+  if (!r.weightVersions?.length) return null;
+  const versions = new Set(r.weightVersions.map((w) => (w.version === STARTUP_WEIGHTS_LABEL ? 0 : /^\d+$/.test(w.version) ? Number(w.version) : Number.NaN)));
+  const [only] = [...versions];
+  return versions.size === 1 && Number.isInteger(only) ? only! : 'unknown';
 }
+
+// Single-token specials of the Qwen chat format. Placeholders and vision markers never belong on the response side.
+const SPECIALS = { im_start: '<|im_start|>', im_end: '<|im_end|>', endoftext: '<|endoftext|>', image_pad: '<|image_pad|>', video_pad: '<|video_pad|>', vision_start: '<|vision_start|>', vision_end: '<|vision_end|>' } as const;
+const RESPONSE_FORBIDDEN = ['image_pad', 'video_pad', 'vision_start', 'vision_end'] as const;
 
 function rejected(err: unknown): boolean {
   return err instanceof EngineHttpError && err.status >= 400 && err.status < 500 && err.status !== 429 && err.status !== 408;
 }
 
 export function poolEpisodeEngines(pool: EnginePool): EpisodeEngines {
-  let conventions: Promise<TokenConventions & { image_pad_id: number | null }> | null = null;
+  let conventions: Promise<EngineConventions> | null = null;
+  // A failed lookup rejects (and is not cached); only a tokenizer that really lacks the token gives null.
   const single = async (text: string): Promise<number | null> => {
-    const ids = await pool.call(undefined, (e) => (e as unknown as { tokenize(t: string): Promise<number[]> }).tokenize(text), { idempotent: true }).catch(() => null);
-    return ids && ids.length === 1 ? ids[0]! : null;
+    const ids = await pool.tokenize(text);
+    return ids.length === 1 ? ids[0]! : null;
   };
   return {
     async render(req, opts) {
@@ -44,8 +52,10 @@ export function poolEpisodeEngines(pool: EnginePool): EpisodeEngines {
             tokenIds: req.token_ids,
             features: (req.features ?? null) as MultiModalFeatures | null,
             sampling: { maxTokens: req.sampling.max_tokens, temperature: req.sampling.temperature, topP: req.sampling.top_p, seed: req.sampling.seed, stop: req.sampling.stop, allowedTokenIds: req.sampling.allowed_token_ids },
+            signal: req.signal,
+            timeoutMs: req.timeout_ms,
           },
-          { avoid: req.exclude_engines },
+          { avoid: req.exclude_engines, onEngine: req.on_engine },
         );
         return { engine: r.engine, token_ids: r.tokenIds, logprobs: r.logprobs, finish_reason: r.finishReason, stop_reason: r.stopReason, routed_experts: r.routedExperts, weight_version: weightVersionOf(r) };
       } catch (err) {
@@ -55,12 +65,22 @@ export function poolEpisodeEngines(pool: EnginePool): EpisodeEngines {
     },
 
     detokenize: (ids) => (ids.length === 0 ? Promise.resolve('') : pool.detokenize(ids)),
+    tokenize: (text) => pool.tokenize(text),
 
     tokenConventions() {
       conventions ??= (async () => {
-        const [imEnd, endOfText, imagePad] = await Promise.all([single('<|im_end|>'), single('<|endoftext|>'), single('<|image_pad|>')]);
-        if (imEnd === null) throw new Error('the engine tokenizer has no single <|im_end|> token (not a Qwen-format chat model?)');
-        return { eos_ids: [imEnd, ...(endOfText === null ? [] : [endOfText])], end_of_turn_id: imEnd, image_pad_id: imagePad };
+        const names = Object.keys(SPECIALS) as Array<keyof typeof SPECIALS>;
+        const found = await Promise.all(names.map((n) => single(SPECIALS[n])));
+        const id = Object.fromEntries(names.map((n, i) => [n, found[i]!])) as Record<keyof typeof SPECIALS, number | null>;
+        if (id.im_end === null) throw new Error('the engine tokenizer has no single <|im_end|> token (not a Qwen-format chat model?)');
+        const known = (ids: Array<number | null>) => ids.filter((x): x is number => x !== null);
+        return {
+          eos_ids: known([id.im_end, id.endoftext]),
+          end_of_turn_id: id.im_end,
+          forbidden_response_ids: known(RESPONSE_FORBIDDEN.map((n) => id[n])),
+          image_pad_id: id.image_pad,
+          special_ids: known(found),
+        };
       })();
       conventions.catch(() => (conventions = null));
       return conventions;

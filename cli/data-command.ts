@@ -4,8 +4,10 @@ import { type Command, InvalidArgumentError } from 'commander';
 import { LocalBlobStore } from '../lib/blobstore.js';
 import { GEO3K_REPO, downloadHfParquet } from '../lib/data/hf.js';
 import { loadDataset } from '../lib/data/load.js';
-import { writeSftJsonl } from '../lib/data/sft.js';
+import { writeSftJsonl, writeSftRecords } from '../lib/data/sft.js';
+import { toolTranscripts } from '../lib/data/transcripts.js';
 import { writeSyntheticDataset } from '../lib/data/synth.js';
+import { checkOutputFile, checkOutputLocation } from '../lib/out-path.js';
 import { stateLayout } from '../lib/paths.js';
 import { action, configFrom, printJson } from './common.js';
 
@@ -13,6 +15,12 @@ function nonNegativeInt(v: string): number {
   const n = Number(v);
   if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected an integer ≥ 0');
   return n;
+}
+
+function probability(v: string): number {
+  const p = Number(v);
+  if (!(p >= 0 && p <= 1)) throw new InvalidArgumentError(`expected a number in [0, 1], given ${JSON.stringify(v)}`);
+  return p;
 }
 
 const DATASETS: Record<string, string> = { geo3k: GEO3K_REPO };
@@ -31,7 +39,7 @@ export function register(program: Command): void {
       action(async (name: string, opts: { out: string; revision: string; json?: boolean }) => {
         const repo = DATASETS[name];
         if (!repo) throw Object.assign(new Error(`unknown dataset ${name}; known: ${Object.keys(DATASETS).join(', ')}`), { exitCode: 2 });
-        const files = await downloadHfParquet(repo, path.resolve(opts.out), { revision: opts.revision });
+        const files = await downloadHfParquet(repo, checkOutputLocation(opts.out), { revision: opts.revision });
         if (opts.json) printJson({ repo, files });
         else process.stdout.write(`${files.join('\n')}\nuse: --set dataset.kind=parquet --set dataset.path=${path.resolve(opts.out)}\n`);
       }),
@@ -42,12 +50,13 @@ export function register(program: Command): void {
     .requiredOption('--out <dir>', 'target folder (geo3k_dir layout: train.jsonl, test.jsonl, images/)')
     .option('--n <n>', 'train rows', nonNegativeInt, 64)
     .option('--seed <s>', 'seed', nonNegativeInt, 0)
+    .option('--force', 'replace a synthetic dataset written there before (never other files)')
     .option('--json', 'print counts as JSON')
-    .description('write a synthetic geometry dataset with known answers')
+    .description('write a synthetic geometry dataset with known answers into a new or empty folder')
     .action(
-      action(async (opts: { out: string; n: number; seed: number; json?: boolean }) => {
+      action(async (opts: { out: string; n: number; seed: number; force?: boolean; json?: boolean }) => {
         const out = path.resolve(opts.out);
-        const counts = await writeSyntheticDataset(out, opts.n, opts.seed);
+        const counts = await writeSyntheticDataset(out, opts.n, opts.seed, { force: opts.force });
         if (opts.json) printJson({ out, ...counts });
         else process.stdout.write(`wrote ${counts.train} train and ${counts.test} test rows to ${out}\n`);
       }),
@@ -57,17 +66,43 @@ export function register(program: Command): void {
     .command('sft-export')
     .requiredOption('--out <file>', 'JSONL file to write')
     .option('--split <split>', 'train or eval', 'train')
+    .option('--force', 'overwrite an existing --out file')
     .option('--json', 'print counts as JSON')
     .description('export the configured dataset as SFT messages ending in "Answer: \\boxed{…}"')
     .action(
-      action(async (opts: { out: string; split: string; json?: boolean }, cmd: Command) => {
-        if (opts.split !== 'train' && opts.split !== 'eval') throw Object.assign(new Error('--split must be train or eval'), { exitCode: 2 });
+      action(async (opts: { out: string; split: string; force?: boolean; json?: boolean }, cmd: Command) => {
+        if (opts.split !== 'train' && opts.split !== 'eval')
+          throw Object.assign(new Error(`--split ${JSON.stringify(opts.split)}: expected train or eval`), { exitCode: 2 });
+        checkOutputFile(opts.out, { force: opts.force });
         const cfg = configFrom(cmd);
         const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
         const { rows, skipped } = await loadDataset(cfg.dataset, opts.split, store);
         const written = await writeSftJsonl(rows, store, opts.out, cfg.dataset.system_prompt);
         if (opts.json) printJson({ out: path.resolve(opts.out), rows: written, skipped });
         else process.stdout.write(`wrote ${written} rows to ${opts.out} (${skipped.length} skipped)\n`);
+      }),
+    );
+
+  data
+    .command('sft-transcripts')
+    .requiredOption('--out <file>', 'JSONL file to write')
+    .option('--split <split>', 'train or eval', 'train')
+    .option('--first-correct <p>', 'probability that a transcript\'s first answer is right (default: a uniform guess among the answers)', probability)
+    .option('--force', 'overwrite an existing --out file')
+    .option('--json', 'print counts as JSON')
+    .description('synthesise multi-turn calc_score transcripts (wrong-then-right) from the configured dataset, for algorithm: sft')
+    .action(
+      action(async (opts: { out: string; split: string; firstCorrect?: number; force?: boolean; json?: boolean }, cmd: Command) => {
+        if (opts.split !== 'train' && opts.split !== 'eval')
+          throw Object.assign(new Error(`--split ${JSON.stringify(opts.split)}: expected train or eval`), { exitCode: 2 });
+        checkOutputFile(opts.out, { force: opts.force });
+        const cfg = configFrom(cmd);
+        const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
+        const { rows, skipped } = await loadDataset(cfg.dataset, opts.split, store);
+        const records = toolTranscripts(rows, store, { max_turns: cfg.rollout.max_turns, seed: cfg.rollout.seed, first_correct: opts.firstCorrect, systemPrompt: cfg.dataset.system_prompt });
+        const written = await writeSftRecords(records, opts.out);
+        if (opts.json) printJson({ out: path.resolve(opts.out), records: written, skipped });
+        else process.stdout.write(`wrote ${written} transcripts to ${opts.out} (${skipped.length} rows skipped); train on them with --set algorithm=sft --set sft.path=${path.resolve(opts.out)}\n`);
       }),
     );
 }

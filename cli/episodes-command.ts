@@ -5,11 +5,13 @@ import type { Command } from 'commander';
 import { auditEpisode, listEpisodes, type EpisodeAudit } from '../lib/audit.js';
 import { LocalBlobStore } from '../lib/blobstore.js';
 import { stateLayout } from '../lib/paths.js';
-import { connectClient } from '../lib/temporal.js';
+import { connectClient, temporalAddress } from '../lib/temporal.js';
 import type { TempoConfig } from '../config/schema.js';
 import { serverStatus, startServer, stopServer } from '../lib/server.js';
 import { readStepRecords, runDir } from '../activities/run.js';
+import { runExists } from '../lib/run-client.js';
 import { parseEpisodeId } from '../workflows/episode-messages.js';
+import { trainingRunWorkflowId } from '../workflows/training-run-messages.js';
 
 /** A client for the look-up. Histories live in the embedded server's SQLite file: start the server
  * for the look-up if it is down, and stop it again. */
@@ -71,7 +73,8 @@ export function register(program: Command): void {
     .action(
       action(async (run: string, opts: { step?: string; json?: boolean }, cmd: Command) => {
         const step = opts.step === undefined ? undefined : Number(opts.step);
-        if (step !== undefined && (!Number.isInteger(step) || step < 0)) throw Object.assign(new Error('--step must be an integer ≥ 0'), { exitCode: 2 });
+        if (step !== undefined && (!Number.isInteger(step) || step < 0))
+          throw Object.assign(new Error(`--step ${JSON.stringify(opts.step)}: expected an integer ≥ 0`), { exitCode: 2 });
         const cfg = configFrom(cmd);
         await withClient(cfg, async (client) => {
           const trainedAt = await consumedBy(cfg, run);
@@ -79,6 +82,9 @@ export function register(program: Command): void {
             const id = parseEpisodeId(e.episode_id);
             return { ...e, step: id.step, prompt_index: id.prompt_index, sample_index: id.sample_index, train_step: trainedAt.get(e.episode_id) ?? null };
           });
+          // an empty list for a run that does not exist would make a typo look like an empty run
+          if (list.length === 0 && !(await runExists(client, run)))
+            throw new Error(`no run ${JSON.stringify(run)}: no workflow ${trainingRunWorkflowId(run)} and no episodes on ${temporalAddress(cfg)}`);
           if (opts.json) return printJson({ run_id: run, step: step ?? null, episodes: list });
           if (list.length === 0) console.log(`no episodes of run ${run}${step === undefined ? '' : ` step ${step}`}`);
           for (const e of list) console.log(`${e.episode_id}\t${e.workflow_status}\t${e.status ?? '-'}\treward ${e.reward ?? '-'}\t${e.response_len ?? '-'} tokens\t${e.turns ?? '-'} turns\ttrained at step ${e.train_step ?? '-'}`);

@@ -30,9 +30,10 @@ const program = new Command('tempo-rl')
   .option('-c, --config <file>', 'YAML config file')
   .option('--set <key=value>', 'override one config key (repeatable), e.g. --set rollout.max_turns=2', (v: string, prev: string[] = []) => [...prev, v])
   .showHelpAfterError()
-  // Inherited by every subcommand: usage errors exit 2, help exits 0.
+  // Inherited by every subcommand: usage errors exit 2, and so does a missing command (bare
+  // `tempo-rl`, `tempo-rl data`: commander prints the help on stderr); asked-for help exits 0.
   .exitOverride((err) => {
-    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version' || err.code === 'commander.help') process.exit(0);
+    if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') process.exit(0);
     process.exit(2);
   });
 
@@ -46,10 +47,11 @@ function commandName(argv: string[]): string | undefined {
   return undefined;
 }
 
-// `tempo-rl … | head` closes stdout early: that is not an error.
+// `tempo-rl … | head` closes stdout early: that is not an error. A full disk (ENOSPC) is, without a trace.
 process.stdout.on('error', (err: NodeJS.ErrnoException) => {
   if (err.code === 'EPIPE') process.exit(0);
-  throw err;
+  process.stderr.write(`tempo-rl: cannot write to stdout: ${err.message}\n`);
+  process.exit(1);
 });
 
 const name = commandName(process.argv);

@@ -1,7 +1,7 @@
 // tempo-rl train CONFIG [--run-id ID] [--detach] | status RUN [--json] | pause|resume|stop RUN
 import type { Command } from 'commander';
 import type { TempoConfig } from '../config/schema.js';
-import { runHandle, runProgress, startOrContinueRun, controlRun } from '../lib/run-client.js';
+import { connectToRuns, runHandle, runProgress, startOrContinueRun, controlRun } from '../lib/run-client.js';
 import { ensureStack, stopStarted } from '../lib/stack.js';
 import { connectClient } from '../lib/temporal.js';
 import type { RunProgress, RunResult } from '../workflows/training-run-messages.js';
@@ -82,7 +82,7 @@ export function register(program: Command): void {
     .action(
       action(async (runId: string, opts: { json?: boolean }, cmd: Command) => {
         const cfg = configFrom(cmd);
-        const p = await runProgress(await connectClient(cfg), runId);
+        const p = await runProgress(await connectToRuns(cfg), runId);
         if (opts.json) return printJson({ run_id: runId, status: p.status, step: p.step, steps_total: p.steps_total, metrics: p.metrics });
         process.stdout.write(`${runId}: ${p.status}\n${progressLine(p)}\n`);
         for (const [k, v] of Object.entries(p.metrics)) process.stdout.write(`  ${k} = ${v}\n`);
@@ -96,7 +96,7 @@ export function register(program: Command): void {
     ).action(
       action(async (runId: string, opts: { json?: boolean; now?: boolean }, cmd: Command) => {
         const cfg = configFrom(cmd);
-        const ack = await controlRun(await connectClient(cfg), runId, what === 'pause' && opts.now ? 'pause-now' : what);
+        const ack = await controlRun(await connectToRuns(cfg), runId, what === 'pause' && opts.now ? 'pause-now' : what);
         if (opts.json) printJson(ack);
         else process.stdout.write(`${ack.accepted ? 'ok' : 'refused'}: ${ack.message} (status ${ack.status})\n`);
         if (!ack.accepted) process.exitCode = 1;

@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
+import { decodeUtf8 } from '../lib/utf8.js';
 import { SECRET_KEYS, TempoConfig } from './schema.js';
 
 export class ConfigError extends Error {
@@ -21,7 +22,24 @@ export class ConfigError extends Error {
 
 type Tree = Record<string, unknown>;
 
+// Keys that would reach Object.prototype through a plain-object merge.
+const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+
+function checkKey(key: string, where: string): void {
+  if (FORBIDDEN_KEYS.has(key)) throw new ConfigError(`config: ${where}: the key ${JSON.stringify(key)} is not allowed`);
+}
+
+/** Refuses __proto__ and friends anywhere in a parsed YAML tree. */
+function checkTreeKeys(value: unknown, where: string, trail: string[] = []): void {
+  if (typeof value !== 'object' || value === null) return;
+  for (const [k, v] of Object.entries(value)) {
+    checkKey(k, `${where}: ${[...trail, k].join('.')}`);
+    checkTreeKeys(v, where, [...trail, k]);
+  }
+}
+
 function setPath(tree: Tree, keys: string[], value: unknown): void {
+  for (const key of keys) checkKey(key, keys.join('.'));
   let node = tree;
   for (const key of keys.slice(0, -1)) {
     const next = node[key];
@@ -43,6 +61,17 @@ function deepMerge(base: Tree, over: Tree): Tree {
   return out;
 }
 
+const TRUE_WORDS = new Set(['true', '1', 'yes', 'on']);
+const FALSE_WORDS = new Set(['false', '0', 'no', 'off']);
+
+/** true/false/1/0/yes/no/on/off, any case; anything else is an error naming the variable. */
+export function parseBoolVar(name: string, raw: string): boolean {
+  const v = raw.trim().toLowerCase();
+  if (TRUE_WORDS.has(v)) return true;
+  if (FALSE_WORDS.has(v)) return false;
+  throw new ConfigError(`config: ${name}=${JSON.stringify(raw)}: expected true/false, 1/0, yes/no or on/off`);
+}
+
 function parseScalar(raw: string): unknown {
   try {
     return YAML.parse(raw);
@@ -58,7 +87,7 @@ export function envOverrides(env: NodeJS.ProcessEnv): Tree {
     ['TEMPORAL_ADDRESS', ['temporal', 'address'], String],
     ['TEMPORAL_NAMESPACE', ['temporal', 'namespace'], String],
     ['TEMPORAL_API_KEY', ['temporal', 'api_key'], String],
-    ['TEMPORAL_TLS', ['temporal', 'tls', 'enabled'], (v) => v === 'true' || v === '1'],
+    ['TEMPORAL_TLS', ['temporal', 'tls', 'enabled'], (v) => parseBoolVar('TEMPORAL_TLS', v)],
     ['TEMPORAL_TLS_CLIENT_CERT_PATH', ['temporal', 'tls', 'client_cert_path'], String],
     ['TEMPORAL_TLS_CLIENT_KEY_PATH', ['temporal', 'tls', 'client_key_path'], String],
     ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', ['temporal', 'tls', 'server_ca_cert_path'], String],
@@ -155,28 +184,50 @@ export interface LoadOptions {
   sets?: readonly string[];
 }
 
-export function readYamlFile(file: string): Tree {
-  let text: string;
+export function readYamlFile(file: string, warn: (msg: string) => void = (m) => process.stderr.write(`${m}\n`)): Tree {
+  let bytes: Buffer;
   try {
-    text = readFileSync(file, 'utf8');
+    bytes = readFileSync(file);
   } catch (err) {
     throw new ConfigError(`config: cannot read ${file}: ${(err as Error).message}`);
   }
+  let text: string;
+  try {
+    text = decodeUtf8(bytes);
+  } catch (err) {
+    throw new ConfigError(`config: ${file} is ${(err as Error).message}`);
+  }
   let doc: unknown;
   try {
-    doc = YAML.parse(text) ?? {};
+    doc = YAML.parse(text);
   } catch (err) {
     throw new ConfigError(`config: ${file} is not valid YAML: ${(err as Error).message}`);
   }
-  if (typeof doc !== 'object' || Array.isArray(doc)) throw new ConfigError(`config: ${file}: expected a mapping at the top level`);
+  if (doc === null || doc === undefined) {
+    warn(`config: ${file} is empty; using the defaults`);
+    return {};
+  }
+  if (typeof doc !== 'object' || Array.isArray(doc))
+    throw new ConfigError(`config: ${file}: expected a mapping at the top level, given ${typeName(doc)}`);
+  checkTreeKeys(doc, file);
   return doc as Tree;
 }
+
+/** Checks across sections (each section checks its own keys in config/schema.ts). */
+const CheckedConfig = TempoConfig.superRefine((cfg, ctx) => {
+  if (cfg.engines.max_model_len < cfg.rollout.max_context_len)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['engines', 'max_model_len'],
+      message: `must be at least rollout.max_context_len (${cfg.rollout.max_context_len}): the engines must hold a whole episode`,
+    });
+});
 
 export function loadConfig(opts: LoadOptions = {}): TempoConfig {
   const env = opts.env ?? process.env;
   const fromFile = opts.file ? readYamlFile(opts.file) : {};
   const merged = deepMerge(deepMerge(fromFile, envOverrides(env)), setOverrides(opts.sets ?? []));
-  const parsed = TempoConfig.safeParse(merged);
+  const parsed = CheckedConfig.safeParse(merged);
   if (!parsed.success) {
     const source = [opts.file ?? 'defaults', 'environment', opts.sets?.length ? '--set flags' : '']
       .filter(Boolean)

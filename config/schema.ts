@@ -2,9 +2,13 @@
 // TEMPO_RL__* environment variables and in the Python trainer's contract). Objects are strict: an
 // unknown key is an error, never ignored.
 import { z } from 'zod';
+import { REWARD_MATCHES } from '../lib/math/options.js';
 
 const port = z.number().int().min(1).max(65535);
 const positiveInt = z.number().int().positive();
+/** A turn is a generate call: more than this is a typo, not a task. */
+export const MAX_TURNS = 64;
+export const MAX_STEPS_PER_WORKFLOW_RUN = 5;
 
 export const TemporalConfig = z
   .strictObject({
@@ -36,6 +40,7 @@ export const ServerConfig = z
     port: port.default(7233),
     ui_port: port.default(8233),
   })
+  .refine((s) => s.port !== s.ui_port, { path: ['ui_port'], message: 'must differ from server.port (both the frontend and the UI bind a port)' })
   .prefault({});
 
 export const ModelConfig = z
@@ -43,19 +48,22 @@ export const ModelConfig = z
     /** A local checkpoint directory or a Hugging Face id. Empty: the generated tiny model. */
     path: z.string().default(''),
     tiny_seed: z.number().int().nonnegative().default(0),
-    dtype: z.enum(['float32', 'bfloat16', 'float16']).default('float32'),
-    num_gpus: z.number().int().nonnegative().default(0),
+    /** The trainer trains in fp32 (workers/trainer); the engines use the same dtype so logprobs match. */
+    dtype: z.enum(['float32'], { error: 'only float32 is supported (the trainer trains in fp32; bfloat16/float16 are not implemented yet)' }).default('float32'),
+    /** 0: CPU; 1: one GPU. The trainer uses one device; multi-GPU training is not implemented yet. */
+    num_gpus: z.number().int().nonnegative().max(1, 'at most 1 is supported (the trainer trains on one device; multi-GPU is not implemented yet)').default(0),
   })
   .prefault({});
 
 export const EnginesConfig = z
   .strictObject({
     /** External engines (OpenAI-compatible vLLM servers). When set, nothing is started. */
-    urls: z.array(z.url()).default([]),
+    urls: z.array(z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' })).default([]),
     count: positiveInt.default(1),
     base_port: port.default(8100),
     max_model_len: positiveInt.default(4096),
     routing: z.enum(['round_robin', 'consistent_hash']).default('consistent_hash'),
+    /** Per HTTP request. A generate request is also cut off before its activity's start-to-close timeout (activities/generate.ts). */
     request_timeout_s: z.number().positive().default(120),
     health_interval_s: z.number().positive().default(5),
     startup_timeout_s: z.number().positive().default(600),
@@ -72,6 +80,8 @@ export const DatasetConfig = z
     eval_split: z.string().default('test'),
     synthetic_size: positiveInt.default(64),
     synthetic_seed: z.number().int().nonnegative().default(0),
+    /** measure: lengths and areas to compute. angle_facts: angles fixed by the figure's kind (the demo's learnable task, docs/tasks.md). */
+    synthetic_task: z.enum(['measure', 'angle_facts']).default('measure'),
     image_roots: z.array(z.string()).default([]),
     allow_hosts: z.array(z.string()).default([]),
     max_image_pixels: positiveInt.default(16_000_000),
@@ -83,21 +93,30 @@ export const DatasetConfig = z
 export const RolloutConfig = z
   .strictObject({
     multi_turn: z.boolean().default(true),
-    max_turns: positiveInt.default(3),
+    max_turns: positiveInt.max(MAX_TURNS, `at most ${MAX_TURNS} turns`).default(3),
     prompts_per_step: positiveInt.default(4),
-    n_samples_per_prompt: positiveInt.default(4),
+    /** GRPO's advantage is relative to the group: a group of one has advantage 0 and trains on nothing. */
+    n_samples_per_prompt: positiveInt.min(2, 'at least 2 (GRPO normalises rewards within a group; with 1 every advantage is 0)').default(4),
     max_response_len: positiveInt.default(256),
     max_context_len: positiveInt.default(4096),
     temperature: z.number().positive().default(1.0),
-    top_p: z.number().gt(0).lte(1).default(1.0),
+    /** Only 1: the trainer scores the full (allowed-token) softmax; top-p would bias TIS and the logprob diff. */
+    top_p: z.number().gt(0).lte(1).refine((p) => p === 1, 'top_p < 1 is not supported: the engine\'s logprobs would be top-p-renormalised while the trainer recomputes the full softmax (TIS and train/train_rollout_logprob_abs_diff would be biased); use 1').default(1.0),
     concurrency: positiveInt.default(8),
     seed: z.number().int().nonnegative().default(0),
+    /** exact (vime's math RM): equal values only; rounded: also a decimal that rounds the other side (docs/reward.md). */
+    reward_match: z.enum(REWARD_MATCHES).default('exact'),
+    /** Absolute: also accept |answer − label| ≤ this (vime's Geo3K RM); 0: off. */
     reward_tolerance: z.number().nonnegative().default(0),
     truncate_status_when_out_of_turns: z.boolean().default(true),
     /** Sample only among these token ids (synthetic tasks; empty: the whole vocabulary). */
     allowed_token_ids: z.array(z.number().int().nonnegative()).default([]),
     /** math: the default math RM (binary). target_fraction: share of the response equal to the label (the learning test). */
     reward_fn: z.enum(['math', 'target_fraction']).default('math'),
+  })
+  .refine((r) => r.max_response_len <= r.max_context_len, {
+    path: ['max_response_len'],
+    message: 'must be at most rollout.max_context_len (the response is part of the context)',
   })
   .prefault({});
 
@@ -127,21 +146,45 @@ export const GrpoConfig = z
     grad_clip: z.number().positive().default(1.0),
     zero_std_filter: z.boolean().default(false),
   })
+  .refine((g) => g.eps_clip_high >= g.eps_clip, { path: ['eps_clip_high'], message: 'must be at least grpo.eps_clip (the upper clip bound)' })
+  .prefault({});
+
+/** algorithm sft: supervised fine-tuning on transcripts, through the same steps, checkpoints and audit as GRPO. */
+export const SftConfig = z
+  .strictObject({
+    /** JSONL of SFT records {id, messages, images?, tools?}: what `data sft-export` and `data sft-transcripts` write. */
+    path: z.string().default(''),
+    /** Records per step (one optimizer step each). */
+    batch_size: positiveInt.default(16),
+    lr: z.number().positive().default(1e-5),
+  })
   .prefault({});
 
 export const RunConfig = z
   .strictObject({
     steps: positiveInt.default(3),
-    /** Every step commits a checkpoint (exactly-once needs it); pruning older ones every k steps is not built yet. */
-    checkpoint_interval: positiveInt.default(1),
+    /** Also evaluate the starting weights before step 0 (needs eval_interval > 0): the "before" of a run. */
+    eval_at_start: z.boolean().default(false),
+    /** Keep the weights of the newest k checkpoints only (k ≥ 2; meta.json of every step stays for the audit). 0: keep all. */
+    keep_checkpoints: z.number().int().nonnegative().refine((k) => k !== 1, 'must be 0 (keep all) or at least 2 (a retried step reloads the one before the newest)').default(0),
+    /** Every step commits a checkpoint (exactly-once needs it); a longer interval is not built yet. */
+    checkpoint_interval: z.literal(1, { error: 'only 1 is supported (the trainer commits a checkpoint every step)' }).default(1),
     eval_interval: z.number().int().nonnegative().default(0),
     eval_prompts: z.number().int().nonnegative().default(8),
-    steps_per_workflow_run: positiveInt.default(1),
+    /** Also continued as new whenever Temporal suggests it; the bound keeps one run's history far from
+     *  the 50k-event limit (a 2B-config step is ~5k events: 512 episodes + 256 eval). */
+    steps_per_workflow_run: positiveInt.max(MAX_STEPS_PER_WORKFLOW_RUN, `at most ${MAX_STEPS_PER_WORKFLOW_RUN} (a step of hundreds of episodes adds thousands of history events; Temporal fails a run at 50k)`).default(1),
+  })
+  .refine((r) => r.eval_interval === 0 || r.eval_prompts > 0, {
+    path: ['eval_prompts'],
+    message: 'must be at least 1 when run.eval_interval is set (0 turns eval off)',
   })
   .prefault({});
 
 export const TempoConfig = z.strictObject({
   state_dir: z.string().default(''),
+  /** grpo: RL on episodes. sft: masked NLL on the transcripts of sft.path. One run machinery for both. */
+  algorithm: z.enum(['grpo', 'sft']).default('grpo'),
   temporal: TemporalConfig,
   server: ServerConfig,
   model: ModelConfig,
@@ -149,9 +192,10 @@ export const TempoConfig = z.strictObject({
   dataset: DatasetConfig,
   rollout: RolloutConfig,
   grpo: GrpoConfig,
+  sft: SftConfig,
   run: RunConfig,
   log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
-});
+}).refine((c) => c.algorithm !== 'sft' || c.sft.path !== '', { path: ['sft', 'path'], message: 'is required when algorithm is sft (a JSONL of SFT records: tempo-rl data sft-transcripts or sft-export)' });
 
 export type TempoConfig = z.infer<typeof TempoConfig>;
 export type RolloutConfig = z.infer<typeof RolloutConfig>;

@@ -1,6 +1,6 @@
 // The audit view of an episode, rebuilt from its Temporal history (what each activity was asked
 // and answered: turn text, token ids, finish reasons, engines) and the blob store (the sample).
-import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { z } from 'zod';
@@ -174,9 +174,31 @@ export async function auditFromHistory(episodeId: string, history: History, stor
   };
 }
 
-export async function auditEpisode(client: Client, store: LocalBlobStore, episodeId: string): Promise<EpisodeAudit> {
+const WORKFLOW_PREFIX = episodeWorkflowId('');
+
+/** An episode id from either form a user may paste: `RUN/STEP/P/S` or its workflow id `episode/RUN/STEP/P/S`. */
+export function normalizeEpisodeId(id: string): string {
+  const bare = id.startsWith(WORKFLOW_PREFIX) ? id.slice(WORKFLOW_PREFIX.length) : id;
+  // a run named "episode" keeps its prefix: strip only when what remains is itself an episode id
+  try {
+    if (bare !== id) parseEpisodeId(bare);
+    return bare;
+  } catch {
+    return id;
+  }
+}
+
+export async function auditEpisode(client: Client, store: LocalBlobStore, episode: string): Promise<EpisodeAudit> {
+  const episodeId = normalizeEpisodeId(episode);
   parseEpisodeId(episodeId);
-  const history = await client.workflow.getHandle(episodeWorkflowId(episodeId)).fetchHistory();
+  let history: History;
+  try {
+    history = await client.workflow.getHandle(episodeWorkflowId(episodeId)).fetchHistory();
+  } catch (err) {
+    // fetchHistory reports a missing workflow as gRPC NOT_FOUND (5), not as WorkflowNotFoundError
+    if (err instanceof WorkflowNotFoundError || (err as { code?: unknown }).code === 5) throw new Error(`no episode ${JSON.stringify(episodeId)} (no workflow ${episodeWorkflowId(episodeId)})`);
+    throw err;
+  }
   return auditFromHistory(episodeId, history, store);
 }
 

@@ -36,6 +36,8 @@ export const TrainHyper = z.strictObject({
   grad_clip: z.number(),
   temperature: z.number(),
   weight_decay: z.number(),
+  /** The rollout's rollout.allowed_token_ids: the trainer's softmax is over these only, like the engine's. */
+  allowed_token_ids: z.array(z.number().int().nonnegative()).optional(),
 });
 export type TrainHyper = z.infer<typeof TrainHyper>;
 
@@ -50,6 +52,10 @@ export const TrainStepInput = z.strictObject({
   samples: z.array(SampleRef),
   hyper: TrainHyper,
   data_cursor: DataCursor,
+  /** sft: masked NLL on the samples' loss-mask tokens (rewards unused). Absent: grpo. */
+  algorithm: z.enum(['grpo', 'sft']).optional(),
+  /** run.keep_checkpoints: only the newest k committed checkpoints keep their weights (0 or absent: all). */
+  keep_checkpoints: z.number().int().nonnegative().optional(),
 });
 export type TrainStepInput = z.infer<typeof TrainStepInput>;
 
@@ -91,7 +97,7 @@ export const Sample = z.strictObject({
   truncated_reason: z.string().nullable(),
   temperature: z.number(),
   label: z.string(),
-  turns: z.array(z.strictObject({ engine: z.string(), weight_version: z.number().int(), generated_tokens: z.number().int().nonnegative(), observation_tokens: z.number().int().nonnegative(), finish_reason: z.string() })),
+  turns: z.array(z.strictObject({ engine: z.string(), weight_version: z.number().int().nullable(), generated_tokens: z.number().int().nonnegative(), observation_tokens: z.number().int().nonnegative(), finish_reason: z.string(), tool_answer: z.string().nullable().optional(), tool_score: z.number().nullable().optional() })),
   routed_experts: z.array(z.string().nullable()).nullable(),
 });
 export type Sample = z.infer<typeof Sample>;

@@ -5,6 +5,7 @@
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { crc32 } from 'node:zlib';
 import axios from 'axios';
 import sharp, { type Metadata } from 'sharp';
 import type { LocalBlobStore } from './blobstore.js';
@@ -72,6 +73,24 @@ export function repairDataUrl(url: string): string {
   return `data:${MIME[type]}${m[2]},${m[3]}`;
 }
 
+/**
+ * The first PNG chunk whose CRC does not match, as a sentence (libvips reports a bad CRC as a
+ * "read error" or, for the header, a "write error"); null when every complete chunk checks out.
+ */
+export function pngCrcProblem(bytes: Uint8Array): string | null {
+  const view = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  for (let at = 8; at + 12 <= view.length; ) {
+    const len = view.readUInt32BE(at);
+    const end = at + 8 + len;
+    if (end + 4 > view.length) return null; // truncated: the decoder says so
+    const type = view.toString('latin1', at + 4, at + 8);
+    if (crc32(view.subarray(at + 4, end)) !== view.readUInt32BE(end)) return `bad CRC (checksum) in the PNG ${JSON.stringify(type)} chunk at byte ${at}: the file is damaged`;
+    if (type === 'IEND') return null;
+    at = end + 4;
+  }
+  return null;
+}
+
 export interface DecodeLimits {
   maxPixels: number;
   maxBytes: number;
@@ -81,6 +100,8 @@ export interface DecodeLimits {
 export async function normalizeToPng(bytes: Uint8Array, limits: DecodeLimits, name = 'image'): Promise<Buffer> {
   if (bytes.length === 0) throw new ImageError('not_an_image', name, 'empty file');
   if (bytes.length > limits.maxBytes) throw new ImageError('too_many_bytes', name, `${bytes.length} bytes > limit ${limits.maxBytes}`);
+  const crcProblem = sniffImageType(bytes) === 'png' ? pngCrcProblem(bytes) : null;
+  if (crcProblem) throw new ImageError('corrupt', name, crcProblem);
   let meta: Metadata;
   try {
     // header only (no decode): the pixel check below can then name the claimed size

@@ -7,7 +7,11 @@ import { stateLayout } from './paths.js';
 
 export const REPORT_PLOTS: Array<{ key: string; title: string }> = [
   { key: 'rollout/raw_reward', title: 'reward (mean per step)' },
-  { key: 'eval/reward', title: 'eval reward' },
+  { key: 'eval/reward', title: 'held-out eval reward (step −1: before training)' },
+  { key: 'rollout/first_answer_correct', title: 'first calc_score answer right' },
+  { key: 'rollout/tool_call_rate', title: 'turns with a parseable calc_score call' },
+  { key: 'rollout/recovery_rate', title: 'right after a wrong first answer' },
+  { key: 'sft/nll', title: 'SFT loss (masked NLL)' },
   { key: 'rollout/response_len', title: 'response length (tokens)' },
   { key: 'rollout/truncated_ratio', title: 'truncation rate' },
   { key: 'train/train_rollout_logprob_abs_diff', title: 'train/rollout logprob |diff|' },
@@ -55,15 +59,21 @@ export async function readMetrics(cfg: TempoConfig, runId: string): Promise<Row[
   return text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row);
 }
 
+/** The start-of-run eval (eval_start/*, recorded with step 0) as a point at step −1 of the eval series. */
+function withStartEval(rows: Row[]): Row[] {
+  return rows.flatMap((r) => (typeof r['eval_start/reward'] === 'number' ? [{ step: r.step! - 1, 'eval/reward': r['eval_start/reward'] }, r] : [r]));
+}
+
 export function renderReport(runId: string, rows: Row[]): string {
   const last = rows[rows.length - 1] ?? {};
+  const evalRows = withStartEval(rows);
   const table = Object.entries(last).map(([k, v]) => `<tr><td>${esc(k)}</td><td>${fmt(v)}</td></tr>`).join('');
   return `<!doctype html><html><head><meta charset="utf-8"><title>tempo-rl run ${esc(runId)}</title>
 <style>body{font-family:system-ui,sans-serif;margin:24px;color:#111}main{display:flex;flex-wrap:wrap;gap:16px}
 figure{margin:0;border:1px solid #ddd;border-radius:6px;padding:8px}figcaption{font-weight:600;margin-bottom:4px}
 table{border-collapse:collapse;margin-top:24px}td{border-bottom:1px solid #eee;padding:2px 12px;font-size:13px}</style></head>
 <body><h1>Run ${esc(runId)}</h1><p>${rows.length} steps recorded.</p><main>
-${REPORT_PLOTS.map((p) => plot(rows, p.key, p.title)).join('\n')}
+${REPORT_PLOTS.map((p) => plot(p.key.startsWith('eval/') ? evalRows : rows, p.key, p.title)).join('\n')}
 </main><h2>Last step</h2><table>${table}</table></body></html>`;
 }
 

@@ -1,7 +1,9 @@
 // Client-side control of training runs: start (or continue), follow, query, pause/resume/stop.
 import { Client, WorkflowNotFoundError } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
+import { portOpen } from './process.js';
 import { initialRunState } from './run-plan.js';
+import { connectClient, temporalAddress } from './temporal.js';
 import {
   pauseUpdate,
   progressQuery,
@@ -67,9 +69,47 @@ export function runHandle(client: Client, runId: string) {
   return client.workflow.getHandle(trainingRunWorkflowId(runId));
 }
 
+/**
+ * A client for looking at or steering a run. The SDK retries a dead address for ~10 s before it
+ * says anything; a TCP probe first fails at once and names the address.
+ */
+export async function connectToRuns(cfg: TempoConfig): Promise<Client> {
+  const address = temporalAddress(cfg);
+  const colon = address.lastIndexOf(':');
+  const host = colon > 0 ? address.slice(0, colon).replace(/^\[|\]$/g, '') : address;
+  const port = colon > 0 ? Number(address.slice(colon + 1)) : 7233;
+  if (!(await portOpen(host, port, 2000)))
+    throw new Error(
+      `no Temporal server answers at ${address} ` +
+        (cfg.temporal.address ? '(temporal.address / TEMPORAL_ADDRESS)' : '(the embedded server is not running: tempo-rl server start)'),
+    );
+  return connectClient(cfg);
+}
+
+/** The run's workflow description; a run that does not exist is an error naming it. */
+async function describeRun(client: Client, runId: string) {
+  try {
+    return await runHandle(client, runId).describe();
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) throw new Error(`no run ${JSON.stringify(runId)} (no workflow ${trainingRunWorkflowId(runId)})`);
+    throw err;
+  }
+}
+
+/** Whether a run (its training-run workflow) exists. */
+export async function runExists(client: Client, runId: string): Promise<boolean> {
+  try {
+    await runHandle(client, runId).describe();
+    return true;
+  } catch (err) {
+    if (err instanceof WorkflowNotFoundError) return false;
+    throw err;
+  }
+}
+
 export async function runProgress(client: Client, runId: string): Promise<RunProgress & { workflow_status: string }> {
   const handle = runHandle(client, runId);
-  const desc = await handle.describe();
+  const desc = await describeRun(client, runId);
   if (desc.status.name === 'RUNNING') return { ...(await handle.query(progressQuery)), workflow_status: 'RUNNING' };
   if (desc.status.name === 'COMPLETED') {
     const r = (await handle.result()) as RunResult;
@@ -87,6 +127,7 @@ export async function runProgress(client: Client, runId: string): Promise<RunPro
 }
 
 export async function controlRun(client: Client, runId: string, what: 'pause' | 'pause-now' | 'resume' | 'stop'): Promise<Ack> {
+  await describeRun(client, runId);
   const handle = runHandle(client, runId);
   if (what === 'pause' || what === 'pause-now') return handle.executeUpdate(pauseUpdate, { args: [{ mode: what === 'pause' ? 'after_step' : 'now' }] });
   if (what === 'resume') return handle.executeUpdate(resumeUpdate);

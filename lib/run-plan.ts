@@ -14,6 +14,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
   const r = cfg.rollout;
   const g = cfg.grpo;
   const episode = episodeSettings(r);
+  const sft = cfg.algorithm === 'sft';
   return {
     run_id: runId,
     step: 0,
@@ -25,8 +26,12 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
     engines_synced: false,
     last_metrics: {},
     plan: {
+      algorithm: cfg.algorithm,
+      ...(sft ? { sft_path: path.resolve(cfg.sft.path) } : {}),
+      eval_at_start: cfg.run.eval_at_start,
+      keep_checkpoints: cfg.run.keep_checkpoints,
       steps: cfg.run.steps,
-      prompts_per_step: r.prompts_per_step,
+      prompts_per_step: sft ? cfg.sft.batch_size : r.prompts_per_step,
       n_samples_per_prompt: r.n_samples_per_prompt,
       concurrency: r.concurrency,
       zero_std_filter: g.zero_std_filter,
@@ -37,7 +42,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       episode,
       eval_episode: { ...episode, temperature: r.temperature },
       hyper: {
-        lr: g.lr, eps_clip: g.eps_clip, eps_clip_high: g.eps_clip_high, dr_grpo: g.dr_grpo, kl: g.kl,
+        lr: sft ? cfg.sft.lr : g.lr, eps_clip: g.eps_clip, eps_clip_high: g.eps_clip_high, dr_grpo: g.dr_grpo, kl: g.kl,
         entropy_coef: g.entropy_coef, tis: g.tis, loss_agg: g.loss_agg, micro_batch_tokens: g.micro_batch_tokens,
         grad_clip: g.grad_clip, temperature: r.temperature, weight_decay: g.weight_decay,
       },

@@ -1,6 +1,6 @@
 // The embedded Temporal dev server: `temporal server start-dev` with a SQLite file in the state
 // directory, so a restart (or a SIGKILL) loses nothing.
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import type { TempoConfig } from '../config/schema.js';
 import { childLogger } from './log.js';
 import { stateLayout, temporalBin } from './paths.js';
@@ -58,6 +58,39 @@ export async function serverStatus(cfg: TempoConfig): Promise<ServerStatus> {
   };
 }
 
+/**
+ * Whether process `pid` holds a listening TCP socket on `port` (Linux /proc; null where /proc
+ * cannot tell). A port that answers may belong to another server: that one is not ours.
+ */
+export function listensOn(pid: number, port: number): boolean | null {
+  const inodes = new Set<string>();
+  try {
+    for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+      if (!existsSync(table)) continue;
+      for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+        const f = line.trim().split(/\s+/);
+        // local_address is HEXIP:HEXPORT, st 0A is LISTEN, field 9 the socket inode
+        if (f.length > 9 && f[3] === '0A' && parseInt(f[1]!.split(':')[1]!, 16) === port) inodes.add(f[9]!);
+      }
+    }
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkOr(`/proc/${pid}/fd/${fd}`));
+      if (m && inodes.has(m[1]!)) return true;
+    }
+    return false;
+  } catch {
+    return null;
+  }
+}
+
+function readlinkOr(p: string): string {
+  try {
+    return readlinkSync(p);
+  } catch {
+    return '';
+  }
+}
+
 /** Starts the dev server unless one of ours is already running. Returns whether it started one. */
 export async function startServer(cfg: TempoConfig): Promise<{ started: boolean; status: ServerStatus }> {
   const before = await serverStatus(cfg);
@@ -67,7 +100,9 @@ export async function startServer(cfg: TempoConfig): Promise<{ started: boolean;
   }
   if (before.running) return { started: false, status: before };
   if (await portOpen(cfg.server.ip, cfg.server.port))
-    throw new Error(`port ${cfg.server.port} is taken by a process tempo-rl did not start; set server.port or TEMPORAL_ADDRESS`);
+    throw new Error(`server.port ${cfg.server.port} is taken by a process tempo-rl did not start; set server.port or TEMPORAL_ADDRESS`);
+  if (await portOpen(cfg.server.ip, cfg.server.ui_port))
+    throw new Error(`server.ui_port ${cfg.server.ui_port} is taken by another process; set server.ui_port`);
   const paths = stateLayout(cfg.state_dir);
   mkdirSync(paths.server, { recursive: true });
   const bin = temporalBin();
@@ -85,13 +120,20 @@ export async function startServer(cfg: TempoConfig): Promise<{ started: boolean;
   const { pid } = spawnDetached(bin, args, { log: paths.serverLog });
   const rec: ServerRecord = { pid, address: before.address, ui: before.ui, db: paths.temporalDb };
   writeFileSync(paths.serverRecord, JSON.stringify(rec));
+  // Ready when our process listens on both ports; a port that answers for another process (a
+  // server started meanwhile) is not ours, and ours then dies at bind.
+  const ready = async () => (await portOpen(cfg.server.ip, cfg.server.port)) && (await portOpen(cfg.server.ip, cfg.server.ui_port));
   try {
-    await waitFor(async () => !isAlive(pid) || (await portOpen(cfg.server.ip, cfg.server.port)), 'the Temporal server', 60_000);
+    await waitFor(async () => !isAlive(pid) || ((await ready()) && listensOn(pid, cfg.server.port) !== false), 'the Temporal server', 60_000);
   } catch (err) {
     await stopProcess(pid, 1000);
+    rmSync(paths.serverRecord, { force: true });
     throw err;
   }
-  if (!isAlive(pid)) throw new Error(`the Temporal server exited at start; see ${paths.serverLog}`);
+  if (!isAlive(pid)) {
+    rmSync(paths.serverRecord, { force: true });
+    throw new Error(`the Temporal server exited at start (ports ${cfg.server.port}, ${cfg.server.ui_port}); see ${paths.serverLog}`);
+  }
   log.info({ address: rec.address, ui: rec.ui, db: rec.db }, 'Temporal server started');
   return { started: true, status: await serverStatus(cfg) };
 }

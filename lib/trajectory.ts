@@ -22,6 +22,9 @@ export interface TokenConventions {
   /** The chat template's end-of-turn token (<|im_end|>): the synthetic EOS, and the token that
    *  joins an assistant turn to the next message. */
   end_of_turn_id: number;
+  /** Tokens that must never be on the response side (image/video placeholders, vision markers): the
+   *  trainer counts placeholders over prompt + response. Absent in conventions recorded before this. */
+  forbidden_response_ids?: number[];
 }
 
 export interface GeneratedTokens {
@@ -70,18 +73,44 @@ export function remainingBudget(t: Trajectory): number {
   return t.budget - t.response_ids.length;
 }
 
+/** vLLM writes this in place of a logprob it could not represent (-inf); it is not a logprob. */
+export const VLLM_PLACEHOLDER_LOGPROB = -9999;
+
 /** Strict checks on the engine's answer. Returns a Stop for abort/invalid output, null when usable. */
 export function checkGenerated(out: GeneratedTokens, maxTokens: number): Stop | null {
   if (out.finish_reason === 'abort') return { status: 'ABORTED', reason: 'engine_abort' };
   if (out.finish_reason !== 'stop' && out.finish_reason !== 'length')
     return { status: 'FAILED', reason: `unexpected finish reason ${JSON.stringify(out.finish_reason)}` };
+  if (out.token_ids.length === 0) return { status: 'FAILED', reason: `empty generation (finish reason ${out.finish_reason}, no tokens)` };
   if (out.token_ids.length !== out.logprobs.length)
     return { status: 'FAILED', reason: `${out.token_ids.length} tokens but ${out.logprobs.length} logprobs` };
   if (out.token_ids.length > maxTokens)
     return { status: 'FAILED', reason: `${out.token_ids.length} tokens generated, budget was ${maxTokens}` };
-  if (!out.token_ids.every((id) => Number.isInteger(id) && id >= 0)) return { status: 'FAILED', reason: 'invalid token id' };
-  if (!out.logprobs.every((lp) => Number.isFinite(lp) && lp <= 0)) return { status: 'FAILED', reason: 'invalid logprob' };
+  const badId = out.token_ids.findIndex((id) => !Number.isInteger(id) || id < 0);
+  if (badId >= 0) return { status: 'FAILED', reason: `invalid token id ${out.token_ids[badId]} at ${badId}` };
+  const badLp = out.logprobs.findIndex((lp) => !Number.isFinite(lp) || lp > 0 || lp <= VLLM_PLACEHOLDER_LOGPROB);
+  if (badLp >= 0) return { status: 'FAILED', reason: `invalid logprob ${out.logprobs[badLp]} for token ${badLp} (vLLM's ${VLLM_PLACEHOLDER_LOGPROB} placeholder is not a logprob)` };
   return null;
+}
+
+/** The ids whose text the environment reads: the generation without its trailing EOS token(s). */
+export function idsForText(tokenIds: number[], eosIds: number[]): number[] {
+  let end = tokenIds.length;
+  while (end > 0 && eosIds.includes(tokenIds[end - 1]!)) end--;
+  return tokenIds.slice(0, end);
+}
+
+/**
+ * A response-side image/vision token (sampled by the model, or from an observation) makes the
+ * episode FAILED: the trainer would refuse the whole batch over it.
+ */
+export function forbiddenResponseTokens(t: Trajectory, tok: TokenConventions): Stop | null {
+  const forbidden = tok.forbidden_response_ids ?? [];
+  const at = t.response_ids.findIndex((id) => forbidden.includes(id));
+  if (at < 0) return null;
+  const n = t.response_ids.filter((id) => forbidden.includes(id)).length;
+  const where = t.loss_mask[at] === 1 ? 'generated' : 'observation';
+  return { status: 'FAILED', reason: `response has ${n} image/vision placeholder token(s) (first: id ${t.response_ids[at]} at response offset ${at}, ${where}); the trainer counts placeholders over prompt + response` };
 }
 
 function push(t: Trajectory, ids: number[], mask: 0 | 1, logprobs: number[] | null): void {
@@ -175,6 +204,18 @@ export function maskedSpans(lossMask: number[]): Array<[number, number]> {
  * assistant turn) and `extended` (the same plus the observation as a user message and the
  * generation prompt). Fails loudly when the template is not prefix-stable.
  */
+/**
+ * The special tokens of an observation suffix must be exactly the template's own (those of the same
+ * suffix around a harmless observation): text from the environment never becomes special tokens.
+ */
+export function checkObservationSpecials(suffix: number[], skeleton: number[], specialIds: number[]): void {
+  const specials = (ids: number[]) => ids.filter((id) => specialIds.includes(id));
+  const got = specials(suffix);
+  const want = specials(skeleton);
+  if (got.length !== want.length || got.some((id, i) => id !== want[i]))
+    throw new TrajectoryError(`observation tokens hold special tokens the template did not write: [${got.join(', ')}], template structure [${want.join(', ')}]`);
+}
+
 export function observationSuffix(prefix: number[], extended: number[], endOfTurnId: number): number[] {
   if (extended.length <= prefix.length || prefix.some((id, i) => extended[i] !== id))
     throw new TrajectoryError('chat template is not prefix-stable: the render without the observation is not a prefix of the render with it');

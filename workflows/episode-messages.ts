@@ -1,6 +1,7 @@
 // The episode workflow's contract: its input, its result, its query, and its workflow id.
 // Pure (imported by the workflow bundle, the training run and the CLI).
 import { defineQuery } from '@temporalio/workflow';
+import type { RewardMatch } from '../lib/math/options.js';
 import type { EpisodeStatus } from '../lib/trajectory.js';
 
 export const EPISODE_WORKFLOW_TYPE = 'episode';
@@ -26,6 +27,9 @@ export interface EpisodeSettings {
   allowed_token_ids?: number[];
   /** 'math': the default math RM (binary). 'target_fraction': share of the response equal to the label (dense; the learning test). */
   reward_fn?: 'math' | 'target_fraction';
+  /** Absent: 'exact' (also in histories recorded before the setting existed). */
+  reward_match?: RewardMatch;
+  /** Absolute tolerance of the math RM; 0: off. */
   reward_tolerance: number;
   /** Out of turns → TRUNCATED (true) or COMPLETED (false). */
   truncate_status_when_out_of_turns: boolean;
@@ -46,6 +50,10 @@ export interface EpisodeInput {
 }
 
 export interface EpisodeSummary {
+  /** Per turn: the calc_score answer the environment parsed, or null (no call, or a malformed one). Absent: single-turn. */
+  tool_answers?: Array<string | null>;
+  /** The first calc_score answer graded right or wrong; null when the first turn had none. */
+  first_answer?: 'correct' | 'wrong' | null;
   episode_id: string;
   sample_ref: string;
   reward: number;
@@ -84,7 +92,7 @@ export function parseEpisodeId(id: string): { run_id: string; step: number; prom
 
 /** Settings from the rollout config (the one place that picks defaults such as the stop string). */
 export function episodeSettings(
-  rollout: { multi_turn: boolean; max_turns: number; max_response_len: number; max_context_len: number; temperature: number; top_p: number; seed: number; reward_tolerance: number; truncate_status_when_out_of_turns: boolean; allowed_token_ids?: number[]; reward_fn?: 'math' | 'target_fraction' },
+  rollout: { multi_turn: boolean; max_turns: number; max_response_len: number; max_context_len: number; temperature: number; top_p: number; seed: number; reward_tolerance: number; reward_match?: RewardMatch; truncate_status_when_out_of_turns: boolean; allowed_token_ids?: number[]; reward_fn?: 'math' | 'target_fraction' },
   opts: { generate_timeout_s?: number; environment?: string; stop?: string[] } = {},
 ): EpisodeSettings {
   return {
@@ -98,6 +106,7 @@ export function episodeSettings(
     stop: opts.stop ?? (rollout.multi_turn ? ['</tool_call>'] : []),
     ...(rollout.allowed_token_ids?.length ? { allowed_token_ids: rollout.allowed_token_ids } : {}),
     ...(rollout.reward_fn && rollout.reward_fn !== 'math' ? { reward_fn: rollout.reward_fn } : {}),
+    ...(rollout.reward_match && rollout.reward_match !== 'exact' ? { reward_match: rollout.reward_match } : {}),
     reward_tolerance: rollout.reward_tolerance,
     truncate_status_when_out_of_turns: rollout.truncate_status_when_out_of_turns,
     environment: opts.environment ?? 'geo3k',

@@ -4,10 +4,10 @@
 import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { RolloutActivities } from '../activities/index.js';
 import type { SampleTurnRecipe } from '../activities/sample.js';
-import { appendGenerated, appendObservation, remainingBudget, startTrajectory, type EpisodeStatus, type Stop, type Trajectory } from '../lib/trajectory.js';
+import { appendGenerated, appendObservation, forbiddenResponseTokens, remainingBudget, startTrajectory, type EpisodeStatus, type Stop, type Trajectory } from '../lib/trajectory.js';
 import { episodeId, episodeProgressQuery, turnSeed, type EpisodeInput, type EpisodeProgress, type EpisodeSummary } from './episode-messages.js';
 
-const NON_RETRYABLE = ['ImagePlaceholderMismatch', 'TemplateNotPrefixStable', 'EngineRequestRejected', 'InvalidEngineAnswer', 'UnknownEnvironment', 'SampleMismatch', 'InvalidSampleRecipe'];
+const NON_RETRYABLE = ['ImagePlaceholderMismatch', 'TemplateNotPrefixStable', 'EngineRequestRejected', 'InvalidEngineAnswer', 'UnknownEnvironment', 'SampleMismatch', 'InvalidSampleRecipe', 'ObservationSpecialTokens'];
 
 function activitiesFor(input: EpisodeInput) {
   const quick = proxyActivities<RolloutActivities>({
@@ -37,6 +37,10 @@ function failureReason(err: unknown): string {
   return (cause as Error)?.message ?? String(cause);
 }
 
+function isFailedOrAborted(status: EpisodeStatus | undefined): boolean {
+  return status === 'FAILED' || status === 'ABORTED';
+}
+
 export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
   const id = episodeId(input);
   const s = input.settings;
@@ -48,8 +52,11 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
   let stop: Stop | null = null;
   let done: { status: EpisodeStatus; reason: string | null } | null = null;
   let finalAnswer: string | null = null;
+  // The last turn's text, graded (its \boxed{}) when the episode ends without a final answer; null
+  // once the environment has answered that turn (a rejected tool call does not score by its \boxed{}).
   let lastText: string | null = null;
   const recipe: SampleTurnRecipe[] = [];
+  let firstAnswer: 'correct' | 'wrong' | null = null;
   let prompt: Awaited<ReturnType<typeof acts.renderPrompt>> | null = null;
 
   try {
@@ -70,24 +77,35 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
         prompt_ref: prompt.prompt_ref,
         response_ids: traj.response_ids,
         sampling: { max_tokens: maxTokens, temperature: s.temperature, top_p: s.top_p, seed: turnSeed(s.seed, id, turn), stop: s.stop, ...(s.allowed_token_ids ? { allowed_token_ids: s.allowed_token_ids } : {}) },
+        expected_weight_version: input.weight_version,
       });
       lastText = gen.text;
-      recipe.push({ output_ref: gen.output_ref, observation_ids: null, engine: gen.engine, weight_version: gen.weight_version ?? input.weight_version, finish_reason: gen.finish_reason });
+      // null: the engine reported no weight version; recorded as unknown, never assumed.
+      recipe.push({ output_ref: gen.output_ref, observation_ids: null, engine: gen.engine, weight_version: gen.weight_version, finish_reason: gen.finish_reason });
       stop = appendGenerated(traj, gen, prompt.conventions);
       progress.response_len = traj.response_ids.length;
-      if (stop) break;
+      // A turn complete but for the synthetic EOS (its stop string was the last token the budget
+      // allowed) still goes to the environment: a correct tool call must count.
+      const completeWithoutEos = s.multi_turn && stop?.reason === 'no_budget_for_eos';
+      if (stop && !completeWithoutEos) break;
       if (!s.multi_turn) {
         done = { status: 'COMPLETED', reason: null };
         break;
       }
       progress.phase = 'env';
-      const env = await acts.envStep({ environment: s.environment, text: gen.text, label: input.label, turn, max_turns: maxTurns, tolerance: s.reward_tolerance });
+      const env = await acts.envStep({ environment: s.environment, text: gen.text, label: input.label, turn, max_turns: maxTurns, tolerance: s.reward_tolerance, match: s.reward_match });
+      // The calc_score answer the environment read (null: none, or a malformed call), kept per turn.
+      const answer = env.tool_call && !env.tool_call.error ? env.tool_call.answer : null;
+      Object.assign(recipe[recipe.length - 1]!, { tool_answer: answer, tool_score: answer === null ? null : env.score });
+      if (turn === 1 && answer !== null && env.score !== null) firstAnswer = env.score > 0 ? 'correct' : 'wrong';
       if (env.done) {
         finalAnswer = env.final_answer;
         const outOfTurns = env.reason.includes('out_of_turns');
         done = outOfTurns && s.truncate_status_when_out_of_turns ? { status: 'TRUNCATED', reason: 'out_of_turns' } : { status: 'COMPLETED', reason: null };
         break;
       }
+      lastText = null;
+      if (stop) break;
       progress.phase = 'observation';
       const obs = await acts.renderObservation({ episode_id: id, observation: env.observation ?? '', tools: input.prompt.tools });
       stop = appendObservation(traj, obs.token_ids, prompt.conventions);
@@ -103,13 +121,19 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
     stop = { status: 'FAILED', reason: failureReason(err) };
   }
 
+  // Checked once at the end, whatever put them there: only this episode fails, with the reason.
+  const leaked = traj && prompt && !isFailedOrAborted(done?.status ?? stop?.status) ? forbiddenResponseTokens(traj, prompt.conventions) : null;
+  if (leaked) {
+    done = null;
+    stop = leaked;
+  }
   const status = done?.status ?? stop?.status ?? 'FAILED';
   const reason = done ? done.reason : (stop?.reason ?? 'no turns');
   progress.phase = 'score';
   const scored =
-    status === 'FAILED' || status === 'ABORTED'
+    isFailedOrAborted(status)
       ? { reward: 0 as const, extracted: null, reason: status }
-      : await acts.scoreEpisode({ reward_fn: s.reward_fn ?? 'math', label: input.label, tolerance: s.reward_tolerance, final_answer: finalAnswer, response_text: finalAnswer === null ? lastText : null });
+      : await acts.scoreEpisode({ reward_fn: s.reward_fn ?? 'math', label: input.label, tolerance: s.reward_tolerance, match: s.reward_match, final_answer: finalAnswer, response_text: finalAnswer === null ? lastText : null });
 
   progress.phase = 'store';
   const { sample_ref } = await acts.storeSample({
@@ -140,5 +164,6 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
     response_len: traj?.response_ids.length ?? 0,
     turns: recipe.length,
     weight_version: input.weight_version,
+    ...(s.multi_turn ? { tool_answers: recipe.map((t) => t.tool_answer ?? null), first_answer: firstAnswer } : {}),
   };
 }

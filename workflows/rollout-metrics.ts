@@ -43,5 +43,32 @@ export function rolloutMetrics(summaries: EpisodeSummary[], split: GroupSplit): 
     'rollout/n_episodes': summaries.length,
     'rollout/n_trained': split.kept.length,
     'rollout/total_response_tokens': ok.reduce((a, e) => a + e.response_len, 0),
+    ...toolMetrics(summaries, 'rollout'),
+  };
+}
+
+/** Tool use of multi-turn episodes: the share of turns with a parseable calc_score call, the share of
+ *  first answers that are right, and of episodes with a wrong first answer, the share that ended right. */
+export function toolMetrics(summaries: EpisodeSummary[], prefix: string): Record<string, number> {
+  const ok = summaries.filter((e) => e.status !== 'FAILED' && e.tool_answers);
+  const turns = ok.reduce((a, e) => a + e.tool_answers!.length, 0);
+  const calls = ok.reduce((a, e) => a + e.tool_answers!.filter((x) => x !== null).length, 0);
+  const wrongFirst = ok.filter((e) => e.first_answer === 'wrong');
+  return {
+    [`${prefix}/tool_call_rate`]: turns ? calls / turns : 0,
+    [`${prefix}/first_turn_tool_call_rate`]: mean(ok.map((e) => (e.tool_answers![0] != null ? 1 : 0))),
+    [`${prefix}/first_answer_correct`]: mean(ok.map((e) => (e.first_answer === 'correct' ? 1 : 0))),
+    [`${prefix}/wrong_first_answers`]: wrongFirst.length,
+    [`${prefix}/recovery_rate`]: mean(wrongFirst.map((e) => (e.reward > 0 ? 1 : 0))),
+  };
+}
+
+export function evalMetricsOf(out: EpisodeSummary[]): Record<string, number> {
+  const ok = out.filter((e) => e.status !== 'FAILED');
+  return {
+    'eval/reward': mean(ok.map((e) => e.reward)),
+    'eval/response_len': mean(ok.map((e) => e.response_len)),
+    'eval/n': ok.length,
+    ...toolMetrics(out, 'eval'),
   };
 }

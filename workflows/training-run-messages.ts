@@ -14,6 +14,13 @@ export const STEP_ATTR = defineSearchAttributeKey('TempoRlStep', 'INT');
 export type RunStatus = 'running' | 'pausing' | 'paused' | 'stopping' | 'stopped' | 'completed' | 'failed';
 
 export interface RunPlan {
+  /** Absent in plans written before SFT: grpo. */
+  algorithm?: 'grpo' | 'sft';
+  /** algorithm sft: the JSONL of SFT records (prompts_per_step is then sft.batch_size, hyper.lr sft.lr). */
+  sft_path?: string;
+  /** Evaluate the starting weights before step 0 (reported in step 0's metrics as eval_start/*). */
+  eval_at_start?: boolean;
+  keep_checkpoints?: number;
   steps: number;
   prompts_per_step: number;
   n_samples_per_prompt: number;
@@ -54,6 +61,8 @@ export interface RunState {
   /** False when the engines may hold other weights (a new or resumed run): synced before step 1. */
   engines_synced: boolean;
   last_metrics: Record<string, number>;
+  /** The start-of-run eval (eval_start/*), kept until step 0 is recorded. */
+  start_eval?: Record<string, number> | null;
 }
 
 export interface RunProgress {

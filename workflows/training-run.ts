@@ -12,10 +12,12 @@ import {
   setHandler,
   startChild,
   upsertSearchAttributes,
+  workflowInfo,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { RolloutActivities } from '../activities/index.js';
 import type { SyncWeightsInput, SyncWeightsOutput, TrainStepInput, TrainStepOutput } from '../lib/contract.js';
+import { prefixed, sftMetrics } from './sft-metrics.js';
 import { selectPrompts } from '../lib/prompt-order.js';
 import { episode } from './episode.js';
 import { episodeId, episodeStartOptions, type EpisodeInput, type EpisodeSettings, type EpisodeSummary } from './episode-messages.js';
@@ -32,7 +34,7 @@ import {
   STATUS_ATTR,
   STEP_ATTR,
 } from './training-run-messages.js';
-import { groupFilter, groupKey, rolloutMetrics } from './rollout-metrics.js';
+import { evalMetricsOf, groupFilter, groupKey, rolloutMetrics } from './rollout-metrics.js';
 
 const acts = proxyActivities<RolloutActivities>({
   startToCloseTimeout: '10 minutes',
@@ -108,7 +110,10 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
 
   if (!state.dataset) {
     progress.phase = 'dataset';
-    state.dataset = await acts.prepareDataset({ run_id: state.run_id, dataset: plan.dataset });
+    state.dataset =
+      plan.algorithm === 'sft'
+        ? await acts.prepareSftDataset({ run_id: state.run_id, path: plan.sft_path!, dataset: plan.dataset })
+        : await acts.prepareDataset({ run_id: state.run_id, dataset: plan.dataset });
   }
   const dataset = state.dataset;
   if (!state.engines_synced) {
@@ -116,6 +121,11 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     progress.phase = 'sync';
     await trainer.sync_weights({ run_id: state.run_id, weight_version: state.weight_version, checkpoint: state.checkpoint ?? plan.model_path, engines: await acts.listEngines() });
     state.engines_synced = true;
+  }
+  if (state.step === 0 && plan.eval_at_start && plan.eval_interval > 0 && dataset.eval_ref && !state.start_eval) {
+    // The "before" of the run: the starting weights on the held-out split.
+    progress.phase = 'eval';
+    state.start_eval = prefixed(await runEval(state, state.weight_version, progress), 'eval', 'eval_start');
   }
 
   let stepsThisRun = 0;
@@ -129,9 +139,17 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     if (status !== 'running') setStatus('running');
     const stepStarted = Date.now();
 
-    // 1. prompts and episodes
+    // 1. prompts and episodes (SFT: the step's records, rendered as samples)
     const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
     progress.phase = 'rollout';
+    if (plan.algorithm === 'sft') {
+      const batch = await acts.renderSftBatch({ run_id: state.run_id, step: state.step, dataset_ref: dataset.train_ref, indices: pick.indices, limits: plan.episode });
+      await trainAndRecord(batch.samples.map((b) => ({ ref: b.sample_ref, reward: 0, group_id: b.id })), sftMetrics(batch),
+        [...batch.samples.map((b) => ({ episode_id: b.id, trained: true })), ...batch.skipped.map((b) => ({ episode_id: b.id, trained: false }))], pick, stepStarted);
+      if (stopRequested) return finish('stopped');
+      await maybeContinueAsNew();
+      continue;
+    }
     const prompts = await acts.episodePrompts({ dataset_ref: dataset.train_ref, indices: pick.indices, multi_turn: plan.episode.multi_turn, system_prompt: plan.system_prompt });
     const inputs: EpisodeInput[] = [];
     prompts.forEach((p, promptIndex) => {
@@ -143,15 +161,33 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     episodeScope = null;
     if (pauseNow) continue; // paused mid-step: redo this step's episodes after resume
 
-    // 2. group filter, train, weight sync
+    // 2. group filter, then train, sync, eval, record
     const groups = groupFilter(summaries, plan.zero_std_filter);
+    await trainAndRecord(
+      groups.kept.map((e) => ({ ref: e.sample_ref, reward: e.reward, group_id: groupKey(e) })),
+      rolloutMetrics(summaries, groups),
+      summaries.map((e) => ({ episode_id: e.episode_id, trained: groups.kept.includes(e) })),
+      pick, stepStarted,
+    );
+    if (stopRequested) return finish('stopped');
+    await maybeContinueAsNew();
+  }
+  return finish('completed');
+
+  /** Train step, weight sync, eval every k steps, the step record; advances the state. */
+  async function trainAndRecord(
+    samples: TrainStepInput['samples'], stepMetrics: Record<string, number>, episodes: Array<{ episode_id: string; trained: boolean }>,
+    pick: ReturnType<typeof selectPrompts>, stepStarted: number,
+  ): Promise<void> {
     const rolloutSeconds = (Date.now() - stepStarted) / 1000;
     progress.phase = 'train';
     const trainStarted = Date.now();
     const trained = await trainer.train_step({
-      run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_root: plan.blob_root, model_path: plan.model_path,
-      samples: groups.kept.map((e) => ({ ref: e.sample_ref, reward: e.reward, group_id: groupKey(e) })),
-      hyper: plan.hyper, data_cursor: pick.next,
+      run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_root: plan.blob_root, model_path: plan.model_path, samples,
+      // The trainer restricts its softmax to the tokens the engine sampled among (from the plan, so older plans work too).
+      hyper: { ...plan.hyper, ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}) }, data_cursor: pick.next,
+      ...(plan.algorithm === 'sft' ? { algorithm: 'sft' as const } : {}),
+      ...(plan.keep_checkpoints ? { keep_checkpoints: plan.keep_checkpoints } : {}),
     });
     const trainSeconds = (Date.now() - trainStarted) / 1000;
     progress.phase = 'sync';
@@ -160,17 +196,17 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     await trainer.sync_weights({ run_id: state.run_id, weight_version: trained.weight_version, checkpoint: trained.checkpoint, engines });
     const syncSeconds = (Date.now() - syncStarted) / 1000;
 
-    // 3. eval every k steps (after the update, on the held-out split)
+    // eval every k steps (after the update, on the held-out split)
     let evalMetrics: Record<string, number> = {};
-    if (plan.eval_interval > 0 && dataset.eval_ref && (state.step + 1) % plan.eval_interval === 0) {
+    if (plan.eval_interval > 0 && state.dataset!.eval_ref && (state.step + 1) % plan.eval_interval === 0) {
       progress.phase = 'eval';
       evalMetrics = await runEval(state, trained.weight_version, progress);
     }
 
-    // 4. record and advance
     progress.phase = 'record';
     const metrics: Record<string, number> = {
-      ...rolloutMetrics(summaries, groups),
+      ...(state.step === 0 ? state.start_eval ?? {} : {}),
+      ...stepMetrics,
       ...trained.metrics,
       ...evalMetrics,
       'perf/rollout_time': rolloutSeconds,
@@ -179,11 +215,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
       'perf/step_time': (Date.now() - stepStarted) / 1000,
     };
     metrics['perf/rollout_tokens_per_second'] = (metrics['rollout/total_response_tokens'] ?? 0) / Math.max(rolloutSeconds, 1e-9);
-    await acts.recordStep({
-      run_id: state.run_id, step: state.step, metrics, weight_version: trained.weight_version,
-      episodes: summaries.map((e) => ({ episode_id: e.episode_id, trained: groups.kept.includes(e) })),
-      data_before: state.data, data_after: pick.next,
-    });
+    await acts.recordStep({ run_id: state.run_id, step: state.step, metrics, weight_version: trained.weight_version, episodes, data_before: state.data, data_after: pick.next });
     await trainer.log_metrics({ run_id: state.run_id, run_dir: plan.run_dir, step: state.step, metrics });
     state.step += 1;
     state.data = pick.next;
@@ -195,30 +227,28 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     progress.metrics = metrics;
     setStatus(state.paused ? 'paused' : stopRequested ? 'stopping' : 'running');
     stepsThisRun += 1;
-    if (stopRequested) return finish('stopped');
-    if (state.step < plan.steps && stepsThisRun >= plan.steps_per_workflow_run) {
+  }
+
+  async function maybeContinueAsNew(): Promise<void> {
+    // Temporal suggests it before the history gets too large (many episodes per step).
+    if (state.step < plan.steps && (stepsThisRun >= plan.steps_per_workflow_run || workflowInfo().continueAsNewSuggested)) {
       await condition(() => true); // let pending update handlers finish before continuing as new
       await continueAsNew<typeof trainingRun>(state);
     }
   }
-  return finish('completed');
 
   async function runEval(st: RunState, weightVersion: number, prog: RunProgress): Promise<Record<string, number>> {
     const d = st.dataset!;
     const n = Math.min(plan.eval_prompts, d.eval_size);
     const indices = Array.from({ length: n }, (_, i) => i);
     const prompts = await acts.episodePrompts({ dataset_ref: d.eval_ref!, indices, multi_turn: plan.eval_episode.multi_turn, system_prompt: plan.system_prompt });
+    // Keyed by the weight version evaluated: the start-of-run eval and each later one are distinct episodes.
     const evalInputs = prompts.map((p, i) => ({
-      run_id: `${st.run_id}-eval`, step: st.step, prompt_index: i, sample_index: 0, prompt: p.prompt, label: p.label,
+      run_id: `${st.run_id}-eval`, step: weightVersion, prompt_index: i, sample_index: 0, prompt: p.prompt, label: p.label,
       settings: plan.eval_episode, weight_version: weightVersion,
     }));
     const out = await runEpisodes(evalInputs, plan.concurrency, () => undefined, prog);
-    const ok = out.filter((e) => e.status !== 'FAILED');
-    return {
-      'eval/reward': ok.length ? ok.reduce((a, e) => a + e.reward, 0) / ok.length : 0,
-      'eval/response_len': ok.length ? ok.reduce((a, e) => a + e.response_len, 0) / ok.length : 0,
-      'eval/n': ok.length,
-    };
+    return evalMetricsOf(out);
   }
 }
 
@@ -262,7 +292,7 @@ async function runOneEpisode(input: EpisodeInput): Promise<EpisodeSummary> {
     return await child.result();
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
-      const done = await acts.loadEpisodeSummary({ episode_id: id });
+      const done = await acts.loadEpisodeSummary({ episode_id: id, weight_version: input.weight_version });
       if (done) return done;
     }
     if (isCancellation(err)) throw err;

@@ -19,8 +19,18 @@ export interface HubOptions {
   token?: string;
 }
 
-function endpointOf(opts: HubOptions): string {
-  return (opts.endpoint || process.env.HF_ENDPOINT || DEFAULT_ENDPOINT).replace(/\/+$/, '');
+/** The Hub's base URL: opts.endpoint, else HF_ENDPOINT, else huggingface.co; anything but http(s) is refused by name. */
+export function endpointOf(opts: HubOptions, env: NodeJS.ProcessEnv = process.env): string {
+  const [source, raw] = opts.endpoint ? ['the endpoint', opts.endpoint] : env.HF_ENDPOINT ? ['HF_ENDPOINT', env.HF_ENDPOINT] : ['the default', DEFAULT_ENDPOINT];
+  let url: URL | null = null;
+  try {
+    url = new URL(raw);
+  } catch {
+    /* reported below */
+  }
+  if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+    throw Object.assign(new Error(`${source}=${JSON.stringify(raw)} is not an http(s) URL (e.g. https://huggingface.co)`), { exitCode: 2 });
+  return raw.replace(/\/+$/, '');
 }
 
 function checkRepo(repo: string): void {

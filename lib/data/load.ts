@@ -48,29 +48,44 @@ async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Prom
   return out;
 }
 
-/** Validates and stores each record; invalid rows go to `skipped` with their row number. */
+/**
+ * Validates and stores each record; invalid rows go to `skipped` with their row number. A row whose
+ * id an earlier row already has is skipped too (`seenIds` spans the files of one split).
+ */
 export async function rowsFromRecords(
   records: RawRecord[],
   intake: ImageIntake,
   idPrefix: string,
+  seenIds: Map<string, string> = new Map(),
 ): Promise<LoadedDataset> {
   const skipped: SkippedRow[] = [];
-  const results = await mapLimited(records, IMAGE_CONCURRENCY, async (rec): Promise<PromptRow | null> => {
+  const valid: Array<{ row: number; id: string; data: RawRow }> = [];
+  for (const rec of records) {
     if (rec.error) {
       skipped.push({ row: rec.row, reason: rec.error });
-      return null;
+      continue;
     }
     const parsed = RawRow.safeParse(rec.value);
     if (!parsed.success) {
       skipped.push({ row: rec.row, reason: describeIssues(parsed.error, rec.value) });
-      return null;
+      continue;
     }
+    const id = parsed.data.id ?? `${idPrefix}-${rec.row}`;
+    const first = seenIds.get(id);
+    if (first !== undefined) {
+      skipped.push({ row: rec.row, reason: `duplicate id ${JSON.stringify(id)} (first at ${first})` });
+      continue;
+    }
+    seenIds.set(id, `row ${rec.row} of ${idPrefix}`);
+    valid.push({ row: rec.row, id, data: parsed.data });
+  }
+  const results = await mapLimited(valid, IMAGE_CONCURRENCY, async ({ row, id, data }): Promise<PromptRow | null> => {
     try {
       const images: string[] = [];
-      for (const img of parsed.data.images) images.push(await intake.ingest(img as ImageSource, rec.row));
-      return { id: parsed.data.id ?? `${idPrefix}-${rec.row}`, problem: parsed.data.problem, answer: parsed.data.answer, images };
+      for (const img of data.images) images.push(await intake.ingest(img as ImageSource, row));
+      return { id, problem: data.problem, answer: data.answer, images };
     } catch (err) {
-      skipped.push({ row: rec.row, reason: (err as Error).message });
+      skipped.push({ row, reason: (err as Error).message });
       return null;
     }
   });
@@ -81,7 +96,7 @@ export async function rowsFromRecords(
 async function loadSynthetic(cfg: DatasetConfig, split: Split, store: LocalBlobStore): Promise<LoadedDataset> {
   const seed = cfg.synthetic_seed + (split === 'eval' ? 1_000_003 : 0);
   const n = split === 'eval' ? Math.max(4, Math.ceil(cfg.synthetic_size / 4)) : cfg.synthetic_size;
-  const problems = syntheticProblems(n, seed);
+  const problems = syntheticProblems(n, seed, cfg.synthetic_task);
   const limits = { maxPixels: cfg.max_image_pixels, maxBytes: cfg.max_image_bytes };
   const rows = await mapLimited(problems, IMAGE_CONCURRENCY, async (p) => ({
     id: p.id,
@@ -98,6 +113,7 @@ export async function loadDataset(cfg: DatasetConfig, split: Split, store: Local
   const splitName = split === 'train' ? cfg.train_split : cfg.eval_split;
   const files = await resolveSplitFiles(cfg, splitName);
   const result: LoadedDataset = { rows: [], skipped: [] };
+  const seenIds = new Map<string, string>();
   for (const file of files) {
     const dir = path.dirname(file);
     // The dataset's own folder is always an image root; dataset.image_roots adds more.
@@ -111,7 +127,7 @@ export async function loadDataset(cfg: DatasetConfig, split: Split, store: Local
       maxBytes: cfg.max_image_bytes,
     });
     const records = cfg.kind === 'parquet' ? await readParquet(file) : await readJsonl(file);
-    const part = await rowsFromRecords(records, intake, path.basename(file).replace(/\.[^.]+$/, ''));
+    const part = await rowsFromRecords(records, intake, path.basename(file).replace(/\.[^.]+$/, ''), seenIds);
     result.rows.push(...part.rows);
     // with several shards, a row number alone is ambiguous: name the file
     result.skipped.push(...part.skipped.map((s) => (files.length > 1 ? { ...s, reason: `${path.basename(file)}: ${s.reason}` } : s)));

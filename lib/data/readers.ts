@@ -1,6 +1,7 @@
 // Raw records from files: JSONL lines and Parquet rows (hyparquet), each with its 1-based number.
 import { promises as fs } from 'node:fs';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, parquetSchema } from 'hyparquet';
+import { decodeUtf8 } from '../utf8.js';
 import { DatasetError } from './rows.js';
 
 export interface RawRecord {
@@ -10,23 +11,39 @@ export interface RawRecord {
   error?: string;
 }
 
+const BOM = [0xef, 0xbb, 0xbf];
+
 export async function readJsonl(file: string): Promise<RawRecord[]> {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = await fs.readFile(file, 'utf8');
+    bytes = await fs.readFile(file);
   } catch (err) {
     throw new DatasetError(`cannot read ${file}: ${(err as Error).message}`);
   }
-  if (text.trim().length === 0) throw new DatasetError(`${file} is empty`);
+  // a UTF-8 byte order mark belongs to the file, not to row 1
+  if (BOM.every((b, i) => bytes[i] === b)) bytes = bytes.subarray(BOM.length);
+  if (bytes.toString('latin1').trim().length === 0) throw new DatasetError(`${file} is empty`);
   const out: RawRecord[] = [];
-  text.split(/\r?\n/).forEach((line, i) => {
-    if (line.trim().length === 0) return;
+  let start = 0;
+  for (let row = 1; start <= bytes.length; row++) {
+    let end = bytes.indexOf(0x0a, start);
+    if (end < 0) end = bytes.length;
+    const raw = bytes.subarray(start, end > start && bytes[end - 1] === 0x0d ? end - 1 : end);
+    start = end + 1;
+    let line: string;
     try {
-      out.push({ row: i + 1, value: JSON.parse(line) });
+      line = decodeUtf8(raw);
     } catch (err) {
-      out.push({ row: i + 1, value: null, error: `invalid JSON: ${(err as Error).message}` });
+      out.push({ row, value: null, error: `${(err as Error).message} of the line` });
+      continue;
     }
-  });
+    if (line.trim().length === 0) continue;
+    try {
+      out.push({ row, value: JSON.parse(line) });
+    } catch (err) {
+      out.push({ row, value: null, error: `invalid JSON: ${(err as Error).message}` });
+    }
+  }
   return out;
 }
 
@@ -66,14 +83,26 @@ export async function readParquet(file: string): Promise<RawRecord[]> {
     throw new DatasetError(`cannot decode ${file}: ${(err as Error).message}`);
   }
   // utf8: false keeps image bytes binary; a problem/answer stored without a UTF8 annotation is decoded here
-  return objects.map((value, i) => ({ row: i + 1, value: decodeTextFields(value) }));
+  return objects.map((value, i) => {
+    try {
+      return { row: i + 1, value: decodeTextFields(value) };
+    } catch (err) {
+      return { row: i + 1, value: null, error: (err as Error).message };
+    }
+  });
 }
 
 function decodeTextFields(row: Record<string, unknown>): Record<string, unknown> {
   const out = { ...row };
   for (const key of ['id', ...REQUIRED_PARQUET_COLUMNS]) {
     const v = out[key];
-    if (v instanceof Uint8Array) out[key] = Buffer.from(v).toString('utf8');
+    if (v instanceof Uint8Array) {
+      try {
+        out[key] = decodeUtf8(v);
+      } catch (err) {
+        throw new Error(`${key}: ${(err as Error).message}`);
+      }
+    }
   }
   return out;
 }

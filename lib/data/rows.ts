@@ -34,6 +34,8 @@ export const RawImage = z.union([
 ]);
 export type RawImage = z.infer<typeof RawImage>;
 
+const IMAGE_PLACEHOLDER = /<image>/g;
+
 const answerText = z.union([z.string(), z.number()]).transform((v) => String(v).trim()).pipe(z.string().min(1, 'empty answer'));
 
 /** geo3k_dir rows, HF geo3k / geo3k_imgurl rows and plain JSONL rows all fit this. */
@@ -49,6 +51,12 @@ export const RawRow = z
     const images = [...(r.images ?? []), ...(r.image ? [r.image] : [])];
     if (images.length === 0) {
       ctx.addIssue({ code: 'custom', message: 'no image' });
+      return z.NEVER;
+    }
+    // a problem that marks where its images go must mark each one exactly once
+    const placeholders = r.problem.match(IMAGE_PLACEHOLDER)?.length ?? 0;
+    if (placeholders > 0 && placeholders !== images.length) {
+      ctx.addIssue({ code: 'custom', path: ['problem'], message: `has ${placeholders} <image> placeholders but the row has ${images.length} image(s)` });
       return z.NEVER;
     }
     return { id: r.id == null ? null : String(r.id), problem: r.problem, answer: r.answer, images };

@@ -7,10 +7,12 @@ import { labelToLatex } from '../math/to-latex.js';
 import { buildMessages } from './prompt.js';
 import type { PromptRow } from './rows.js';
 
+/** One SFT example: "<image>" in a message stands for the next of `images`; `tools` are offered as in a rollout. */
 export interface SftRecord {
   id: string;
-  messages: Array<{ role: 'system' | 'user' | 'assistant'; content: string }>;
+  messages: Array<{ role: 'system' | 'user' | 'assistant' | 'tool'; content: string }>;
   images: string[];
+  tools?: unknown[];
 }
 
 export function sftAnswer(label: string): string {
@@ -34,8 +36,12 @@ export function sftRecord(row: PromptRow, store: LocalBlobStore, systemPrompt?: 
 }
 
 export async function writeSftJsonl(rows: PromptRow[], store: LocalBlobStore, outFile: string, systemPrompt?: string): Promise<number> {
+  return writeSftRecords(rows.map((row) => sftRecord(row, store, systemPrompt)), outFile);
+}
+
+export async function writeSftRecords(records: SftRecord[], outFile: string): Promise<number> {
   await fs.mkdir(path.dirname(path.resolve(outFile)), { recursive: true });
-  const lines = rows.map((row) => JSON.stringify(sftRecord(row, store, systemPrompt)));
+  const lines = records.map((r) => JSON.stringify(r));
   await fs.writeFile(outFile, lines.length ? `${lines.join('\n')}\n` : '');
   return lines.length;
 }

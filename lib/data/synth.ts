@@ -3,7 +3,9 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
+import { writeOutputDir } from '../out-path.js';
 import { seededRandom as rng } from '../prompt-order.js';
+import { angleProblem } from './synth-angles.js';
 
 export interface SyntheticProblem {
   id: string;
@@ -104,12 +106,14 @@ const MAKERS: Maker[] = [
   },
 ];
 
-export function syntheticProblems(n: number, seed: number): SyntheticProblem[] {
+export type SyntheticTask = 'measure' | 'angle_facts';
+
+export function syntheticProblems(n: number, seed: number, task: SyntheticTask = 'measure'): SyntheticProblem[] {
   const r = rng(seed);
   const int = (lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
   return Array.from({ length: n }, (_, i) => {
-    const make = MAKERS[int(0, MAKERS.length - 1)]!;
-    return { id: `synth-${seed}-${i}`, ...make(r, int) };
+    const problem = task === 'angle_facts' ? angleProblem(int) : MAKERS[int(0, MAKERS.length - 1)]!(r, int);
+    return { id: `synth-${seed}-${i}`, ...problem };
   });
 }
 
@@ -117,21 +121,34 @@ export function rasterize(svg: string): Promise<Buffer> {
   return sharp(Buffer.from(svg)).png({ compressionLevel: 6 }).toBuffer();
 }
 
-/** Writes train.jsonl (n rows), test.jsonl (max(4, n/4) rows, another seed) and images/ — the geo3k_dir layout. */
-export async function writeSyntheticDataset(outDir: string, n: number, seed: number): Promise<{ train: number; test: number }> {
-  await fs.mkdir(path.join(outDir, 'images'), { recursive: true });
+/** The manifest `data synth` leaves in its folder: what it wrote, so --force replaces only that. */
+export const SYNTH_MANIFEST = '.tempo-rl-synth.json';
+
+/**
+ * Writes train.jsonl (n rows), test.jsonl (max(4, n/4) rows, another seed) and images/ — the geo3k_dir
+ * layout — into a new or empty folder; over an earlier synthetic dataset only with `force` (see
+ * lib/out-path.ts: the folder is replaced whole, so old images never mix with new ones).
+ */
+export async function writeSyntheticDataset(outDir: string, n: number, seed: number, opts: { force?: boolean } = {}): Promise<{ train: number; test: number }> {
   const splits: Array<[string, SyntheticProblem[]]> = [
     ['train', syntheticProblems(n, seed)],
     ['test', syntheticProblems(Math.max(4, Math.ceil(n / 4)), seed + 1_000_003)],
   ];
-  for (const [split, problems] of splits) {
-    const lines: string[] = [];
-    for (const p of problems) {
-      const rel = `images/${p.id}.png`;
-      await fs.writeFile(path.join(outDir, rel), await rasterize(p.svg));
-      lines.push(JSON.stringify({ id: p.id, split, problem: p.problem, answer: p.answer, images: [rel] }));
+  await writeOutputDir(outDir, { force: opts.force, manifestName: SYNTH_MANIFEST }, async (dir) => {
+    await fs.mkdir(path.join(dir, 'images'));
+    const files: string[] = [];
+    for (const [split, problems] of splits) {
+      const lines: string[] = [];
+      for (const p of problems) {
+        const rel = `images/${p.id}.png`;
+        await fs.writeFile(path.join(dir, rel), await rasterize(p.svg));
+        files.push(rel);
+        lines.push(JSON.stringify({ id: p.id, split, problem: p.problem, answer: p.answer, images: [rel] }));
+      }
+      await fs.writeFile(path.join(dir, `${split}.jsonl`), `${lines.join('\n')}\n`);
+      files.push(`${split}.jsonl`);
     }
-    await fs.writeFile(path.join(outDir, `${split}.jsonl`), `${lines.join('\n')}\n`);
-  }
+    return { generator: 'tempo-rl data synth', n, seed, files };
+  });
   return { train: splits[0]![1].length, test: splits[1]![1].length };
 }

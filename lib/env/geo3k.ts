@@ -1,12 +1,14 @@
-// The Geo3K environment (../shared/DESIGN.md, "Geo3K environment"): the model may check an answer
-// with the calc_score tool; a correct answer ends the episode, a wrong one gets feedback until
-// max_turns (the last chance asks for the final \boxed{} answer); a turn without a tool call ends
-// the episode with its final \boxed{} answer (else its last non-empty line).
-import { extractBoxed, gradeAnswer } from '../math/reward.js';
+// The Geo3K environment (docs/reward.md): the model may check an answer with the calc_score tool;
+// a correct answer ends the episode, a wrong one gets feedback until max_turns (the last chance asks
+// for the final \boxed{} answer); a turn without a tool call ends the episode with its final
+// \boxed{} answer (else its last non-empty line).
+import { checkLabel, extractBoxed, gradeAnswer, LabelError, type GradeOptions } from '../math/reward.js';
 import { lastToolCallBody, parseToolCall } from './tool-call.js';
-import type { EnvStepInput, EnvStepResult, Environment, ToolCallReport } from './types.js';
+import { checkStepInput, EnvInputError, type EnvStepInput, type EnvStepResult, type Environment, type ToolCallReport } from './types.js';
 
 export const CALC_SCORE = 'calc_score';
+/** How to call the one tool: every tool error repeats it, so the model learns the right call. */
+export const CALC_SCORE_USAGE = `The only tool is ${CALC_SCORE}; call it as <tool_call>{"name": "${CALC_SCORE}", "arguments": {"answer": "your answer"}}</tool_call>.`;
 
 /** The answer a turn ends with when it has no usable tool call. */
 export function finalAnswerOf(text: string): string | null {
@@ -23,30 +25,51 @@ function feedback(message: string, nextIsLast: boolean): string {
 
 function ended(text: string, input: EnvStepInput, reason: string, tool_call: ToolCallReport | null): EnvStepResult {
   const final_answer = finalAnswerOf(text);
-  const score = final_answer === null ? 0 : gradeAnswer(final_answer, input.label, { tolerance: input.tolerance }).reward;
+  const score = final_answer === null ? 0 : gradeAnswer(final_answer, input.label, gradeOptions(input)).reward;
   return { done: true, score, final_answer, observation: null, tool_call, reason };
 }
 
-export function geo3kStep(input: EnvStepInput): EnvStepResult {
-  const text = typeof input.text === 'string' ? input.text : '';
+const gradeOptions = (input: EnvStepInput): GradeOptions => ({ tolerance: input.tolerance, match: input.match });
+
+/** A call to another tool is reported as such, before any complaint about its arguments. */
+function checkedCall(body: string): ToolCallReport {
+  const call = parseToolCall(body);
+  if (call.name !== null && call.name !== CALC_SCORE) return { ...call, error: `unknown tool ${JSON.stringify(call.name)}` };
+  return call;
+}
+
+/** Throws EnvInputError for input that is not the model's doing (label, turn numbers). */
+function checkedInput(raw: EnvStepInput): EnvStepInput {
+  const input = checkStepInput(raw);
+  try {
+    checkLabel(input.label);
+  } catch (err) {
+    if (err instanceof LabelError) throw new EnvInputError(`environment step: ${err.message}`);
+    throw err;
+  }
+  return input;
+}
+
+export function geo3kStep(raw: EnvStepInput): EnvStepResult {
+  const input = checkedInput(raw);
+  const text = input.text;
   const outOfTurns = input.turn >= input.max_turns;
   const nextIsLast = input.turn + 1 >= input.max_turns;
   const body = lastToolCallBody(text);
   if (body === null) return ended(text, input, 'no_tool_call', null);
 
-  const call = parseToolCall(body);
-  if (!call.error && call.name !== CALC_SCORE) call.error = `unknown tool ${JSON.stringify(call.name)}; the only tool is ${CALC_SCORE}`;
+  const call = checkedCall(body);
   if (call.error) {
     if (outOfTurns) return ended(text, input, 'tool_error_out_of_turns', call);
-    return { done: false, score: null, final_answer: null, observation: feedback(`Tool error: ${call.error}.`, nextIsLast), tool_call: call, reason: 'tool_error' };
+    return { done: false, score: null, final_answer: null, observation: feedback(`Tool error: ${call.error}. ${CALC_SCORE_USAGE}`, nextIsLast), tool_call: call, reason: 'tool_error' };
   }
   const answer = call.answer!;
-  const grade = gradeAnswer(answer, input.label, { tolerance: input.tolerance });
+  const grade = gradeAnswer(answer, input.label, gradeOptions(input));
   if (grade.reward === 1) return { done: true, score: 1, final_answer: answer, observation: null, tool_call: call, reason: 'correct' };
   if (outOfTurns) return { done: true, score: 0, final_answer: answer, observation: null, tool_call: call, reason: 'out_of_turns' };
   return {
     done: false,
-    score: null,
+    score: 0,
     final_answer: null,
     observation: feedback(`calc_score: the answer ${answer} is incorrect.`, nextIsLast),
     tool_call: call,

@@ -59,14 +59,30 @@ export function normalizeAnswerText(raw: string): string {
   s = s.replace(/\\%|%/g, ' ');
   s = s.replace(/\\[,;:! ]|~/g, ' ').replace(/\\(?:quad|qquad)\b/g, ' ');
   s = s.trim().replace(/[.。]+$/, '').trim();
-  // "5\sqrt{3} \approx 8.66" keeps the exact part; a chain "x = a = b" keeps the last part.
+  // "5\sqrt{3} \approx 8.66" keeps the exact part.
   s = s.split(/\\approx|≈/)[0]!.trim();
+  s = s.replace(/\s*\b(million|billion|trillion)\b/gi, (_m, w: string) => `*10^${SCALE_WORDS[w.toLowerCase()]}`);
+  // "x = 3 or x = 4" is two answers (as in vime's normalisation), never the last one alone.
+  s = s.replace(/\s+(?:or|and)\s+|\s*\\(?:lor|vee)\b\s*/gi, ', ');
+  s = stripThousandsSeparators(s);
+  // Several top-level elements ("x = 3, y = 4"): each is normalised on its own when compared.
+  if (splitTopLevel(s).length > 1) return unquote(s);
+  // a chain "x = a = b" keeps the last part
   s = stripAssignment(s);
   if (/=/.test(s) && !/[<>]=|!=/.test(s)) s = s.split('=').pop()!.trim();
   s = stripTrailingUnits(s);
-  if (/^[+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?$/.test(s)) s = s.replace(/,/g, '');
-  s = s.replace(/^'(.*)'$/s, '$1').replace(/^"(.*)"$/s, '$1');
-  return s.replace(/\s+/g, ' ').trim();
+  return unquote(s);
+}
+
+const SCALE_WORDS: Record<string, number> = { million: 6, billion: 9, trillion: 12 };
+
+/** "1,000" and "x = 12,345.5" lose their separators; "(1,234)" (a pair) keeps its comma. */
+function stripThousandsSeparators(s: string): string {
+  return s.replace(/(^|[\s=:])([+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?)(?=$|\s)/g, (_m, pre: string, n: string) => pre + n.replace(/,/g, ''));
+}
+
+function unquote(s: string): string {
+  return s.replace(/^'(.*)'$/s, '$1').replace(/^"(.*)"$/s, '$1').replace(/\s+/g, ' ').trim();
 }
 
 export type Bracketed = { open: string; close: string; items: string[] };

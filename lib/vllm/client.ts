@@ -125,7 +125,8 @@ export class VllmClient {
       output_mode: 'tokens',
     };
     const headers = input.sessionId ? { 'x-session-id': input.sessionId } : undefined;
-    const res = await this.http.json('POST', ROUTES.generate, GenerateResponse, body, { headers });
+    const timeoutMs = Math.min(input.timeoutMs ?? Infinity, this.http.timeoutMs);
+    const res = await this.http.json('POST', ROUTES.generate, GenerateResponse, body, { headers, signal: input.signal, timeoutMs });
     return this.toResult(res, input.tokenIds);
   }
 
@@ -172,7 +173,9 @@ export class VllmClient {
   private toResult(res: GenerateResponse, promptIds: number[]): GenerateResult {
     const choice = res.choices[0]!;
     const bad = (why: string) => new EngineMalformedResponseError(this.url, ROUTES.generate, why);
-    const tokenIds = choice.token_ids ?? [];
+    // A missing list is a broken answer, not an empty generation.
+    if (!Array.isArray(choice.token_ids)) throw bad('no token_ids in the choice');
+    const tokenIds = choice.token_ids;
     const entries = Array.isArray(choice.logprobs) ? null : (choice.logprobs?.content ?? null);
     const logprobs = Array.isArray(choice.logprobs) ? choice.logprobs : (entries ?? []).map((e) => e.logprob);
     if (logprobs.length !== tokenIds.length) throw bad(`${tokenIds.length} tokens but ${logprobs.length} logprobs`);

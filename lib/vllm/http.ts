@@ -11,6 +11,7 @@ export interface CallOptions {
   params?: Record<string, string | number | boolean>;
   headers?: Record<string, string>;
   timeoutMs?: number;
+  signal?: AbortSignal;
 }
 
 export class EngineHttp {
@@ -55,7 +56,7 @@ export class EngineHttp {
   /** A call whose 2xx body is returned as text (empty bodies allowed). */
   async text(method: 'GET' | 'POST', route: string, body?: unknown, opts: CallOptions = {}): Promise<string> {
     const timeout = opts.timeoutMs ?? this.timeoutMs;
-    const config: AxiosRequestConfig = { method, url: route, data: body, params: opts.params, headers: opts.headers, timeout };
+    const config: AxiosRequestConfig = { method, url: route, data: body, params: opts.params, headers: opts.headers, timeout, signal: opts.signal };
     let res;
     try {
       res = await this.axios.request<string>(config);

@@ -14,7 +14,7 @@ export type RoutingPolicy = 'round_robin' | 'consistent_hash';
 /** What the pool needs of an engine (VllmClient; fakes in unit tests). */
 export type PoolEngine = Pick<
   VllmClient,
-  'url' | 'isHealthy' | 'generate' | 'renderChat' | 'tokenizeChat' | 'detokenize' | 'pause' | 'resume' | 'resetPrefixCache' | 'reloadWeights' | 'metrics'
+  'url' | 'isHealthy' | 'generate' | 'renderChat' | 'tokenizeChat' | 'tokenize' | 'detokenize' | 'pause' | 'resume' | 'resetPrefixCache' | 'reloadWeights' | 'metrics'
 >;
 
 export interface EnginePoolOptions {
@@ -172,8 +172,13 @@ export class EnginePool {
    * Generation for one episode turn, routed by the episode id (also sent as x-session-id). Repeated on
    * another engine only when the request never reached a live engine, so a turn is never generated twice.
    */
-  generate(episodeId: string, input: Omit<GenerateInput, 'sessionId'>, opts: { avoid?: string[] } = {}): Promise<GenerateResult> {
-    return this.call(episodeId, (e) => e.generate({ ...input, sessionId: episodeId }), { idempotent: false, avoid: opts.avoid });
+  generate(episodeId: string, input: Omit<GenerateInput, 'sessionId'>, opts: { avoid?: string[]; onEngine?: (url: string) => void } = {}): Promise<GenerateResult> {
+    const send = (e: PoolEngine) => {
+      // Before the request: a caller that times out while it hangs still knows which engine it was.
+      opts.onEngine?.(e.url);
+      return e.generate({ ...input, sessionId: episodeId });
+    };
+    return this.call(episodeId, send, { idempotent: false, avoid: opts.avoid });
   }
 
   renderChat(input: RenderChatInput, key?: string): Promise<RenderedPrompt> {
@@ -182,6 +187,10 @@ export class EnginePool {
 
   tokenizeChat(input: { messages: ChatMessage[]; tools?: ToolSpec[]; addGenerationPrompt?: boolean }, key?: string): Promise<number[]> {
     return this.call(key, (e) => e.tokenizeChat(input), { idempotent: true });
+  }
+
+  tokenize(text: string, key?: string): Promise<number[]> {
+    return this.call(key, (e) => e.tokenize(text), { idempotent: true });
   }
 
   detokenize(tokenIds: number[], key?: string): Promise<string> {

@@ -49,3 +49,17 @@ export async function messageSuffix(
   if (cut === -1) throw new PrefixStabilityError(`the assistant turn does not end with token ${opts.endOfTurnId}`);
   return { tokenIds: extended.slice(cut + 1), base, extended };
 }
+
+// Special-token syntax of Qwen-format templates (<|im_start|>, <|image_pad|>, <|vision_start|>, …).
+const SPECIAL_TOKEN_TEXT = /<\|([A-Za-z0-9_]+)\|>/g;
+/** U+2060 WORD JOINER: invisible, and splits the string so no tokenizer reads it as one special token. */
+const JOINER = '\u2060';
+
+/**
+ * Text from outside the model (an environment's observation, which may echo the model's answer) with
+ * every special-token string broken up, so rendering it can never create <|image_pad|>, <|im_end|>
+ * or <|im_start|> tokens — no forged placeholders, no forged turn boundaries.
+ */
+export function neutraliseSpecialTokens(text: string): string {
+  return text.replace(SPECIAL_TOKEN_TEXT, (_m, name: string) => `<${JOINER}|${name}|>`);
+}

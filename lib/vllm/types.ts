@@ -72,6 +72,10 @@ export interface GenerateInput {
   /** Sent as `x-session-id` (the episode id). */
   sessionId?: string;
   requestId?: string;
+  /** Aborts the HTTP request (the activity's cancellation): an abandoned generate must not keep loading the engine. */
+  signal?: AbortSignal;
+  /** Per-call timeout; the client's own timeout still bounds it. */
+  timeoutMs?: number;
 }
 
 export interface GenerateResult {

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.tiny_model import MAX_PIXELS, build_tiny_model
+from trainer.tiny_model import MAX_PIXELS, OutputRefused, build_tiny_model, existing_seed
+from trainer.tiny_model import main as tiny_main
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +37,43 @@ def test_layout_and_config(built):
     assert json.loads((d / "preprocessor_config.json").read_text())["size"]["longest_edge"] == MAX_PIXELS
 
 
-def test_existing_complete_model_is_kept(built):
+def test_existing_complete_model_of_the_same_seed_is_kept(built):
     before = (built["a"] / "model.safetensors").stat().st_mtime_ns
-    build_tiny_model(built["a"], seed=5)
+    build_tiny_model(built["a"], seed=0)
     assert (built["a"] / "model.safetensors").stat().st_mtime_ns == before
+
+
+def _snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def test_a_model_of_another_seed_is_replaced_only_with_force(built, tmp_path):
+    # before: the old model was kept and the caller told the new seed
+    before = _snapshot(built["c"])
+    with pytest.raises(OutputRefused, match=r"seed 1, not 5.*--force"):
+        build_tiny_model(built["c"], seed=5)
+    assert _snapshot(built["c"]) == before
+    replaced = build_tiny_model(built["c"], seed=2, force=True)
+    assert existing_seed(replaced) == 2
+    assert (replaced / "model.safetensors").read_bytes() != before["model.safetensors"]
+    assert not list(replaced.parent.glob(f".{replaced.name}.*")), "no temp folder left behind"
+
+
+def test_a_folder_of_user_files_is_never_touched(tmp_path):
+    # before: --out DIR deleted everything DIR held and exited 0
+    user = tmp_path / "mine"
+    (user / "sub").mkdir(parents=True)
+    (user / "thesis.tex").write_text("my only copy")
+    (user / "sub" / "data.bin").write_bytes(b"\x00\x01")
+    before = _snapshot(user)
+    for force in (False, True):
+        with pytest.raises(OutputRefused, match="not empty"):
+            build_tiny_model(user, seed=0, force=force)
+        assert _snapshot(user) == before
+    with pytest.raises(SystemExit) as exit_info:
+        tiny_main(["--out", str(user)])
+    assert exit_info.value.code == 2
+    assert _snapshot(user) == before
 
 
 def test_loads_with_transformers_and_renders_images_and_tools(built):

@@ -25,3 +25,19 @@ test('data synth writes a loadable dataset; sft-export formats Answer: \\boxed{â
   assert.equal(lines.length, 6);
   for (const l of lines) assert.match(l.messages.at(-1).content, /^Answer: \\boxed\{.+\}$/);
 });
+
+test('data synth --force replaces its own dataset; sft-export --force overwrites its file', () => {
+  const out = path.join(tmp, 'synth-again');
+  assert.equal(run('data', 'synth', '--out', out, '--n', '4', '--seed', '1').status, 0);
+  const refused = run('data', 'synth', '--out', out, '--n', '2', '--seed', '2');
+  assert.equal(refused.status, 2);
+  assert.match(refused.stderr, /already holds a tempo-rl data synth output; pass --force/);
+  const again = run('data', 'synth', '--out', out, '--n', '2', '--seed', '2', '--force', '--json');
+  assert.equal(again.status, 0, again.stderr);
+  assert.equal(readFileSync(path.join(out, 'train.jsonl'), 'utf8').trim().split('\n').length, 2);
+  const file = path.join(tmp, 'sft-again.jsonl');
+  const sets = ['--set', 'dataset.kind=geo3k_dir', '--set', `dataset.path=${out}`];
+  assert.equal(run(...sets, 'data', 'sft-export', '--out', file).status, 0);
+  assert.equal(run(...sets, 'data', 'sft-export', '--out', file).status, 2);
+  assert.equal(run(...sets, 'data', 'sft-export', '--out', file, '--force').status, 0);
+});

@@ -72,6 +72,7 @@ class FakeEngine implements PoolEngine {
   generate = async () => this.act<GenerateResult>('generate', { engine: this.url, tokenIds: [1], logprobs: [-1], finishReason: 'length', stopReason: null, routedExperts: null, weightVersions: null, promptTokens: 1, promptLogprobs: null });
   renderChat = async () => this.act('render', { tokenIds: [1], features: null, imagePlaceholders: [] });
   tokenizeChat = async () => this.act('tokenize', [1]);
+  tokenize = async () => this.act('tokenize-text', [1]);
   detokenize = async () => this.act('detokenize', 'x');
   pause = async () => this.act('pause', undefined);
   resume = async () => this.act('resume', undefined);
@@ -143,7 +144,7 @@ describe('engine pool with fake engines', () => {
 
 describe('engine command line and metrics parsing', () => {
   test('engines get the routes, logprob mode and generation config tempo-rl relies on', () => {
-    const cfg = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'engines.max_model_len=2048'] });
+    const cfg = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'engines.max_model_len=2048', 'rollout.max_context_len=2048'] });
     const args = engineArgs(cfg, 8123).join(' ');
     for (const flag of ['--enable-scale-out', '--logprobs-mode processed_logprobs', '--generation-config vllm', '--enforce-eager', '--max-model-len 2048', '--port 8123', '--model /m', '--dtype float32', '--seed 0'])
       assert.ok(args.includes(flag), flag);

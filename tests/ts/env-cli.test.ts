@@ -14,7 +14,7 @@ test('a wrong tool call on turn 1 of 3 continues with feedback', () => {
   const r = step('<tool_call>{"name":"calc_score","arguments":{"answer":"7"}}</tool_call>', ['--label', '60', '--turn', '1', '--max-turns', '3', '--json']);
   assert.equal(r.code, 0, r.err);
   const j = JSON.parse(r.out);
-  assert.deepEqual([j.done, j.score, j.final_answer], [false, null, null]);
+  assert.deepEqual([j.done, j.score, j.final_answer], [false, 0, null], 'a wrong tool answer reports score 0, not null');
   assert.match(j.observation, /incorrect/);
 });
 
@@ -25,8 +25,21 @@ test('a correct tool call ends with score 1; no tool call scores the final \\box
   assert.deepEqual([boxed.done, boxed.score, boxed.final_answer], [true, 0, '61']);
 });
 
-test('bad flags exit 2', () => {
-  const r = step('x', ['--label', '60', '--turn', '0', '--max-turns', '3']);
-  assert.equal(r.code, 2);
-  assert.match(r.err, /--turn/);
+test('bad flags exit 2 with a message naming the flag and its value', () => {
+  const cases: Array<[string[], RegExp]> = [
+    [['--label', '60', '--turn', '0', '--max-turns', '3'], /--turn must be a positive integer, got "0"/],
+    [['--label', '60', '--turn', '4', '--max-turns', '3'], /--turn 4 is greater than --max-turns 3/],
+    [['--label', '60', '--turn', '1.5', '--max-turns', '3'], /--turn must be a positive integer, got "1.5"/],
+    [['--label', '60', '--turn', '1e0', '--max-turns', '3'], /--turn must be a positive integer, got "1e0"/],
+    [['--label', '60', '--turn', '1', '--max-turns', 'three'], /--max-turns must be a positive integer, got "three"/],
+    [['--label', '', '--turn', '1', '--max-turns', '3'], /--label: label is empty/],
+    [['--label', '60', '--turn', '1', '--max-turns', '3', '--tolerance', '-1'], /--tolerance must be a number ≥ 0, got "-1"/],
+    [['--label', '60', '--turn', '1', '--max-turns', '3', '--match', 'fuzzy'], /--match.*fuzzy/],
+  ];
+  for (const [args, re] of cases) {
+    const r = step('<tool_call>{"name":"calc_score","arguments":{"answer":"60"}}</tool_call>', args);
+    assert.equal(r.code, 2, `${args.join(' ')}: ${r.err}`);
+    assert.match(r.err, re);
+    assert.equal(r.out, '');
+  }
 });

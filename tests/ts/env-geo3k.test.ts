@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { finalAnswerOf, geo3kStep } from '../../lib/env/geo3k.js';
-import { getEnvironment } from '../../lib/env/index.js';
+import { EnvInputError, getEnvironment, type EnvStepInput } from '../../lib/env/index.js';
 import { lastToolCallBody, parseToolCall } from '../../lib/env/tool-call.js';
 
 const call = (answer: unknown) => `<tool_call>{"name":"calc_score","arguments":{"answer":${JSON.stringify(answer)}}}</tool_call>`;
@@ -15,7 +15,7 @@ test('a correct tool call ends the episode with reward 1', () => {
 test('a wrong tool call gets feedback, then a last chance, then ends out of turns', () => {
   const first = step(call('7'), 1, 3);
   assert.equal(first.done, false);
-  assert.equal(first.score, null);
+  assert.equal(first.score, 0, 'a graded wrong answer scores 0, also while the episode continues');
   assert.match(first.observation!, /incorrect/);
   assert.doesNotMatch(first.observation!, /last chance/);
   const second = step(call('8'), 2, 3);
@@ -55,10 +55,46 @@ test('invalid JSON is a reported tool error, not a crash; on the last turn it fa
   assert.match(parseToolCall('{"name":"calc_score","arguments":{}}').error!, /answer/);
 });
 
-test('an unknown tool is a tool error', () => {
+test('an unknown tool is a tool error that names the one tool and how to call it', () => {
   const r = step('<tool_call>{"name":"search","arguments":{"answer":"1"}}</tool_call>');
   assert.equal(r.done, false);
-  assert.match(r.observation!, /unknown tool/);
+  assert.equal(r.score, null);
+  assert.match(r.observation!, /unknown tool "search"/);
+  assert.match(r.observation!, /only tool is calc_score/);
+  // with arguments calc_score does not take: still reported as the unknown tool, with the tool that exists
+  const other = step('<tool_call>{"name":"search","arguments":{"query":"area"}}</tool_call>');
+  assert.match(other.tool_call!.error!, /unknown tool "search"/);
+  assert.match(other.observation!, /only tool is calc_score; call it as <tool_call>\{"name": "calc_score", "arguments": \{"answer": /);
+  // every tool error says which tool exists
+  for (const bad of ['<tool_call>{bad</tool_call>', '<tool_call>{"arguments":{"answer":"1"}}</tool_call>', '<tool_call>{"name":"calc_score","arguments":{}}</tool_call>'])
+    assert.match(step(bad).observation!, /only tool is calc_score/, bad);
+});
+
+test('input that is not the model\'s doing is an EnvInputError, never a score', () => {
+  const text = call('5');
+  const cases: Array<[Partial<EnvStepInput>, RegExp]> = [
+    [{ label: '' }, /label is empty/],
+    [{ label: '   ' }, /label is empty/],
+    [{ turn: 4, max_turns: 3 }, /turn.*greater than max_turns.*4/],
+    [{ turn: 0 }, /turn/],
+    [{ turn: 1.5 }, /turn/],
+    [{ max_turns: 0, turn: 0 }, /turn|max_turns/],
+    [{ tolerance: -1 }, /tolerance/],
+    [{ match: 'fuzzy' as 'exact' }, /match/],
+    [{ text: undefined as unknown as string }, /text/],
+  ];
+  for (const [patch, re] of cases) {
+    const input = { text, label: '5', turn: 1, max_turns: 3, ...patch };
+    assert.throws(() => geo3kStep(input), (err: Error) => err instanceof EnvInputError && re.test(err.message), JSON.stringify(patch));
+  }
+});
+
+test('the grader options reach the environment: exact by default, rounded and tolerance on request', () => {
+  const text = call('8.66');
+  assert.equal(step(text).score, 0);
+  assert.equal(geo3kStep({ text, label: '5*sqrt(3)', turn: 1, max_turns: 3, match: 'rounded' }).score, 1);
+  assert.equal(geo3kStep({ text, label: '5*sqrt(3)', turn: 1, max_turns: 3, tolerance: 0.01 }).score, 1);
+  assert.equal(geo3kStep({ text, label: '5*sqrt(3)', turn: 1, max_turns: 3, tolerance: 0.0001 }).score, 0);
 });
 
 test('no tool call: the final \\boxed{} answer is scored and the episode ends', () => {

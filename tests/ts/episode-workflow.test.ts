@@ -2,73 +2,26 @@
 // termination path, token-exact stitching, masks, payload sizes, failover and the audit view.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import sharp from 'sharp';
-import type { Client } from '@temporalio/client';
-import { LocalBlobStore } from '../../lib/blobstore.js';
 import { Sample } from '../../lib/contract.js';
 import { auditEpisode, largestPayloadBytes, listEpisodes } from '../../lib/audit.js';
 import { spawnSync } from 'node:child_process';
 import { REPO_ROOT } from '../../lib/paths.js';
-import { connectClient } from '../../lib/temporal.js';
-import { stateLayout } from '../../lib/paths.js';
 import { maskedSpans } from '../../lib/trajectory.js';
-import { buildMessages } from '../../lib/data/prompt.js';
 import { episode } from '../../workflows/episode.js';
-import { episodeSettings, episodeStartOptions, episodeWorkflowId, type EpisodeInput, type EpisodeSummary } from '../../workflows/episode-messages.js';
-import { RolloutConfig } from '../../config/schema.js';
-import { decode, EngineDouble, IM_END, IMAGE_PAD, type ScriptedTurn } from './support/episode-engine-double.js';
-import { startRolloutWorker, startTestServer, type RunningWorker, type TestServer } from './support/temporal.js';
+import { episodeStartOptions, episodeWorkflowId } from '../../workflows/episode-messages.js';
+import { decode, IM_END, IMAGE_PAD, startEpisodeHarness, toolCall, type EpisodeHarness } from './support/episode-engine-double.js';
 import type { EngineGenerateRequest } from '../../activities/episode-engines.js';
 
-const call = (a: string) => `I think it is ${a}. <tool_call>{"name":"calc_score","arguments":{"answer":"${a}"}}</tool_call> trailing text the stop string cuts`;
-const scripts = new Map<string, (req: EngineGenerateRequest, n: number) => ScriptedTurn>();
-const counts = new Map<string, number>();
-const engine = new EngineDouble((req) => {
-  const n = counts.get(req.session_id) ?? 0;
-  counts.set(req.session_id, n + 1);
-  return scripts.get(req.session_id)!(req, n);
-});
+const call = toolCall;
 
-let server: TestServer;
-let worker: RunningWorker;
-let client: Client;
-let store: LocalBlobStore;
-let imageRef: string;
-
+let h: EpisodeHarness;
 before(async () => {
-  server = await startTestServer();
-  store = new LocalBlobStore(stateLayout(server.cfg.state_dir).blobs);
-  const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#ffffff' } }).png().toBuffer();
-  imageRef = await store.putBytes(png, 'png');
-  worker = await startRolloutWorker(server.cfg, {
-    cfg: server.cfg,
-    store,
-    engines: () => engine,
-    imageProcessor: { patch_size: 16, merge_size: 2, min_pixels: 1024, max_pixels: 16384 }, // 64×64 → 4 tokens
-  });
-  client = await connectClient(server.cfg);
+  h = await startEpisodeHarness('run-t');
 });
 after(async () => {
-  await client?.connection.close();
-  await worker?.stop();
-  await server?.stop();
+  await h?.stop();
 });
-
-let nextPrompt = 0;
-async function run(script: (req: EngineGenerateRequest, n: number) => ScriptedTurn, rollout: Partial<RolloutConfig> = {}, label = '60') {
-  const settings = episodeSettings(RolloutConfig.parse({ max_turns: 3, max_response_len: 400, ...rollout }), { generate_timeout_s: 30 });
-  const built = buildMessages({ id: 'p', problem: 'Find the area of triangle ABC.', answer: label, images: [imageRef] } as never, { tools: settings.multi_turn });
-  const input: EpisodeInput = {
-    run_id: 'run-t', step: 0, prompt_index: nextPrompt++, sample_index: 0,
-    prompt: { messages: built.messages, tools: built.tools }, label, settings, weight_version: 3,
-  };
-  const id = `${input.run_id}/${input.step}/${input.prompt_index}/${input.sample_index}`;
-  scripts.set(id, script);
-  const summary: EpisodeSummary = await client.workflow.execute(episode, { taskQueue: server.cfg.temporal.task_queues.rollout, workflowId: episodeWorkflowId(id), args: [input] });
-  const sample = Sample.parse(await store.getJson(summary.sample_ref));
-  const requests = engine.requests.filter((r) => r.session_id === id);
-  return { id, input, summary, sample, requests };
-}
+const run: EpisodeHarness['run'] = (...args) => h.run(...args);
 
 /** prompt + response == the last history the engine was given + its output (+ a synthetic EOS). */
 function assertTokenExact(sample: Sample, requests: EngineGenerateRequest[]) {
@@ -116,7 +69,7 @@ test('wrong until max_turns: feedback, a last chance, observations masked, TRUNC
   assert.equal(sample.turns[0]!.observation_tokens > 0, true);
   assert.equal(sample.turns[2]!.observation_tokens, 0);
 
-  const audit = await auditEpisode(client, store, id);
+  const audit = await auditEpisode(h.client, h.store, id);
   assert.equal(audit.turns.length, 3);
   assert.equal(audit.turns[0]!.synthetic_eos, true);
   assert.match(audit.turns[1]!.observation!, /last chance/);
@@ -168,7 +121,7 @@ test('a dead engine: the retry goes to another engine', async () => {
   assert.equal(summary.status, 'COMPLETED');
   assert.equal(requests.length, 2);
   assert.deepEqual(requests[1]!.exclude_engines, ['http://double-a']);
-  const audit = await auditEpisode(client, store, id);
+  const audit = await auditEpisode(h.client, h.store, id);
   assert.equal(audit.turns[0]!.engine, 'http://double-b');
   assert.equal(audit.turns[0]!.generate_attempt, 2);
   assert.equal(audit.generate_calls, 1, 'one scheduled generate, two attempts');
@@ -177,26 +130,26 @@ test('a dead engine: the retry goes to another engine', async () => {
 test('a retried step finds the episode already run (same workflow id), and episodes list by prefix', async () => {
   const { input, summary, id } = await run(() => ({ text: '\\boxed{60}' }));
   await assert.rejects(
-    client.workflow.start(episode, { taskQueue: server.cfg.temporal.task_queues.rollout, ...episodeStartOptions(id), args: [input] }),
+    h.client.workflow.start(episode, { taskQueue: h.server.cfg.temporal.task_queues.rollout, ...episodeStartOptions(id), args: [input] }),
     /already started|AlreadyStarted/i,
   );
-  const loadEpisodeSummary = worker.worker.options.activities.get('loadEpisodeSummary')!;
-  assert.deepEqual(await loadEpisodeSummary({ episode_id: id }), summary);
-  assert.deepEqual(await client.workflow.getHandle(episodeWorkflowId(id)).result(), summary);
+  const loadEpisodeSummary = h.worker.worker.options.activities.get('loadEpisodeSummary')!;
+  assert.deepEqual(await loadEpisodeSummary({ episode_id: id, weight_version: input.weight_version }), summary);
+  assert.deepEqual(await h.client.workflow.getHandle(episodeWorkflowId(id)).result(), summary);
   // visibility is eventually consistent
   let listed: Awaited<ReturnType<typeof listEpisodes>> = [];
   for (let i = 0; i < 50 && !listed.some((e) => e.episode_id === id); i++) {
-    listed = await listEpisodes(client, 'run-t', 0);
+    listed = await listEpisodes(h.client, 'run-t', 0);
     await new Promise((r) => setTimeout(r, 200));
   }
   const entry = listed.find((e) => e.episode_id === id);
   assert.deepEqual([entry?.status, entry?.reward], ['COMPLETED', 1]);
-  assert.deepEqual(await listEpisodes(client, 'run-t', 7), []);
+  assert.deepEqual(await listEpisodes(h.client, 'run-t', 7), []);
 });
 
 test('nothing large travels in a payload (every payload < 256 KiB, no image bytes)', async () => {
   const { id } = await run((_r, n) => ({ text: call(String(n)) }));
-  const history = await client.workflow.getHandle(episodeWorkflowId(id)).fetchHistory();
+  const history = await h.client.workflow.getHandle(episodeWorkflowId(id)).fetchHistory();
   let max = 0;
   const walk = (v: unknown): void => {
     if (!v || typeof v !== 'object') return;
@@ -215,7 +168,7 @@ test('nothing large travels in a payload (every payload < 256 KiB, no image byte
 test('tempo-rl episodes show/list --json rebuild the episode from history + blob store', async () => {
   const { id, summary } = await run((_r, n) => ({ text: n === 0 ? call('7') : '\\boxed{60}' }), { max_response_len: 2000 });
   const cli = (...args: string[]) => {
-    const sets = ['--set', `state_dir=${server.cfg.state_dir}`, '--set', `server.port=${server.cfg.server.port}`];
+    const sets = ['--set', `state_dir=${h.server.cfg.state_dir}`, '--set', `server.port=${h.server.cfg.server.port}`];
     const env = { ...process.env, TEMPORAL_ADDRESS: '' };
     const r = spawnSync(process.execPath, ['--import', 'tsx', `${REPO_ROOT}/cli/main.ts`, ...sets, ...args], { encoding: 'utf8', env, cwd: REPO_ROOT });
     assert.equal(r.status, 0, r.stderr);
@@ -226,7 +179,7 @@ test('tempo-rl episodes show/list --json rebuild the episode from history + blob
   assert.equal(shown.invariants.response_length, summary.response_len);
   assert.ok(shown.turns.every((t: { engine: string; finish_reason: string; mean_logprob: number }) => t.engine && t.finish_reason === 'stop' && t.mean_logprob < 0));
   assert.match(shown.turns[0].observation, /incorrect/);
-  const history = await client.workflow.getHandle(episodeWorkflowId(id)).fetchHistory();
+  const history = await h.client.workflow.getHandle(episodeWorkflowId(id)).fetchHistory();
   assert.ok(largestPayloadBytes(history) < 256 * 1024);
   const listed = cli('episodes', 'list', 'run-t', '--json');
   assert.equal(listed.run_id, 'run-t');

@@ -23,3 +23,14 @@ test('tempo-rl score: tolerance, and a bad tolerance is a usage error', () => {
   assert.notEqual(bad.status, 0);
   assert.match(bad.stderr, /tolerance/);
 });
+
+test('tempo-rl score: exact by default, --match rounded on request, an empty label exits 2', () => {
+  const exact = JSON.parse(score('\\boxed{8.66}', '--label', '5*sqrt(3)', '--json').stdout);
+  assert.deepEqual([exact.reward, exact.reason], [0, 'different values (8.66 vs 8.660254)']);
+  const rounded = JSON.parse(score('\\boxed{8.66}', '--label', '5*sqrt(3)', '--match', 'rounded', '--json').stdout);
+  assert.equal(rounded.reward, 1);
+  const empty = score('\\boxed{5}', '--label', '', '--json');
+  assert.equal(empty.status, 2);
+  assert.match(empty.stderr, /--label: label is empty/);
+  assert.equal(empty.stdout, '');
+});

@@ -4,12 +4,16 @@ import {
   appendGenerated,
   appendObservation,
   checkInvariants,
+  checkObservationSpecials,
+  forbiddenResponseTokens,
+  idsForText,
   maskedSpans,
   observationSuffix,
   remainingBudget,
   responseBudget,
   startTrajectory,
   TrajectoryError,
+  VLLM_PLACEHOLDER_LOGPROB,
 } from '../../lib/trajectory.js';
 
 const EOT = 151645;
@@ -107,4 +111,39 @@ test('invariants and masked spans', () => {
   assert.equal(bad.ok, false);
   assert.equal(bad.problems.length, 2);
   assert.equal(bad.mask_sum, 1);
+});
+
+test('an empty generation and vLLM\'s -9999 placeholder logprob are invalid answers', () => {
+  const t = startTrajectory(5, limits);
+  assert.match(appendGenerated(t, gen([]), tok)!.reason, /empty generation/);
+  assert.deepEqual(appendGenerated(t, gen([], 'abort'), tok), { status: 'ABORTED', reason: 'engine_abort' });
+  const placeholder = appendGenerated(t, { token_ids: [1, 2], logprobs: [-0.5, VLLM_PLACEHOLDER_LOGPROB], finish_reason: 'stop' }, tok);
+  assert.equal(placeholder?.status, 'FAILED');
+  assert.match(placeholder!.reason, /-9999 for token 1/);
+  assert.equal(t.response_ids.length, 0);
+});
+
+test('the text the environment reads leaves out the trailing EOS; the ids stay exact', () => {
+  assert.deepEqual(idsForText([1, 2, EOT], tok.eos_ids), [1, 2]);
+  assert.deepEqual(idsForText([1, EOT, 2], tok.eos_ids), [1, EOT, 2]);
+  assert.deepEqual(idsForText([1, 2], tok.eos_ids), [1, 2]);
+});
+
+test('image/vision tokens anywhere on the response side fail the episode, with where they are', () => {
+  const withForbidden = { ...tok, forbidden_response_ids: [151655] };
+  const t = startTrajectory(5, limits);
+  appendGenerated(t, gen([1, 2, EOT]), withForbidden);
+  assert.equal(forbiddenResponseTokens(t, withForbidden), null);
+  appendObservation(t, [EOT, 198, 151655, EOT, 198], withForbidden);
+  assert.match(forbiddenResponseTokens(t, withForbidden)!.reason, /1 image\/vision placeholder token\(s\) \(first: id 151655 at response offset 4, observation\)/);
+  assert.equal(forbiddenResponseTokens(t, tok), null, 'conventions recorded without the list check nothing');
+});
+
+test('an observation suffix may hold only the template\'s own special tokens', () => {
+  const IM_START = 151644;
+  const specials = [IM_START, EOT, 151655];
+  const skeleton = [EOT, 198, IM_START, 1, 2, EOT, 198, IM_START, 3];
+  checkObservationSpecials([EOT, 198, IM_START, 1, 5, 6, 2, EOT, 198, IM_START, 3], skeleton, specials);
+  assert.throws(() => checkObservationSpecials([EOT, 198, IM_START, 1, 151655, EOT, 198, IM_START, 3], skeleton, specials), /special tokens the template did not write/);
+  assert.throws(() => checkObservationSpecials([EOT, 198, IM_START, 1, EOT, IM_START, 9, EOT, 198, IM_START, 3], skeleton, specials), TrajectoryError);
 });

@@ -153,3 +153,23 @@ def optimizer_steps(optimizer: torch.optim.Optimizer) -> int:
         if "step" in st:
             return int(st["step"])
     return 0
+
+
+def prune_checkpoints(run_dir: str | Path, keep: int) -> list[Path]:
+    """Drops the weights and optimizer state of all but the newest `keep` committed checkpoints (0: keep
+    all). meta.json stays: a pruned step still counts as committed (exactly once) and keeps its audit
+    (the sample refs it consumed); only the last one is ever loaded again."""
+    if keep <= 0:
+        return []
+    root = Path(run_dir) / "checkpoints"
+    done = sorted(p for p in root.glob("step-*") if is_committed(p))
+    pruned = []
+    for p in done[:-keep]:
+        files = [f for f in p.iterdir() if f.name != META]
+        if not files:
+            continue
+        for f in files:
+            shutil.rmtree(f) if f.is_dir() else f.unlink()
+        (p / ".pruned").write_text("weights and optimizer state removed (run.keep_checkpoints)\n")
+        pruned.append(p)
+    return pruned

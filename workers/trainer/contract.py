@@ -38,6 +38,9 @@ class Hyper(Strict):
     micro_batch_tokens: int = Field(default=8192, gt=0)
     grad_clip: float = Field(default=1.0, gt=0)
     temperature: float = Field(default=1.0, gt=0)
+    # rollout.allowed_token_ids: the engine sampled among these only, so the trainer's softmax is over
+    # them too (logits of every other token masked); None: the whole vocabulary.
+    allowed_token_ids: list[int] | None = Field(default=None, min_length=1)
     # Applied by the workflow before train_step; accepted so the whole GrpoConfig can be passed.
     zero_std_filter: bool = False
 
@@ -63,6 +66,10 @@ class TrainStepInput(Strict):
     samples: list[SampleRef]
     hyper: Hyper = Hyper()
     data_cursor: DataCursor = DataCursor()
+    # "sft": masked NLL on the samples' loss-mask tokens (rewards and advantages unused).
+    algorithm: Literal["grpo", "sft"] = "grpo"
+    # run.keep_checkpoints: after a commit, only the newest k keep their weights (0: all).
+    keep_checkpoints: int = Field(default=0, ge=0)
 
 
 class TrainStepOutput(Strict):
@@ -76,7 +83,8 @@ class TrainStepOutput(Strict):
 class Turn(BaseModel):
     model_config = ConfigDict(extra="allow")
     engine: str = ""
-    weight_version: int = 0
+    # None: the engine reported no weight version (recorded as unknown, never assumed).
+    weight_version: int | None = 0
     generated_tokens: int = 0
     observation_tokens: int = 0
     finish_reason: str = ""

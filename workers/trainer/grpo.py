@@ -116,3 +116,10 @@ def policy_loss(*, logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: tor
         loss = loss + hyper.kl.coef * kl
     metrics["train/loss"] = loss.detach()
     return loss, metrics
+
+
+def sft_loss(logp: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Masked NLL (SFT): `weights` from aggregation_weights (0 on prompt and observation tokens), so the
+    loss and the metric add up across micro-batches to the batch's token-mean NLL."""
+    loss = -(logp * weights).sum()
+    return loss, {"sft/nll": loss.detach(), "train/loss": loss.detach()}

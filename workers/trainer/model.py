@@ -142,9 +142,21 @@ class ForwardOutput:
     entropy: list[torch.Tensor] | None  # per sample, (R,) fp32
 
 
+def restrict_logits(logits: torch.Tensor, allowed_token_ids: list[int] | None) -> torch.Tensor:
+    """Logits with every token outside `allowed_token_ids` at -inf: the softmax the engine sampled
+    from when the rollout restricted sampling (vLLM's allowed_token_ids). None: unchanged."""
+    if allowed_token_ids is None:
+        return logits
+    allowed = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
+    allowed[torch.tensor(allowed_token_ids, dtype=torch.long, device=logits.device)] = True
+    return logits.masked_fill(~allowed, float("-inf"))
+
+
 def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperature: float,
-                     with_entropy: bool, entropy_grad: bool = False, pad_id: int = 0) -> ForwardOutput:
-    """Logprobs of each sample's response tokens under softmax(logits / temperature).
+                     with_entropy: bool, entropy_grad: bool = False, pad_id: int = 0,
+                     allowed_token_ids: list[int] | None = None) -> ForwardOutput:
+    """Logprobs of each sample's response tokens under softmax(logits / temperature), over
+    `allowed_token_ids` only when given (the same processing as the engine's logprobs).
 
     Right-padded batch; the LM head runs only on the positions that predict response tokens (the
     vocabulary is 150k wide: full-sequence logits would dominate memory)."""
@@ -172,11 +184,13 @@ def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperatu
         targets.append(torch.tensor(s.input_ids[s.prompt_len:], dtype=torch.long))
         sizes.append(s.response_len)
     rows_t, cols_t = torch.cat(rows).to(device), torch.cat(cols).to(device)
-    logits = model.lm_head(hidden[rows_t, cols_t]).float() / temperature  # (N, V)
+    logits = restrict_logits(model.lm_head(hidden[rows_t, cols_t]).float() / temperature, allowed_token_ids)  # (N, V)
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, torch.cat(targets).to(device)[:, None]).squeeze(-1)
     entropy = None
     if with_entropy:
         with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            entropy = list((-(logp_all.exp() * logp_all).sum(-1)).split(sizes))
+            # masked tokens have p = 0 and logp = -inf: their term (and its gradient) is 0, not nan
+            finite_logp = logp_all.masked_fill(~torch.isfinite(logp_all), 0.0)
+            entropy = list((-(logp_all.exp() * finite_logp).sum(-1)).split(sizes))
     return ForwardOutput(list(logp.split(sizes)), entropy)

@@ -4,7 +4,10 @@ Same architecture as Qwen3-VL (Qwen3VLForConditionalGeneration) with tiny dimens
 initialised from a seed, fp32, tied embeddings, the real Qwen tokenizer and a Qwen-format chat template.
 Images are resized to at most 16 merged patches so the vision tower costs almost nothing on CPU.
 
-    python -m trainer.tiny_model --out DIR [--seed N] [--tokenizer-dir DIR]
+    python -m trainer.tiny_model --out DIR [--seed N] [--tokenizer-dir DIR] [--force]
+
+--out must be absent, empty, or the tiny model of the same seed (kept); another seed's model is
+replaced only with --force, and a folder holding anything else is never touched (exit 2).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 
@@ -123,13 +127,49 @@ def _write_weights(out: Path, seed: int) -> None:
     ).save_pretrained(out)
 
 
-def build_tiny_model(out_dir: Path, seed: int = 0, tokenizer_dir: Path | None = None) -> Path:
+MANIFEST = "tempo_rl_tiny.json"
+
+
+class OutputRefused(Exception):
+    """--out holds something this generator must not delete or overwrite."""
+
+
+def existing_seed(out_dir: Path) -> int | None:
+    """The seed of the complete tiny model at out_dir, or None when there is none."""
+    try:
+        if not (out_dir / ".complete").exists():
+            return None
+        return int(json.loads((out_dir / MANIFEST).read_text())["seed"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _check_target(out_dir: Path, seed: int, force: bool) -> bool:
+    """True when out_dir already is the wanted model; raises OutputRefused for what must not be touched."""
+    if not out_dir.exists():
+        return False
+    if not out_dir.is_dir():
+        raise OutputRefused(f"--out {out_dir} is a file, not a directory")
+    have = existing_seed(out_dir)
+    if have == seed:
+        return True
+    if have is not None:
+        if not force:
+            raise OutputRefused(f"--out {out_dir} holds the tiny model with seed {have}, not {seed}; pass --force to replace it")
+        return False
+    if any(out_dir.iterdir()):
+        raise OutputRefused(f"--out {out_dir} is not empty and holds no tiny model tempo-rl wrote; refusing to touch it (choose another folder)")
+    return False
+
+
+def build_tiny_model(out_dir: Path, seed: int = 0, tokenizer_dir: Path | None = None, force: bool = False) -> Path:
     """Writes the model to out_dir (atomically: built in a sibling temp dir, then renamed) and returns it.
 
-    An existing complete model at out_dir is kept as it is.
+    A complete model of the same seed at out_dir is kept as it is; one of another seed is replaced only
+    with force; a non-empty folder that is no tiny model raises OutputRefused (nothing is deleted).
     """
     out_dir = Path(out_dir)
-    if (out_dir / ".complete").exists():
+    if _check_target(out_dir, seed, force):
         return out_dir
     tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else DEFAULT_TOKENIZER_DIR
     if not (tokenizer_dir / "tokenizer.json").exists():
@@ -143,13 +183,35 @@ def build_tiny_model(out_dir: Path, seed: int = 0, tokenizer_dir: Path | None = 
             _write_json(tmp / name, value)
         _write_json(tmp / "tempo_rl_tiny.json", {"seed": seed, "generator": "trainer.tiny_model"})
         (tmp / ".complete").write_text("ok\n")
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
+        _swap_in(tmp, out_dir, seed, force)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return out_dir
+
+
+def _swap_in(tmp: Path, out_dir: Path, seed: int, force: bool) -> None:
+    # Checked again: another process may have written out_dir meanwhile (the same seed then wins).
+    if _check_target(out_dir, seed, force):
+        shutil.rmtree(tmp, ignore_errors=True)
+        return
+    old = None
+    if out_dir.exists() and any(out_dir.iterdir()):
+        old = tmp.with_name(tmp.name + ".old")
+        out_dir.rename(old)
+    elif out_dir.exists():
+        out_dir.rmdir()
+    try:
+        tmp.rename(out_dir)
+    except OSError:
+        if old is not None and not out_dir.exists():
+            old.rename(out_dir)
+        if existing_seed(out_dir) != seed:
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)  # a concurrent build of the same seed won
+        return
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -157,8 +219,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokenizer-dir", type=Path, default=None)
+    parser.add_argument("--force", action="store_true", help="replace a tiny model of another seed at --out")
     args = parser.parse_args(argv)
-    path = build_tiny_model(args.out, seed=args.seed, tokenizer_dir=args.tokenizer_dir)
+    if args.seed < 0:
+        parser.error(f"--seed {args.seed}: expected an integer >= 0")
+    try:
+        path = build_tiny_model(args.out, seed=args.seed, tokenizer_dir=args.tokenizer_dir, force=args.force)
+    except OutputRefused as err:
+        print(f"tiny_model: {err}", file=sys.stderr)
+        sys.exit(2)
     print(path)
 
 

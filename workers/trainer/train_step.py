@@ -24,7 +24,7 @@ import torch
 from . import checkpoint as ckpt
 from .blobs import BlobStore
 from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
-from .grpo import aggregation_weights, group_advantages, policy_loss
+from .grpo import aggregation_weights, group_advantages, policy_loss, sft_loss
 from .model import (TrainSample, VisionProcessor, forward_response, load_policy, micro_batches,
                     pick_device, prepare_sample)
 
@@ -58,8 +58,10 @@ def set_hyper(optimizer: torch.optim.Optimizer, hyper: Hyper) -> None:
 
 
 def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progress: Progress,
-                         ref_model=None) -> dict[str, float]:
-    """Forward + backward over micro-batches; gradients sum to those of the whole batch."""
+                         ref_model=None, algorithm: str = "grpo") -> dict[str, float]:
+    """Forward + backward over micro-batches; gradients sum to those of the whole batch.
+
+    algorithm "sft": masked NLL of the loss-mask tokens (token mean over the batch), at temperature 1."""
     n_tokens_total = int(sum(float(s.loss_mask.sum()) for s in samples))
     batches = micro_batches(samples, hyper.micro_batch_tokens)
     sums: dict[str, float] = {}
@@ -67,12 +69,17 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
     for i, batch in enumerate(batches):
         if progress.is_cancelled():
             raise StepCancelled(f"cancelled before micro-batch {i}/{len(batches)}")
-        fwd = forward_response(model, batch, hyper.temperature, with_entropy=True,
+        if algorithm == "sft":
+            _sft_micro_batch(model, batch, n_tokens_total, sums)
+            progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
+            continue
+        fwd = forward_response(model, batch, hyper.temperature, allowed_token_ids=hyper.allowed_token_ids, with_entropy=True,
                                entropy_grad=hyper.entropy_coef > 0)
         ref = None
         if hyper.kl.enabled:
             with torch.no_grad():
-                ref = forward_response(ref_model, batch, hyper.temperature, with_entropy=False).logprobs
+                ref = forward_response(ref_model, batch, hyper.temperature, allowed_token_ids=hyper.allowed_token_ids,
+                                       with_entropy=False).logprobs
         device = fwd.logprobs[0].device
         masks = [s.loss_mask.to(device) for s in batch]
         weights = aggregation_weights(masks, hyper.loss_agg, len(samples), n_tokens_total)
@@ -88,9 +95,21 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
         for k, v in metrics.items():
             sums[k] = sums.get(k, 0.0) + float(v)
         progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
-    sums["train/train_rollout_logprob_abs_diff"] = abs_diff_sum / max(n_tokens_total, 1)
+    if algorithm != "sft":
+        sums["train/train_rollout_logprob_abs_diff"] = abs_diff_sum / max(n_tokens_total, 1)
     sums["train/n_micro_batches"] = float(len(batches))
     return sums
+
+
+def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict[str, float]) -> None:
+    fwd = forward_response(model, batch, 1.0, with_entropy=False)
+    device = fwd.logprobs[0].device
+    weights = torch.cat(aggregation_weights([s.loss_mask.to(device) for s in batch], "token_mean",
+                                            len(batch), n_tokens_total))
+    loss, metrics = sft_loss(torch.cat(fwd.logprobs), weights)
+    loss.backward()
+    for k, v in metrics.items():
+        sums[k] = sums.get(k, 0.0) + float(v)
 
 
 @dataclass
@@ -176,7 +195,8 @@ class Trainer:
             set_hyper(state.optimizer, inp.hyper)
             state.optimizer.zero_grad(set_to_none=True)
             ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled else None
-            sums = accumulate_gradients(state.model, samples, inp.hyper, progress, ref_model=ref)
+            sums = accumulate_gradients(state.model, samples, inp.hyper, progress, ref_model=ref,
+                                        algorithm=inp.algorithm)
             # From here on the in-memory model no longer matches any checkpoint until the commit.
             state.step = -2
             grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), inp.hyper.grad_clip)
@@ -204,13 +224,14 @@ class Trainer:
                 return TrainStepOutput(step=inp.step, weight_version=recorded["weight_version"],
                                        checkpoint=str(path), already_committed=True, metrics=recorded["metrics"])
             state.step = inp.step
+            ckpt.prune_checkpoints(inp.run_dir, inp.keep_checkpoints)
             return TrainStepOutput(step=inp.step, weight_version=weight_version, checkpoint=str(path),
                                    already_committed=False, metrics=metrics)
 
     def load_samples(self, inp: TrainStepInput, state: TrainerState) -> list[TrainSample]:
         blobs = BlobStore(inp.blob_root)
-        advantages = group_advantages([s.reward for s in inp.samples], [s.group_id for s in inp.samples],
-                                      dr_grpo=inp.hyper.dr_grpo)
+        advantages = torch.zeros(len(inp.samples)) if inp.algorithm == "sft" else group_advantages(
+            [s.reward for s in inp.samples], [s.group_id for s in inp.samples], dr_grpo=inp.hyper.dr_grpo)
         out = []
         for ref, adv in zip(inp.samples, advantages.tolist()):
             sample = Sample.model_validate(blobs.get_json(ref.ref))

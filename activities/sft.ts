@@ -1,0 +1,174 @@
+// Steps of an SFT run (algorithm: sft): the transcripts snapshot, and one step's records turned into
+// samples with exactly the token layout of a rollout — the prompt through the render step, each
+// assistant turn's tokens (mask 1), the synthetic end-of-turn after a tool call and each observation
+// through the observation render (mask 0), stitched by lib/trajectory.ts like an episode.
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { z } from 'zod';
+import type { DatasetConfig } from '../config/schema.js';
+import type { LocalBlobStore } from '../lib/blobstore.js';
+import { loadDataset } from '../lib/data/load.js';
+import { readJsonl } from '../lib/data/readers.js';
+import { ImageIntake } from '../lib/images.js';
+import { appendGenerated, appendObservation, checkInvariants, startTrajectory, type Trajectory } from '../lib/trajectory.js';
+import type { EpisodeMessage } from '../workflows/episode-messages.js';
+import type { DatasetInfo } from '../workflows/training-run-messages.js';
+import { Sample } from '../lib/contract.js';
+import { loadStoredPrompt, renderActivities, type RenderDeps } from './render.js';
+
+const Role = z.enum(['system', 'user', 'assistant', 'tool']);
+export const SftRecordSchema = z.strictObject({
+  id: z.union([z.string().min(1), z.number()]).transform(String),
+  messages: z.array(z.strictObject({ role: Role, content: z.string() })).min(2),
+  images: z.array(z.string().min(1)).default([]),
+  tools: z.array(z.unknown()).default([]),
+});
+
+/** A record ready to render: image parts carry blob refs. */
+export interface SftRow {
+  id: string;
+  messages: EpisodeMessage[];
+  tools: unknown[];
+}
+
+const IMAGE = '<image>';
+
+/** A record that cannot become a sample (the step skips it, with the reason); anything else is retried. */
+class SftRecordError extends Error {}
+
+function withImages(content: string, refs: string[]): EpisodeMessage['content'] {
+  if (!content.includes(IMAGE)) return content;
+  const parts: Exclude<EpisodeMessage['content'], string> = [];
+  content.split(IMAGE).forEach((text, i) => {
+    if (i > 0) parts.push({ type: 'image_url', image_url: { url: refs.shift()! } });
+    if (text) parts.push({ type: 'text', text });
+  });
+  return parts;
+}
+
+export interface SftBatchInput {
+  run_id: string;
+  step: number;
+  dataset_ref: string;
+  indices: number[];
+  limits: { max_response_len: number; max_context_len: number };
+}
+export interface SftBatchResult {
+  samples: Array<{ id: string; sample_ref: string; response_len: number; mask_sum: number }>;
+  skipped: Array<{ id: string; reason: string }>;
+}
+
+export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
+  const render = renderActivities(deps);
+  // Transcripts repeat a few feedback texts: their tokens (three renders each) are worked out once per worker.
+  const observations = new Map<string, Promise<{ token_ids: number[] }>>();
+  const observation = (episode_id: string, text: string, tools: unknown[]) => {
+    const key = JSON.stringify([text, tools]);
+    let hit = observations.get(key);
+    if (!hit) {
+      hit = render.renderObservation({ episode_id, observation: text, tools });
+      observations.set(key, hit);
+      hit.catch(() => observations.delete(key));
+    }
+    return hit;
+  };
+
+  async function toSample(row: SftRow, input: SftBatchInput, index: number): Promise<Sample> {
+    const sampleId = `sft/${input.run_id}/${input.step}/${index}`;
+    const first = row.messages.findIndex((m) => m.role === 'assistant');
+    if (first < 1) throw new SftRecordError('no assistant turn after the prompt');
+    const prompt = await render.renderPrompt({ episode_id: sampleId, messages: row.messages.slice(0, first), tools: row.tools });
+    const t: Trajectory = startTrajectory(prompt.prompt_len, input.limits);
+    const engines = deps.engines();
+    if (!engines.tokenize) throw ApplicationFailure.nonRetryable('the engines cannot tokenize text', 'EngineRequestRejected');
+    const turns: Sample['turns'] = [];
+    const rest = row.messages.slice(first);
+    for (let i = 0; i < rest.length; i++) {
+      const m = rest[i]!;
+      const text = typeof m.content === 'string' ? m.content : '';
+      if (m.role === 'assistant') {
+        const ids = await engines.tokenize(text);
+        // The last turn ends as the model must end it: with its own end-of-turn token (mask 1). A turn
+        // followed by an observation stopped at its tool call: the stitcher adds the synthetic EOS.
+        const last = i === rest.length - 1;
+        const token_ids = last && !text.includes('<tool_call>') ? [...ids, prompt.conventions.end_of_turn_id] : ids;
+        const stop = appendGenerated(t, { token_ids, logprobs: token_ids.map(() => 0), finish_reason: 'stop' }, prompt.conventions);
+        if (stop) throw new SftRecordError(`turn ${turns.length + 1}: ${stop.reason}`);
+        turns.push({ engine: prompt.engine, weight_version: null, generated_tokens: token_ids.length, observation_tokens: 0, finish_reason: 'stop' });
+      } else {
+        const obs = await observation(sampleId, text, row.tools);
+        const stop = appendObservation(t, obs.token_ids, prompt.conventions);
+        if (stop) throw new SftRecordError(`observation after turn ${turns.length}: ${stop.reason}`);
+        turns[turns.length - 1]!.observation_tokens = t.spans[t.spans.length - 1]!.obs_len;
+      }
+    }
+    const stored = await loadStoredPrompt(deps.store, prompt.prompt_ref);
+    const sample: Sample = {
+      schema_version: 1, episode_id: sampleId, run_id: input.run_id, step: input.step, prompt_index: index, sample_index: 0,
+      group_id: row.id, prompt_ids: stored.prompt_ids, response_ids: t.response_ids, loss_mask: t.loss_mask as Array<0 | 1>,
+      rollout_logprobs: t.logprobs, images: prompt.image_refs, reward: 0, status: 'COMPLETED', truncated_reason: null,
+      temperature: 1, label: row.id, turns, routed_experts: null,
+    };
+    const inv = checkInvariants(sample, t.budget);
+    if (!inv.ok) throw new SftRecordError(inv.problems.join('; '));
+    return sample;
+  }
+
+  return {
+    /** Snapshots the transcripts of sft.path (images into the blob store) and the eval split of `dataset`. */
+    async prepareSftDataset(input: { run_id: string; path: string; dataset: DatasetConfig }): Promise<DatasetInfo & { skipped: Array<{ row: number; reason: string }> }> {
+      const file = path.resolve(input.path);
+      const intake = new ImageIntake({
+        store: deps.store, roots: [path.dirname(file), deps.store.root, ...input.dataset.image_roots], baseDir: path.dirname(file),
+        maxPixels: input.dataset.max_image_pixels, maxBytes: input.dataset.max_image_bytes,
+      });
+      const rows: SftRow[] = [];
+      const skipped: Array<{ row: number; reason: string }> = [];
+      for (const rec of await readJsonl(file)) {
+        const parsed = SftRecordSchema.safeParse(rec.value);
+        if (rec.error || !parsed.success) {
+          skipped.push({ row: rec.row, reason: rec.error ?? parsed.error!.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
+          continue;
+        }
+        const r = parsed.data;
+        const placeholders = r.messages.reduce((n, m) => n + m.content.split(IMAGE).length - 1, 0);
+        if (placeholders !== r.images.length) {
+          skipped.push({ row: rec.row, reason: `${placeholders} ${IMAGE} placeholders but ${r.images.length} images` });
+          continue;
+        }
+        const refs = await Promise.all(r.images.map((img) => intake.ingest(img, rec.row)));
+        rows.push({ id: r.id, tools: r.tools, messages: r.messages.map((m) => ({ role: m.role, content: withImages(m.content, refs) })) });
+      }
+      if (rows.length === 0) throw ApplicationFailure.nonRetryable(`sft.path ${file}: no usable records (${skipped.length} skipped${skipped[0] ? `; first: row ${skipped[0].row}: ${skipped[0].reason}` : ''})`, 'DatasetError');
+      let evalRows: unknown[] = [];
+      try {
+        evalRows = (await loadDataset(input.dataset, 'eval', deps.store)).rows;
+      } catch {
+        evalRows = [];
+      }
+      const train_ref = await deps.store.putJson(`runs/${input.run_id}/sft-train.json`, rows);
+      const eval_ref = evalRows.length ? await deps.store.putJson(`runs/${input.run_id}/dataset-eval.json`, evalRows) : null;
+      return { train_ref, train_size: rows.length, eval_ref, eval_size: evalRows.length, skipped };
+    },
+
+    /** One step's records → samples (blob:named/samples/sft/<run>/<step>/<i>.json); a record that does not fit is skipped with its reason. */
+    async renderSftBatch(input: SftBatchInput): Promise<SftBatchResult> {
+      const rows = await deps.store.getJson<SftRow[]>(input.dataset_ref);
+      const out: SftBatchResult = { samples: [], skipped: [] };
+      for (const [k, index] of input.indices.entries()) {
+        const row = rows[index];
+        if (!row) throw ApplicationFailure.nonRetryable(`SFT dataset ${input.dataset_ref} has no record ${index}`, 'DatasetError');
+        try {
+          const sample = await toSample(row, input, k);
+          const sample_ref = await deps.store.putJson(`samples/${sample.episode_id}.json`, Sample.parse(sample));
+          out.samples.push({ id: row.id, sample_ref, response_len: sample.response_ids.length, mask_sum: sample.loss_mask.reduce<number>((a, b) => a + b, 0) });
+        } catch (err) {
+          const recordProblem = err instanceof SftRecordError || (err instanceof ApplicationFailure && err.nonRetryable && err.type !== 'EngineRequestRejected');
+          if (!recordProblem) throw err;
+          out.skipped.push({ id: row.id, reason: (err as Error).message });
+        }
+      }
+      return out;
+    },
+  };
+}

@@ -1,0 +1,62 @@
+// Multi-turn tool transcripts for SFT, synthesised from any dataset with known answers: the prompt
+// an episode would get, then calc_score calls answered by the real Geo3K environment (its feedback
+// text, its last-chance message) until the answer is right or the turns run out. A transcript's first
+// answer is right with probability `first_correct`, else another row's answer; after a wrong answer
+// the next is drawn among the answers not tried yet, so wrong-then-right transcripts teach the use of
+// feedback without teaching which answer is right.
+import { geo3kStep } from '../env/geo3k.js';
+import { seededRandom } from '../prompt-order.js';
+import type { LocalBlobStore } from '../blobstore.js';
+import { buildMessages } from './prompt.js';
+import type { PromptRow } from './rows.js';
+import type { SftRecord } from './sft.js';
+
+export interface TranscriptOptions {
+  max_turns: number;
+  /** Probability that the first answer is the right one. Default: that of a uniform guess among the candidates. */
+  first_correct?: number;
+  seed: number;
+  systemPrompt?: string;
+}
+
+/** The assistant text of one calc_score call, as the chat template writes a tool call. */
+export function calcScoreCall(answer: string): string {
+  return `<tool_call>\n{"name": "calc_score", "arguments": {"answer": ${JSON.stringify(answer)}}}\n</tool_call>`;
+}
+
+/** Flattens image parts to "<image>" (the ShareGPT / LLaMA-Factory form of sft-export). */
+function flatten(content: string | Array<{ type: string; text?: string }>): string {
+  return typeof content === 'string' ? content : content.map((p) => (p.type === 'text' ? p.text ?? '' : '<image>')).join('');
+}
+
+export function toolTranscript(row: PromptRow, candidates: string[], store: LocalBlobStore, opts: TranscriptOptions, r: () => number): SftRecord {
+  const built = buildMessages(row, { tools: true, systemPrompt: opts.systemPrompt });
+  const messages: SftRecord['messages'] = built.messages.map((m) => ({ role: m.role as 'system' | 'user', content: flatten(m.content) }));
+  const wrong = [...new Set(candidates)].filter((c) => c !== row.answer);
+  const pool = [row.answer, ...wrong];
+  const firstCorrect = opts.first_correct ?? 1 / pool.length;
+  const tried = new Set<string>();
+  for (let turn = 1; turn <= opts.max_turns; turn++) {
+    const untried = pool.filter((c) => !tried.has(c));
+    const guess =
+      turn === 1
+        ? r() < firstCorrect || wrong.length === 0
+          ? row.answer
+          : wrong[Math.floor(r() * wrong.length)]!
+        : untried[Math.floor(r() * untried.length)]!;
+    tried.add(guess);
+    const text = calcScoreCall(guess);
+    messages.push({ role: 'assistant', content: text });
+    const env = geo3kStep({ text, label: row.answer, turn, max_turns: opts.max_turns });
+    if (env.done || env.observation === null) break;
+    messages.push({ role: 'user', content: env.observation });
+  }
+  return { id: row.id, messages, images: row.images.map((ref) => store.pathOf(ref)), tools: built.tools };
+}
+
+/** One transcript per row (the same seed gives the same transcripts); wrong answers come from the other rows. */
+export function toolTranscripts(rows: PromptRow[], store: LocalBlobStore, opts: TranscriptOptions): SftRecord[] {
+  const r = seededRandom(opts.seed);
+  const candidates = rows.map((row) => row.answer);
+  return rows.map((row) => toolTranscript(row, candidates, store, opts, r));
+}

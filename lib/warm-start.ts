@@ -1,0 +1,99 @@
+// The warm-started policy of the embedded defaults: the generated tiny model after an SFT run on tool
+// transcripts synthesised from the demo's own task (docs/tasks.md). Produced once through the same
+// durable run machinery as any SFT run (tempo-rl train with algorithm: sft), then exported from the
+// run's last checkpoint into the cache, keyed by everything that shapes it; later calls find it there.
+import { createHash } from 'node:crypto';
+import { existsSync, promises as fs, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { loadConfig } from '../config/load.js';
+import type { TempoConfig } from '../config/schema.js';
+import { LocalBlobStore } from './blobstore.js';
+import { loadDataset } from './data/load.js';
+import { writeSftRecords } from './data/sft.js';
+import { toolTranscripts } from './data/transcripts.js';
+import { REPO_ROOT, cacheDir, stateLayout, tinyModelDir } from './paths.js';
+import { runHandle, startOrContinueRun } from './run-client.js';
+import type { RunResult } from '../workflows/training-run-messages.js';
+
+export const WARM_START_CONFIG = path.join(REPO_ROOT, 'configs', 'cpu-tiny-sft.yaml');
+/** Share of warm-start transcripts whose first answer is right (the rest start wrong, then use the
+ *  feedback): SFT leaves a policy that is often right, not always — room for RL (docs/tasks.md). */
+export const WARM_START_FIRST_CORRECT = 0.4;
+// Sources whose change changes the warm start (besides the configs and the base model).
+const SOURCES = ['lib/data/transcripts.ts', 'lib/data/synth-angles.ts', 'lib/data/prompt.ts', 'lib/env/geo3k.ts', 'workers/trainer/grpo.py'];
+
+export interface WarmStart {
+  model_dir: string;
+  run_id: string;
+  /** False when it came from the cache. */
+  built: boolean;
+  seconds: number;
+}
+
+/** The SFT config of the warm start for an RL config: its data, rollout shape and state, SFT's own keys. */
+export function warmStartConfig(rl: TempoConfig, transcripts: string): TempoConfig {
+  const sets = [
+    `state_dir=${rl.state_dir}`, 'algorithm=sft', `sft.path=${transcripts}`,
+    `dataset=${JSON.stringify(rl.dataset)}`, `rollout=${JSON.stringify(rl.rollout)}`, `engines=${JSON.stringify(rl.engines)}`,
+    `temporal=${JSON.stringify(rl.temporal)}`, `server=${JSON.stringify(rl.server)}`, `model=${JSON.stringify({ ...rl.model, path: '' })}`,
+  ];
+  return loadConfig({ file: WARM_START_CONFIG, sets, env: {} });
+}
+
+export function warmStartKey(rl: TempoConfig): string {
+  const h = createHash('sha256');
+  h.update(path.basename(tinyModelDir()));
+  h.update(readFileSync(WARM_START_CONFIG));
+  h.update(JSON.stringify({ dataset: rl.dataset, max_turns: rl.rollout.max_turns, system: rl.dataset.system_prompt ?? null, first_correct: WARM_START_FIRST_CORRECT }));
+  for (const f of SOURCES) h.update(readFileSync(path.join(REPO_ROOT, f)));
+  return h.digest('hex').slice(0, 16);
+}
+
+export function warmStartDir(key: string): string {
+  return path.join(cacheDir(), 'models', `tiny-qwen3vl-warm-${key}`);
+}
+
+/** The model directory of the warm start for `rl`, building it first when the cache has none. */
+export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: (runId: string) => Promise<RunResult>): Promise<WarmStart> {
+  const t0 = Date.now();
+  const key = warmStartKey(rl);
+  const dir = warmStartDir(key);
+  const runId = `warmstart-${key}`;
+  if (existsSync(path.join(dir, '.complete'))) return { model_dir: dir, run_id: runId, built: false, seconds: 0 };
+  const work = path.join(stateLayout(rl.state_dir).root, 'warmstart', key);
+  const transcripts = path.join(work, 'transcripts.jsonl');
+  const sftCfg = warmStartConfig(rl, transcripts);
+  if (!existsSync(transcripts)) {
+    const store = new LocalBlobStore(stateLayout(rl.state_dir).blobs);
+    const { rows } = await loadDataset(rl.dataset, 'train', store);
+    const records = toolTranscripts(rows, store, { max_turns: rl.rollout.max_turns, first_correct: WARM_START_FIRST_CORRECT, seed: sftCfg.rollout.seed, systemPrompt: rl.dataset.system_prompt });
+    await writeSftRecords(records, `${transcripts}.tmp`);
+    await fs.rename(`${transcripts}.tmp`, transcripts);
+  }
+  await startOrContinueRun(client, sftCfg, runId);
+  const result = await onBuild(runId);
+  if (result.status !== 'completed' || !result.checkpoint) throw new Error(`warm-start SFT run ${runId} ended ${result.status}; continue it with: tempo-rl demo`);
+  await exportModel(result.checkpoint, dir);
+  return { model_dir: dir, run_id: runId, built: true, seconds: (Date.now() - t0) / 1000 };
+}
+
+/** A checkpoint → a model directory (weights, config, tokenizer, processor; no optimizer state), atomically. */
+export async function exportModel(checkpoint: string, dir: string): Promise<void> {
+  const tmp = `${dir}.tmp-${process.pid}`;
+  await fs.rm(tmp, { recursive: true, force: true });
+  await fs.mkdir(tmp, { recursive: true });
+  for (const name of await fs.readdir(checkpoint)) {
+    if (name === 'optimizer.pt' || name === 'meta.json' || name === 'rng.pt' || name.startsWith('.')) continue;
+    const from = path.join(checkpoint, name);
+    if ((await fs.stat(from)).isFile()) await fs.copyFile(from, path.join(tmp, name));
+  }
+  await fs.writeFile(path.join(tmp, 'tempo_rl_warm_start.json'), JSON.stringify({ from_checkpoint: checkpoint }, null, 2));
+  await fs.writeFile(path.join(tmp, '.complete'), 'ok\n');
+  await fs.rm(dir, { recursive: true, force: true });
+  await fs.rename(tmp, dir);
+}
+
+export async function waitForRun(client: Client, runId: string): Promise<RunResult> {
+  return (await runHandle(client, runId).result()) as RunResult;
+}

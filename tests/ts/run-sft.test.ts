@@ -1,0 +1,75 @@
+// SFT through the durable run machinery (algorithm: sft), against the real server, engine and trainer:
+// multi-turn tool transcripts become samples with the rollout token layout, the masked NLL falls, and
+// a trainer SIGKILLed mid-step resumes with every step trained exactly once.
+import assert from 'node:assert/strict';
+import { existsSync, mkdtempSync, readFileSync, readdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, test } from 'node:test';
+import { LocalBlobStore } from '../../lib/blobstore.js';
+import { Sample } from '../../lib/contract.js';
+import { loadDataset } from '../../lib/data/load.js';
+import { writeSftRecords } from '../../lib/data/sft.js';
+import { toolTranscripts } from '../../lib/data/transcripts.js';
+import { stateLayout } from '../../lib/paths.js';
+import { runHandle, startOrContinueRun } from '../../lib/run-client.js';
+import { checkInvariants } from '../../lib/trajectory.js';
+import { readStepRecords } from '../../activities/run.js';
+import type { RunResult } from '../../workflows/training-run-messages.js';
+import { startRunFixture, waitForProgress } from './support/run.js';
+
+const STEPS = 3;
+const transcripts = path.join(mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-sft-')), 'transcripts.jsonl');
+const fx = await startRunFixture([
+  'algorithm=sft', `sft.path=${transcripts}`, 'sft.batch_size=4', 'sft.lr=5e-3', `run.steps=${STEPS}`,
+  'dataset.synthetic_task=angle_facts', 'dataset.synthetic_size=8', 'rollout.max_turns=2', 'rollout.max_response_len=128',
+]);
+after(() => fx.close());
+
+test('an SFT run on tool transcripts: rollout token layout, falling NLL, exactly once across a trainer SIGKILL', { timeout: 900_000 }, async () => {
+  const store = new LocalBlobStore(stateLayout(fx.cfg.state_dir).blobs);
+  const { rows } = await loadDataset(fx.cfg.dataset, 'train', store);
+  const records = toolTranscripts(rows, store, { max_turns: 2, first_correct: 0, seed: 1 });
+  assert.ok(records.every((r) => r.messages.filter((m) => m.role === 'assistant').length === 2), 'wrong-then-right (or wrong twice) transcripts');
+  await writeSftRecords(records, transcripts);
+
+  const runId = 'sft-crash';
+  await startOrContinueRun(fx.client, fx.cfg, runId);
+  const atKill = await waitForProgress(fx.client, runId, (p) => p.phase === 'train' && p.step === 1, 'the second SFT step in training', 600_000);
+  fx.trainer.kill('SIGKILL');
+  const runDir = path.join(fx.cfg.state_dir, 'runs', runId);
+  assert.equal(existsSync(path.join(runDir, 'checkpoints', `step-${String(atKill.step).padStart(6, '0')}`, 'meta.json')), false, 'killed before the commit');
+  fx.trainer = fx.startTrainer();
+  const result = (await runHandle(fx.client, runId).result()) as RunResult;
+  assert.equal(result.status, 'completed');
+  assert.equal(result.steps_done, STEPS);
+
+  const ckpts = readdirSync(path.join(runDir, 'checkpoints')).filter((n) => /^step-\d+$/.test(n)).sort();
+  assert.equal(ckpts.length, STEPS);
+  const consumed: string[] = [];
+  for (const c of ckpts) {
+    const meta = JSON.parse(readFileSync(path.join(runDir, 'checkpoints', c, 'meta.json'), 'utf8'));
+    assert.equal(meta.optimizer_steps, meta.step + 1, `one optimizer step per SFT step (${c})`);
+    assert.equal(meta.sample_refs.length, 4);
+    consumed.push(...meta.sample_refs);
+  }
+  assert.equal(new Set(consumed).size, consumed.length, 'every sample consumed by exactly one step');
+
+  const steps = await readStepRecords(runDir);
+  assert.deepEqual(steps.map((s) => s.step), [0, 1, 2]);
+  const ids = steps.flatMap((s) => s.episodes.map((e) => e.episode_id));
+  assert.equal(new Set(ids.slice(0, 8)).size, 8, 'the first epoch consumes every record once');
+  const nll = steps.map((s) => s.metrics['sft/nll']!);
+  assert.ok(nll[2]! < nll[0]!, `the NLL falls: ${nll.join(' → ')}`);
+
+  // The samples have an episode's layout: tool-call turns (mask 1), synthetic EOS + observation (mask 0).
+  for (const ref of consumed) {
+    const s = Sample.parse(await store.getJson(ref));
+    assert.ok(checkInvariants(s, fx.cfg.rollout.max_response_len).ok);
+    assert.equal(s.turns.length, 2);
+    assert.ok(s.turns[0]!.observation_tokens > 0, 'an observation after the first turn');
+    const masked = s.loss_mask.filter((m) => m === 0).length;
+    assert.equal(masked, s.turns[0]!.observation_tokens + 2, 'mask 0 = the observation + one synthetic EOS per tool-call turn');
+    assert.ok(s.images.length === 1 && s.prompt_ids.includes(151655), 'the image is in the prompt, as in a rollout');
+  }
+});
