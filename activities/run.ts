@@ -35,6 +35,18 @@ export async function readStepRecords(dir: string): Promise<StepRecord[]> {
   return Promise.all(names.map(async (n) => JSON.parse(await fs.readFile(path.join(stepsDir, n), 'utf8')) as StepRecord));
 }
 
+/** The held-out split of a run (GRPO or SFT), snapshotted once; none: eval is off, with a warning. */
+export async function snapshotEval(store: LocalBlobStore, runId: string, dataset: DatasetConfig): Promise<{ eval_ref: string | null; eval_size: number }> {
+  let evalRows: PromptRow[] = [];
+  try {
+    evalRows = (await loadDataset(dataset, 'eval', store)).rows;
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, 'no eval split; eval is off for this run');
+  }
+  const eval_ref = evalRows.length ? await store.putJson(`runs/${runId}/dataset-eval.json`, evalRows) : null;
+  return { eval_ref, eval_size: evalRows.length };
+}
+
 export function runActivities(deps: { cfg: TempoConfig; store: LocalBlobStore }) {
   const { cfg, store } = deps;
   return {
@@ -42,15 +54,8 @@ export function runActivities(deps: { cfg: TempoConfig; store: LocalBlobStore })
     async prepareDataset(input: { run_id: string; dataset: DatasetConfig }): Promise<DatasetInfo> {
       const train = await loadDataset(input.dataset, 'train', store);
       for (const s of train.skipped) log.warn({ row: s.row, reason: s.reason }, 'dataset row skipped');
-      let evalRows: PromptRow[] = [];
-      try {
-        evalRows = (await loadDataset(input.dataset, 'eval', store)).rows;
-      } catch (err) {
-        log.warn({ err: (err as Error).message }, 'no eval split; eval is off for this run');
-      }
       const train_ref = await store.putJson(`runs/${input.run_id}/dataset-train.json`, train.rows);
-      const eval_ref = evalRows.length ? await store.putJson(`runs/${input.run_id}/dataset-eval.json`, evalRows) : null;
-      return { train_ref, train_size: train.rows.length, eval_ref, eval_size: evalRows.length };
+      return { train_ref, train_size: train.rows.length, ...(await snapshotEval(store, input.run_id, input.dataset)) };
     },
 
     async episodePrompts(input: { dataset_ref: string; indices: number[]; multi_turn: boolean; system_prompt: string | null }) {

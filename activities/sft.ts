@@ -7,14 +7,18 @@ import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { DatasetConfig } from '../config/schema.js';
 import type { LocalBlobStore } from '../lib/blobstore.js';
-import { loadDataset } from '../lib/data/load.js';
+
 import { readJsonl } from '../lib/data/readers.js';
-import { ImageIntake } from '../lib/images.js';
-import { appendGenerated, appendObservation, checkInvariants, startTrajectory, type Trajectory } from '../lib/trajectory.js';
+import { ImageError, ImageIntake } from '../lib/images.js';
+import { childLogger } from '../lib/log.js';
+import { appendGenerated, appendObservation, checkInvariants, forbiddenResponseTokens, startTrajectory, type Trajectory } from '../lib/trajectory.js';
 import type { EpisodeMessage } from '../workflows/episode-messages.js';
 import type { DatasetInfo } from '../workflows/training-run-messages.js';
 import { Sample } from '../lib/contract.js';
 import { loadStoredPrompt, renderActivities, type RenderDeps } from './render.js';
+import { snapshotEval } from './run.js';
+
+const log = childLogger('sft');
 
 const Role = z.enum(['system', 'user', 'assistant', 'tool']);
 export const SftRecordSchema = z.strictObject({
@@ -54,7 +58,8 @@ export interface SftBatchInput {
   limits: { max_response_len: number; max_context_len: number };
 }
 export interface SftBatchResult {
-  samples: Array<{ id: string; sample_ref: string; response_len: number; mask_sum: number }>;
+  /** id: the sample's own id (sft/<run>/<step>/<i>); record_id: the SFT record it came from. */
+  samples: Array<{ id: string; record_id: string; sample_ref: string; response_len: number; mask_sum: number }>;
   skipped: Array<{ id: string; reason: string }>;
 }
 
@@ -85,13 +90,18 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
     const rest = row.messages.slice(first);
     for (let i = 0; i < rest.length; i++) {
       const m = rest[i]!;
-      const text = typeof m.content === 'string' ? m.content : '';
+      // An episode alternates: assistant turn, observation, assistant turn…
+      if ((m.role === 'assistant') !== (i % 2 === 0)) throw new SftRecordError(`message ${first + i + 1}: expected ${i % 2 === 0 ? 'an assistant turn' : 'an observation'}, given role ${m.role}`);
+      if (typeof m.content !== 'string') throw new SftRecordError(`message ${first + i + 1}: an image after the prompt`);
+      const text = m.content;
       if (m.role === 'assistant') {
         const ids = await engines.tokenize(text);
-        // The last turn ends as the model must end it: with its own end-of-turn token (mask 1). A turn
-        // followed by an observation stopped at its tool call: the stitcher adds the synthetic EOS.
-        const last = i === rest.length - 1;
-        const token_ids = last && !text.includes('<tool_call>') ? [...ids, prompt.conventions.end_of_turn_id] : ids;
+        const toolCall = text.includes('<tool_call>');
+        // Only a tool call is followed by an observation (the environment ends an episode on a turn
+        // without one). That turn stopped at its tool call: the stitcher adds the synthetic EOS. The
+        // last turn without a tool call ends as the model must end it: its own end-of-turn (mask 1).
+        if (!toolCall && i < rest.length - 1) throw new SftRecordError(`turn ${turns.length + 1} has no tool call but an observation follows`);
+        const token_ids = toolCall ? ids : [...ids, prompt.conventions.end_of_turn_id];
         const stop = appendGenerated(t, { token_ids, logprobs: token_ids.map(() => 0), finish_reason: 'stop' }, prompt.conventions);
         if (stop) throw new SftRecordError(`turn ${turns.length + 1}: ${stop.reason}`);
         turns.push({ engine: prompt.engine, weight_version: null, generated_tokens: token_ids.length, observation_tokens: 0, finish_reason: 'stop' });
@@ -111,12 +121,14 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
     };
     const inv = checkInvariants(sample, t.budget);
     if (!inv.ok) throw new SftRecordError(inv.problems.join('; '));
+    const leaked = forbiddenResponseTokens(t, prompt.conventions);
+    if (leaked) throw new SftRecordError(leaked.reason);
     return sample;
   }
 
   return {
     /** Snapshots the transcripts of sft.path (images into the blob store) and the eval split of `dataset`. */
-    async prepareSftDataset(input: { run_id: string; path: string; dataset: DatasetConfig }): Promise<DatasetInfo & { skipped: Array<{ row: number; reason: string }> }> {
+    async prepareSftDataset(input: { run_id: string; path: string; dataset: DatasetConfig }): Promise<DatasetInfo & { skipped: Array<{ row: number; reason: string }>; skipped_count: number }> {
       const file = path.resolve(input.path);
       const intake = new ImageIntake({
         store: deps.store, roots: [path.dirname(file), deps.store.root, ...input.dataset.image_roots], baseDir: path.dirname(file),
@@ -124,6 +136,7 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
       });
       const rows: SftRow[] = [];
       const skipped: Array<{ row: number; reason: string }> = [];
+      const ids = new Map<string, number>();
       for (const rec of await readJsonl(file)) {
         const parsed = SftRecordSchema.safeParse(rec.value);
         if (rec.error || !parsed.success) {
@@ -136,19 +149,26 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
           skipped.push({ row: rec.row, reason: `${placeholders} ${IMAGE} placeholders but ${r.images.length} images` });
           continue;
         }
-        const refs = await Promise.all(r.images.map((img) => intake.ingest(img, rec.row)));
+        if (ids.has(r.id)) {
+          skipped.push({ row: rec.row, reason: `duplicate id ${JSON.stringify(r.id)} (first at row ${ids.get(r.id)})` });
+          continue;
+        }
+        let refs: string[];
+        try {
+          refs = await Promise.all(r.images.map((img) => intake.ingest(img, rec.row)));
+        } catch (err) {
+          if (!(err instanceof ImageError)) throw err;
+          skipped.push({ row: rec.row, reason: err.message });
+          continue;
+        }
+        ids.set(r.id, rec.row);
         rows.push({ id: r.id, tools: r.tools, messages: r.messages.map((m) => ({ role: m.role, content: withImages(m.content, refs) })) });
       }
       if (rows.length === 0) throw ApplicationFailure.nonRetryable(`sft.path ${file}: no usable records (${skipped.length} skipped${skipped[0] ? `; first: row ${skipped[0].row}: ${skipped[0].reason}` : ''})`, 'DatasetError');
-      let evalRows: unknown[] = [];
-      try {
-        evalRows = (await loadDataset(input.dataset, 'eval', deps.store)).rows;
-      } catch {
-        evalRows = [];
-      }
+      for (const s of skipped) log.warn({ file, row: s.row, reason: s.reason }, 'SFT record skipped');
       const train_ref = await deps.store.putJson(`runs/${input.run_id}/sft-train.json`, rows);
-      const eval_ref = evalRows.length ? await deps.store.putJson(`runs/${input.run_id}/dataset-eval.json`, evalRows) : null;
-      return { train_ref, train_size: rows.length, eval_ref, eval_size: evalRows.length, skipped };
+      // The run state keeps the count and the first few reasons (the log has them all).
+      return { train_ref, train_size: rows.length, ...(await snapshotEval(deps.store, input.run_id, input.dataset)), skipped: skipped.slice(0, 5), skipped_count: skipped.length };
     },
 
     /** One step's records → samples (blob:named/samples/sft/<run>/<step>/<i>.json); a record that does not fit is skipped with its reason. */
@@ -161,13 +181,16 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
         try {
           const sample = await toSample(row, input, k);
           const sample_ref = await deps.store.putJson(`samples/${sample.episode_id}.json`, Sample.parse(sample));
-          out.samples.push({ id: row.id, sample_ref, response_len: sample.response_ids.length, mask_sum: sample.loss_mask.reduce<number>((a, b) => a + b, 0) });
+          out.samples.push({ id: sample.episode_id, record_id: row.id, sample_ref, response_len: sample.response_ids.length, mask_sum: sample.loss_mask.reduce<number>((a, b) => a + b, 0) });
         } catch (err) {
-          const recordProblem = err instanceof SftRecordError || (err instanceof ApplicationFailure && err.nonRetryable && err.type !== 'EngineRequestRejected');
+          const recordProblem = err instanceof SftRecordError || (err instanceof ApplicationFailure && err.type === 'ObservationSpecialTokens');
           if (!recordProblem) throw err;
           out.skipped.push({ id: row.id, reason: (err as Error).message });
         }
       }
+      // A step that trains on nothing because every record is unusable is a data error, not a no-op.
+      if (out.samples.length === 0)
+        throw ApplicationFailure.nonRetryable(`step ${input.step}: none of its ${out.skipped.length} SFT records is usable; first: ${out.skipped[0]?.id}: ${out.skipped[0]?.reason}`, 'DatasetError');
       return out;
     },
   };

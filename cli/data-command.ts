@@ -17,6 +17,16 @@ function nonNegativeInt(v: string): number {
   return n;
 }
 
+/** The configured dataset's split for an export command, after checking --split and --out. */
+async function splitForExport(opts: { out: string; split: string; force?: boolean }, cmd: Command) {
+  if (opts.split !== 'train' && opts.split !== 'eval')
+    throw Object.assign(new Error(`--split ${JSON.stringify(opts.split)}: expected train or eval`), { exitCode: 2 });
+  checkOutputFile(opts.out, { force: opts.force });
+  const cfg = configFrom(cmd);
+  const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
+  return { cfg, store, ...(await loadDataset(cfg.dataset, opts.split, store)) };
+}
+
 function probability(v: string): number {
   const p = Number(v);
   if (!(p >= 0 && p <= 1)) throw new InvalidArgumentError(`expected a number in [0, 1], given ${JSON.stringify(v)}`);
@@ -71,12 +81,7 @@ export function register(program: Command): void {
     .description('export the configured dataset as SFT messages ending in "Answer: \\boxed{…}"')
     .action(
       action(async (opts: { out: string; split: string; force?: boolean; json?: boolean }, cmd: Command) => {
-        if (opts.split !== 'train' && opts.split !== 'eval')
-          throw Object.assign(new Error(`--split ${JSON.stringify(opts.split)}: expected train or eval`), { exitCode: 2 });
-        checkOutputFile(opts.out, { force: opts.force });
-        const cfg = configFrom(cmd);
-        const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
-        const { rows, skipped } = await loadDataset(cfg.dataset, opts.split, store);
+        const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
         const written = await writeSftJsonl(rows, store, opts.out, cfg.dataset.system_prompt);
         if (opts.json) printJson({ out: path.resolve(opts.out), rows: written, skipped });
         else process.stdout.write(`wrote ${written} rows to ${opts.out} (${skipped.length} skipped)\n`);
@@ -93,13 +98,8 @@ export function register(program: Command): void {
     .description('synthesise multi-turn calc_score transcripts (wrong-then-right) from the configured dataset, for algorithm: sft')
     .action(
       action(async (opts: { out: string; split: string; firstCorrect?: number; force?: boolean; json?: boolean }, cmd: Command) => {
-        if (opts.split !== 'train' && opts.split !== 'eval')
-          throw Object.assign(new Error(`--split ${JSON.stringify(opts.split)}: expected train or eval`), { exitCode: 2 });
-        checkOutputFile(opts.out, { force: opts.force });
-        const cfg = configFrom(cmd);
-        const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
-        const { rows, skipped } = await loadDataset(cfg.dataset, opts.split, store);
-        const records = toolTranscripts(rows, store, { max_turns: cfg.rollout.max_turns, seed: cfg.rollout.seed, first_correct: opts.firstCorrect, systemPrompt: cfg.dataset.system_prompt });
+        const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
+        const records = toolTranscripts(rows, store, { max_turns: cfg.rollout.max_turns, seed: cfg.rollout.seed, first_correct: opts.firstCorrect, systemPrompt: cfg.dataset.system_prompt, match: cfg.rollout.reward_match, tolerance: cfg.rollout.reward_tolerance });
         const written = await writeSftRecords(records, opts.out);
         if (opts.json) printJson({ out: path.resolve(opts.out), records: written, skipped });
         else process.stdout.write(`wrote ${written} transcripts to ${opts.out} (${skipped.length} rows skipped); train on them with --set algorithm=sft --set sft.path=${path.resolve(opts.out)}\n`);

@@ -72,13 +72,18 @@ export function register(program: Command): void {
           const ui = (await serverStatus(cfg)).ui;
           const client = await connectClient(cfg);
           const tWarm = Date.now();
-          const warm = await ensureWarmStart(client, cfg, (id) => {
-            process.stderr.write(`warm start: SFT of the tiny model on tool transcripts (run ${id}; once, then cached)\n`);
-            return followRun(cfg, id);
-          });
-          lap(warm.built ? 'warm-start SFT' : 'warm start (cached)', tWarm);
-          process.stderr.write(`policy: ${warm.model_dir}\nTemporal UI: ${workflowUrl(ui, cfg, runId)}\n`);
-          const rl = loadConfig({ file: flags.config ?? DEMO_CONFIG, sets: [...sets, `model.path=${warm.model_dir}`] });
+          // A model the user names is trained as it is; the warm start is for the generated tiny model.
+          let policy = cfg.model.path;
+          if (!policy) {
+            const warm = await ensureWarmStart(client, cfg, (id) => {
+              process.stderr.write(`warm start: SFT of the tiny model on tool transcripts (run ${id}; once, then cached)\n`);
+              return followRun(cfg, id);
+            });
+            lap(warm.built ? 'warm-start SFT' : 'warm start (cached)', tWarm);
+            policy = warm.model_dir;
+          }
+          process.stderr.write(`policy: ${policy}${cfg.model.path ? ' (model.path as given: no warm start)' : ''}\nTemporal UI: ${workflowUrl(ui, cfg, runId)}\n`);
+          const rl = loadConfig({ file: flags.config ?? DEMO_CONFIG, sets: [...sets, `model.path=${policy}`] });
           const tRl = Date.now();
           await startOrContinueRun(client, rl, runId);
           const result = await followRun(rl, runId);

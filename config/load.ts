@@ -215,6 +215,15 @@ export function readYamlFile(file: string, warn: (msg: string) => void = (m) => 
 
 /** Checks across sections (each section checks its own keys in config/schema.ts). */
 const CheckedConfig = TempoConfig.superRefine((cfg, ctx) => {
+  const keep = cfg.run.keep_checkpoints;
+  if (keep !== 0 && keep <= cfg.run.steps_per_workflow_run)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['run', 'keep_checkpoints'],
+      message: `must be 0 or more than run.steps_per_workflow_run (${cfg.run.steps_per_workflow_run}): a resumed run may redo that many committed steps, and needs their weights`,
+    });
+  if (cfg.run.eval_at_start && cfg.run.eval_interval === 0)
+    ctx.addIssue({ code: 'custom', path: ['run', 'eval_at_start'], message: 'needs run.eval_interval > 0 (eval is off)' });
   if (cfg.engines.max_model_len < cfg.rollout.max_context_len)
     ctx.addIssue({
       code: 'custom',

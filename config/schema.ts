@@ -157,6 +157,8 @@ export const SftConfig = z
     /** Records per step (one optimizer step each). */
     batch_size: positiveInt.default(16),
     lr: z.number().positive().default(1e-5),
+    /** constant, or cosine from sft.lr down to a tenth of it over run.steps (a constant high rate plateaus). */
+    lr_schedule: z.enum(['constant', 'cosine']).default('constant'),
   })
   .prefault({});
 

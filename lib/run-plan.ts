@@ -30,6 +30,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       ...(sft ? { sft_path: path.resolve(cfg.sft.path) } : {}),
       eval_at_start: cfg.run.eval_at_start,
       keep_checkpoints: cfg.run.keep_checkpoints,
+      ...(sft && cfg.sft.lr_schedule !== 'constant' ? { lr_schedule: cfg.sft.lr_schedule } : {}),
       steps: cfg.run.steps,
       prompts_per_step: sft ? cfg.sft.batch_size : r.prompts_per_step,
       n_samples_per_prompt: r.n_samples_per_prompt,

@@ -19,9 +19,10 @@ import type { RunResult } from '../workflows/training-run-messages.js';
 export const WARM_START_CONFIG = path.join(REPO_ROOT, 'configs', 'cpu-tiny-sft.yaml');
 /** Share of warm-start transcripts whose first answer is right (the rest start wrong, then use the
  *  feedback): SFT leaves a policy that is often right, not always — room for RL (docs/tasks.md). */
-export const WARM_START_FIRST_CORRECT = 0.4;
+export const WARM_START_FIRST_CORRECT = 0.3;
 // Sources whose change changes the warm start (besides the configs and the base model).
-const SOURCES = ['lib/data/transcripts.ts', 'lib/data/synth-angles.ts', 'lib/data/prompt.ts', 'lib/env/geo3k.ts', 'workers/trainer/grpo.py'];
+const SOURCES = ['lib/data/transcripts.ts', 'lib/data/synth-angles.ts', 'lib/data/prompt.ts', 'lib/env/geo3k.ts', 'activities/sft.ts',
+  'lib/trajectory.ts', 'workers/trainer/grpo.py', 'workers/trainer/train_step.py', 'workers/trainer/model.py'];
 
 export interface WarmStart {
   model_dir: string;
@@ -45,7 +46,8 @@ export function warmStartKey(rl: TempoConfig): string {
   const h = createHash('sha256');
   h.update(path.basename(tinyModelDir()));
   h.update(readFileSync(WARM_START_CONFIG));
-  h.update(JSON.stringify({ dataset: rl.dataset, max_turns: rl.rollout.max_turns, system: rl.dataset.system_prompt ?? null, first_correct: WARM_START_FIRST_CORRECT }));
+  const { max_turns, max_response_len, max_context_len, seed, reward_match, reward_tolerance } = rl.rollout;
+  h.update(JSON.stringify({ dataset: rl.dataset, tiny_seed: rl.model.tiny_seed, max_turns, max_response_len, max_context_len, seed, reward_match, reward_tolerance, first_correct: WARM_START_FIRST_CORRECT }));
   for (const f of SOURCES) h.update(readFileSync(path.join(REPO_ROOT, f)));
   return h.digest('hex').slice(0, 16);
 }
@@ -67,7 +69,7 @@ export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: 
   if (!existsSync(transcripts)) {
     const store = new LocalBlobStore(stateLayout(rl.state_dir).blobs);
     const { rows } = await loadDataset(rl.dataset, 'train', store);
-    const records = toolTranscripts(rows, store, { max_turns: rl.rollout.max_turns, first_correct: WARM_START_FIRST_CORRECT, seed: sftCfg.rollout.seed, systemPrompt: rl.dataset.system_prompt });
+    const records = toolTranscripts(rows, store, { max_turns: rl.rollout.max_turns, first_correct: WARM_START_FIRST_CORRECT, seed: sftCfg.rollout.seed, systemPrompt: rl.dataset.system_prompt, match: rl.rollout.reward_match, tolerance: rl.rollout.reward_tolerance });
     await writeSftRecords(records, `${transcripts}.tmp`);
     await fs.rename(`${transcripts}.tmp`, transcripts);
   }

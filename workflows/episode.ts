@@ -1,4 +1,4 @@
-// The episode workflow (../shared/DESIGN.md "Episode"): render once, then per turn generate →
+// The episode workflow (docs/ARCHITECTURE.md "Episode"): render once, then per turn generate →
 // stitch → env step → observation, then score and store the sample. Deterministic: all I/O is in
 // activities; the token stitching is the pure lib/trajectory.ts.
 import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, setHandler } from '@temporalio/workflow';

@@ -21,6 +21,8 @@ export interface RunPlan {
   /** Evaluate the starting weights before step 0 (reported in step 0's metrics as eval_start/*). */
   eval_at_start?: boolean;
   keep_checkpoints?: number;
+  /** cosine: hyper.lr decays to a tenth over the run's steps (lib/lr-schedule.ts). Absent: constant. */
+  lr_schedule?: 'constant' | 'cosine';
   steps: number;
   prompts_per_step: number;
   n_samples_per_prompt: number;

@@ -1,4 +1,4 @@
-// The trainingRun workflow (../shared/DESIGN.md "Training run"): per step, pick prompts → run
+// The trainingRun workflow (docs/ARCHITECTURE.md "Training run"): per step, pick prompts → run
 // episodes (child workflows, bounded concurrency) → optional zero-std filter → train (Python) →
 // weight sync → record metrics → eval every k steps → continue-as-new with the run state.
 // Deterministic: every I/O is an activity; prompt order is the pure lib/prompt-order.ts.
@@ -11,13 +11,14 @@ import {
   proxyActivities,
   setHandler,
   startChild,
+  patched,
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { RolloutActivities } from '../activities/index.js';
 import type { SyncWeightsInput, SyncWeightsOutput, TrainStepInput, TrainStepOutput } from '../lib/contract.js';
-import { prefixed, sftMetrics } from './sft-metrics.js';
+import { prefixed, scheduledLr, sftMetrics } from './sft-metrics.js';
 import { selectPrompts } from '../lib/prompt-order.js';
 import { episode } from './episode.js';
 import { episodeId, episodeStartOptions, type EpisodeInput, type EpisodeSettings, type EpisodeSummary } from './episode-messages.js';
@@ -35,6 +36,10 @@ import {
   STEP_ATTR,
 } from './training-run-messages.js';
 import { evalMetricsOf, groupFilter, groupKey, rolloutMetrics } from './rollout-metrics.js';
+
+// Changes of the commands a run issues, gated so that histories recorded before them still replay.
+const EVAL_BY_WEIGHT_VERSION = 'eval-episodes-keyed-by-weight-version';
+const CONTINUE_AS_NEW_SUGGESTED = 'continue-as-new-when-suggested';
 
 const acts = proxyActivities<RolloutActivities>({
   startToCloseTimeout: '10 minutes',
@@ -144,7 +149,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     progress.phase = 'rollout';
     if (plan.algorithm === 'sft') {
       const batch = await acts.renderSftBatch({ run_id: state.run_id, step: state.step, dataset_ref: dataset.train_ref, indices: pick.indices, limits: plan.episode });
-      await trainAndRecord(batch.samples.map((b) => ({ ref: b.sample_ref, reward: 0, group_id: b.id })), sftMetrics(batch),
+      await trainAndRecord(batch.samples.map((b) => ({ ref: b.sample_ref, reward: 0, group_id: b.record_id })), sftMetrics(batch),
         [...batch.samples.map((b) => ({ episode_id: b.id, trained: true })), ...batch.skipped.map((b) => ({ episode_id: b.id, trained: false }))], pick, stepStarted);
       if (stopRequested) return finish('stopped');
       await maybeContinueAsNew();
@@ -185,7 +190,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const trained = await trainer.train_step({
       run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_root: plan.blob_root, model_path: plan.model_path, samples,
       // The trainer restricts its softmax to the tokens the engine sampled among (from the plan, so older plans work too).
-      hyper: { ...plan.hyper, ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}) }, data_cursor: pick.next,
+      hyper: { ...plan.hyper, lr: scheduledLr(plan.hyper.lr, plan.lr_schedule, state.step, plan.steps), ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}) }, data_cursor: pick.next,
       ...(plan.algorithm === 'sft' ? { algorithm: 'sft' as const } : {}),
       ...(plan.keep_checkpoints ? { keep_checkpoints: plan.keep_checkpoints } : {}),
     });
@@ -217,6 +222,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     metrics['perf/rollout_tokens_per_second'] = (metrics['rollout/total_response_tokens'] ?? 0) / Math.max(rolloutSeconds, 1e-9);
     await acts.recordStep({ run_id: state.run_id, step: state.step, metrics, weight_version: trained.weight_version, episodes, data_before: state.data, data_after: pick.next });
     await trainer.log_metrics({ run_id: state.run_id, run_dir: plan.run_dir, step: state.step, metrics });
+    state.start_eval = null;
     state.step += 1;
     state.data = pick.next;
     state.weight_version = trained.weight_version;
@@ -231,7 +237,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
 
   async function maybeContinueAsNew(): Promise<void> {
     // Temporal suggests it before the history gets too large (many episodes per step).
-    if (state.step < plan.steps && (stepsThisRun >= plan.steps_per_workflow_run || workflowInfo().continueAsNewSuggested)) {
+    if (state.step < plan.steps && (stepsThisRun >= plan.steps_per_workflow_run || (patched(CONTINUE_AS_NEW_SUGGESTED) && workflowInfo().continueAsNewSuggested))) {
       await condition(() => true); // let pending update handlers finish before continuing as new
       await continueAsNew<typeof trainingRun>(state);
     }
@@ -244,7 +250,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const prompts = await acts.episodePrompts({ dataset_ref: d.eval_ref!, indices, multi_turn: plan.eval_episode.multi_turn, system_prompt: plan.system_prompt });
     // Keyed by the weight version evaluated: the start-of-run eval and each later one are distinct episodes.
     const evalInputs = prompts.map((p, i) => ({
-      run_id: `${st.run_id}-eval`, step: weightVersion, prompt_index: i, sample_index: 0, prompt: p.prompt, label: p.label,
+      run_id: `${st.run_id}-eval`, step: patched(EVAL_BY_WEIGHT_VERSION) ? weightVersion : st.step, prompt_index: i, sample_index: 0, prompt: p.prompt, label: p.label,
       settings: plan.eval_episode, weight_version: weightVersion,
     }));
     const out = await runEpisodes(evalInputs, plan.concurrency, () => undefined, prog);

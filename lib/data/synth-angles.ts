@@ -4,18 +4,11 @@
 // with an 80° apex 50, a regular pentagon's central angle 72. Letters, wording and drawings vary; the
 // answer depends only on the kind of figure, which the question names. A policy that guesses among
 // the six answers succeeds 1 time in 6 on its first try; one that reads the question, every time.
-import type { SyntheticProblem } from './synth.js';
+import { label, svgDoc, type SyntheticProblem } from './synth.js';
 
 export const ANGLE_ANSWERS = ['30', '45', '50', '60', '72', '90'] as const;
 
-const W = 320;
-const H = 240;
-const svgDoc = (body: string) =>
-  `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}">` +
-  `<rect width="100%" height="100%" fill="white"/>` +
-  `<g stroke="black" stroke-width="2" fill="none">${body}</g></svg>`;
-const text = (x: number, y: number, t: string, color = 'red') =>
-  `<text x="${x}" y="${y}" font-family="DejaVu Sans, Arial, sans-serif" font-size="16" fill="${color}" stroke="none">${t}</text>`;
+const text = (x: number, y: number, t: string, color = 'red') => label(x, y, t, color);
 
 type Pick = <T>(xs: readonly T[]) => T;
 interface AngleKind {

@@ -31,11 +31,11 @@ export function simplifiedSqrt(n: number): string {
 
 const W = 320;
 const H = 240;
-const svgDoc = (body: string) =>
+export const svgDoc = (body: string) =>
   `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}">` +
   `<rect width="100%" height="100%" fill="white"/>` +
   `<g stroke="black" stroke-width="2" fill="none">${body}</g></svg>`;
-const label = (x: number, y: number, text: string, color = 'black') =>
+export const label = (x: number, y: number, text: string, color = 'black') =>
   `<text x="${x}" y="${y}" font-family="DejaVu Sans, Arial, sans-serif" font-size="16" fill="${color}" stroke="none">${text}</text>`;
 
 type Maker = (r: () => number, int: (lo: number, hi: number) => number) => Omit<SyntheticProblem, 'id'>;

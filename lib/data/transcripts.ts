@@ -5,6 +5,7 @@
 // the next is drawn among the answers not tried yet, so wrong-then-right transcripts teach the use of
 // feedback without teaching which answer is right.
 import { geo3kStep } from '../env/geo3k.js';
+import type { RewardMatch } from '../math/options.js';
 import { seededRandom } from '../prompt-order.js';
 import type { LocalBlobStore } from '../blobstore.js';
 import { buildMessages } from './prompt.js';
@@ -17,6 +18,9 @@ export interface TranscriptOptions {
   first_correct?: number;
   seed: number;
   systemPrompt?: string;
+  /** The grader settings of the run (rollout.reward_match / reward_tolerance), so feedback matches the RL episodes'. */
+  match?: RewardMatch;
+  tolerance?: number;
 }
 
 /** The assistant text of one calc_score call, as the chat template writes a tool call. */
@@ -38,6 +42,7 @@ export function toolTranscript(row: PromptRow, candidates: string[], store: Loca
   const tried = new Set<string>();
   for (let turn = 1; turn <= opts.max_turns; turn++) {
     const untried = pool.filter((c) => !tried.has(c));
+    if (untried.length === 0) break;
     const guess =
       turn === 1
         ? r() < firstCorrect || wrong.length === 0
@@ -47,7 +52,7 @@ export function toolTranscript(row: PromptRow, candidates: string[], store: Loca
     tried.add(guess);
     const text = calcScoreCall(guess);
     messages.push({ role: 'assistant', content: text });
-    const env = geo3kStep({ text, label: row.answer, turn, max_turns: opts.max_turns });
+    const env = geo3kStep({ text, label: row.answer, turn, max_turns: opts.max_turns, match: opts.match, tolerance: opts.tolerance });
     if (env.done || env.observation === null) break;
     messages.push({ role: 'user', content: env.observation });
   }

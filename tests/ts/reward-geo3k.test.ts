@@ -1,4 +1,4 @@
-// Every answer of ../shared/data/geo3k/test.jsonl, rewritten in LaTeX, must score 1 against its label,
+// Every answer of the Geo3K test split (test.jsonl), rewritten in LaTeX, must score 1 against its label,
 // and a perturbed value must score 0. Skips (with a message) when the data is absent.
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';

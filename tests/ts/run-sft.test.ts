@@ -57,8 +57,8 @@ test('an SFT run on tool transcripts: rollout token layout, falling NLL, exactly
 
   const steps = await readStepRecords(runDir);
   assert.deepEqual(steps.map((s) => s.step), [0, 1, 2]);
-  const ids = steps.flatMap((s) => s.episodes.map((e) => e.episode_id));
-  assert.equal(new Set(ids.slice(0, 8)).size, 8, 'the first epoch consumes every record once');
+  const sources = await Promise.all(consumed.slice(0, 8).map(async (ref) => Sample.parse(await store.getJson(ref)).group_id));
+  assert.equal(new Set(sources).size, 8, 'the first epoch (two steps of four) consumes every record once');
   const nll = steps.map((s) => s.metrics['sft/nll']!);
   assert.ok(nll[2]! < nll[0]!, `the NLL falls: ${nll.join(' → ')}`);
 

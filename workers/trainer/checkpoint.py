@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 META = "meta.json"
+PRUNED = ".pruned"
 # Files of the base model directory that make a checkpoint loadable on its own (tokenizer, processor,
 # chat template); the weights and config come from save_pretrained.
 _SKIP_FROM_BASE = {"config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json"}
@@ -27,6 +28,10 @@ def checkpoint_dir(run_dir: str | Path, step: int) -> Path:
 
 def is_committed(path: str | Path) -> bool:
     return (Path(path) / META).is_file()
+
+
+def is_pruned(path: str | Path) -> bool:
+    return (Path(path) / PRUNED).is_file()
 
 
 def read_meta(path: str | Path) -> dict:
@@ -162,14 +167,14 @@ def prune_checkpoints(run_dir: str | Path, keep: int) -> list[Path]:
     if keep <= 0:
         return []
     root = Path(run_dir) / "checkpoints"
-    done = sorted(p for p in root.glob("step-*") if is_committed(p))
+    done = sorted((p for p in root.glob("step-*") if is_committed(p)), key=lambda p: int(p.name[len("step-"):]))
     pruned = []
     for p in done[:-keep]:
-        files = [f for f in p.iterdir() if f.name != META]
+        files = [f for f in p.iterdir() if f.name not in (META, PRUNED)]
         if not files:
             continue
         for f in files:
             shutil.rmtree(f) if f.is_dir() else f.unlink()
-        (p / ".pruned").write_text("weights and optimizer state removed (run.keep_checkpoints)\n")
+        (p / PRUNED).write_text("weights and optimizer state removed (run.keep_checkpoints)\n")
         pruned.append(p)
     return pruned

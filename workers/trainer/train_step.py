@@ -70,7 +70,7 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
         if progress.is_cancelled():
             raise StepCancelled(f"cancelled before micro-batch {i}/{len(batches)}")
         if algorithm == "sft":
-            _sft_micro_batch(model, batch, n_tokens_total, sums)
+            _sft_micro_batch(model, batch, n_tokens_total, sums, hyper.allowed_token_ids)
             progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
             continue
         fwd = forward_response(model, batch, hyper.temperature, allowed_token_ids=hyper.allowed_token_ids, with_entropy=True,
@@ -101,8 +101,9 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
     return sums
 
 
-def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict[str, float]) -> None:
-    fwd = forward_response(model, batch, 1.0, with_entropy=False)
+def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict[str, float],
+                     allowed_token_ids: list[int] | None) -> None:
+    fwd = forward_response(model, batch, 1.0, with_entropy=False, allowed_token_ids=allowed_token_ids)
     device = fwd.logprobs[0].device
     weights = torch.cat(aggregation_weights([s.loss_mask.to(device) for s in batch], "token_mean",
                                             len(batch), n_tokens_total))
@@ -152,6 +153,9 @@ class Trainer:
             prev = ckpt.checkpoint_dir(inp.run_dir, want)
             if not ckpt.is_committed(prev):
                 raise FileNotFoundError(f"step {inp.step} needs step {want}'s checkpoint, which is not committed: {prev}")
+            if ckpt.is_pruned(prev):
+                raise FileNotFoundError(f"step {inp.step} needs step {want}'s weights, which run.keep_checkpoints pruned: {prev}"
+                                        " (keep more checkpoints than run.steps_per_workflow_run)")
             loaded = ckpt.load_checkpoint(prev, self.device, self.dtype)
             model = loaded.model.train()
             optimizer = make_optimizer(model, inp.hyper)
@@ -172,6 +176,9 @@ class Trainer:
         with self.lock:
             final = ckpt.checkpoint_dir(inp.run_dir, inp.step)
             if ckpt.is_committed(final):
+                if ckpt.is_pruned(final):
+                    raise FileNotFoundError(f"step {inp.step} is committed but its weights were pruned (run.keep_checkpoints):"
+                                            f" {final}; the run resumed further back than the checkpoints it keeps")
                 meta = ckpt.read_meta(final)
                 return TrainStepOutput(step=inp.step, weight_version=meta["weight_version"], checkpoint=str(final),
                                        already_committed=True, metrics=meta["metrics"])
@@ -187,6 +194,7 @@ class Trainer:
                                             extra={"sample_refs": [],
                                                    "optimizer_steps": ckpt.optimizer_steps(state.optimizer)})
                 state.step = inp.step
+                ckpt.prune_checkpoints(inp.run_dir, inp.keep_checkpoints)
                 return TrainStepOutput(step=inp.step, weight_version=inp.step + 1, checkpoint=str(path),
                                        already_committed=False, metrics=metrics)
             samples = self.load_samples(inp, state)
@@ -194,7 +202,7 @@ class Trainer:
             t0 = time.perf_counter()
             set_hyper(state.optimizer, inp.hyper)
             state.optimizer.zero_grad(set_to_none=True)
-            ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled else None
+            ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled and inp.algorithm != "sft" else None
             sums = accumulate_gradients(state.model, samples, inp.hyper, progress, ref_model=ref,
                                         algorithm=inp.algorithm)
             # From here on the in-memory model no longer matches any checkpoint until the commit.

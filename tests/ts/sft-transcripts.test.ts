@@ -1,0 +1,61 @@
+// The angle-facts task and the SFT transcripts synthesised from it (pure: no engine, no server).
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { test } from 'node:test';
+import { LocalBlobStore } from '../../lib/blobstore.js';
+import { ANGLE_ANSWERS } from '../../lib/data/synth-angles.js';
+import { syntheticProblems } from '../../lib/data/synth.js';
+import { calcScoreCall, toolTranscripts } from '../../lib/data/transcripts.js';
+import { geo3kStep } from '../../lib/env/geo3k.js';
+import { lastToolCallBody, parseToolCall } from '../../lib/env/tool-call.js';
+import type { PromptRow } from '../../lib/data/rows.js';
+
+const store = new LocalBlobStore(mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-transcripts-')));
+const rows: PromptRow[] = syntheticProblems(60, 3, 'angle_facts').map((p) => ({ id: p.id, problem: p.problem, answer: p.answer, images: ['blob:cas/aa/x.png'] }));
+
+test('angle facts: seeded, six answers, each fixed by the kind of figure the question names', () => {
+  assert.deepEqual(syntheticProblems(20, 3, 'angle_facts'), syntheticProblems(20, 3, 'angle_facts'));
+  assert.notDeepEqual(syntheticProblems(20, 3, 'angle_facts'), syntheticProblems(20, 4, 'angle_facts'));
+  const kinds: Array<[RegExp, string]> = [[/equilateral/, '60'], [/square/, '90'], [/isosceles right/, '45'], [/= 60°/, '30'], [/80°/, '50'], [/pentagon/, '72']];
+  for (const r of rows) {
+    const kind = kinds.find(([re]) => re.test(r.problem));
+    assert.ok(kind, `a known kind: ${r.problem}`);
+    assert.equal(r.answer, kind![1], r.problem);
+  }
+  assert.deepEqual([...new Set(rows.map((r) => r.answer))].sort(), [...ANGLE_ANSWERS].sort());
+  // the measure task is unchanged by default
+  assert.deepEqual(syntheticProblems(5, 1), syntheticProblems(5, 1, 'measure'));
+});
+
+test('a transcript: the episode prompt, calc_score calls, and the environment\'s own feedback', () => {
+  const [t] = toolTranscripts([rows[0]!, ...rows.slice(1)], store, { max_turns: 3, first_correct: 0, seed: 1 });
+  const msgs = t!.messages;
+  assert.equal(msgs[0]!.role, 'system');
+  assert.ok(msgs[1]!.content.startsWith('<image>'), 'the image placeholder where buildMessages puts the image');
+  assert.equal(t!.images.length, 1);
+  assert.equal((t!.tools as Array<{ function: { name: string } }>)[0]!.function.name, 'calc_score');
+  const assistant = msgs.filter((m) => m.role === 'assistant').map((m) => parseToolCall(lastToolCallBody(m.content)!).answer);
+  assert.notEqual(assistant[0], rows[0]!.answer, 'first_correct 0: the first answer is wrong');
+  assert.equal(new Set(assistant).size, assistant.length, 'no answer is tried twice');
+  // each observation is exactly what the environment answers to the turn before it
+  msgs.forEach((m, i) => {
+    if (m.role !== 'user' || i < 3) return;
+    const turn = msgs.slice(0, i).filter((x) => x.role === 'assistant').length;
+    assert.equal(m.content, geo3kStep({ text: msgs[i - 1]!.content, label: rows[0]!.answer, turn, max_turns: 3 }).observation);
+  });
+});
+
+test('transcripts: right first with the given probability; otherwise wrong, then the feedback is used', () => {
+  const all = toolTranscripts(rows, store, { max_turns: 2, first_correct: 0.4, seed: 7 });
+  const firsts = all.map((t, i) => parseToolCall(lastToolCallBody(t.messages.find((m) => m.role === 'assistant')!.content)!).answer === rows[i]!.answer);
+  const share = firsts.filter(Boolean).length / firsts.length;
+  assert.ok(share > 0.2 && share < 0.6, `≈ 0.4 right first: ${share}`);
+  for (const [i, t] of all.entries()) {
+    const turns = t.messages.filter((m) => m.role === 'assistant');
+    assert.equal(turns.length, firsts[i] ? 1 : 2, 'a right first answer ends the transcript; a wrong one gets a second turn');
+  }
+  assert.deepEqual(toolTranscripts(rows, store, { max_turns: 2, first_correct: 0.4, seed: 7 }), all, 'seeded');
+  assert.equal(calcScoreCall('5\\sqrt{3}'), '<tool_call>\n{"name": "calc_score", "arguments": {"answer": "5\\\\sqrt{3}"}}\n</tool_call>');
+});
