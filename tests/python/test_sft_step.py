@@ -1,7 +1,6 @@
 """algorithm "sft" through train_step: masked NLL that falls on its own batch, masked tokens that do not
 count, the same exactly-once commit as GRPO, and checkpoint pruning (run.keep_checkpoints)."""
-from pathlib import Path
-
+import pytest
 import torch
 
 from trainer import checkpoint as ckpt
@@ -48,7 +47,7 @@ def test_masked_tokens_do_not_count():
     weights = torch.cat(aggregation_weights([mask], "token_mean", 1, int(mask.sum())))
     loss, metrics = sft_loss(logp, weights)
     loss.backward()
-    assert abs(float(loss) - 2.0) < 1e-6 and abs(float(metrics["sft/nll"]) - 2.0) < 1e-6
+    assert abs(loss.item() - 2.0) < 1e-6 and abs(metrics["sft/nll"].item() - 2.0) < 1e-6
     assert logp.grad[2] == 0 and logp.grad[3] == 0 and logp.grad[0] != 0
 
 
@@ -62,7 +61,8 @@ def test_keep_checkpoints_prunes_weights_but_not_the_commit_record(make_input, m
     assert sorted(p.name for p in dirs[0].iterdir()) == [".pruned", "meta.json"]
     assert (dirs[1] / "model.safetensors").exists() and (dirs[2] / "optimizer.pt").exists()
     assert ckpt.read_meta(dirs[0])["sample_refs"] == [r["ref"] for r in mixed_refs]
-    # a retried step 0 is still answered from its record
-    again = Trainer(device="cpu").train_step(sft_input(make_input, mixed_refs, step=0, run_dir=run_dir))
-    assert again.already_committed
-    assert Path(again.checkpoint) == dirs[0]
+    # A run resumed from before a pruned step cannot use its weights: a clear error, not a broken sync.
+    with pytest.raises(FileNotFoundError, match="pruned"):
+        Trainer(device="cpu").train_step(sft_input(make_input, mixed_refs, step=0, run_dir=run_dir))
+    # the newest steps keep their weights: a retried step 2 is answered from its record
+    assert Trainer(device="cpu").train_step(sft_input(make_input, mixed_refs, step=2, run_dir=run_dir)).already_committed
