@@ -6,7 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { LocalBlobStore } from '../lib/blobstore.js';
 import { Sample } from '../lib/contract.js';
 import { appendGenerated, appendObservation, checkInvariants, startTrajectory, type EpisodeStatus, type TokenConventions } from '../lib/trajectory.js';
-import type { EpisodeSummary } from '../workflows/episode-messages.js';
+import { toolSummaryOf, type EpisodeSummary } from '../workflows/episode-messages.js';
 import { TurnOutput } from './generate.js';
 import { loadStoredPrompt } from './render.js';
 
@@ -39,16 +39,6 @@ export interface StoreSampleInput {
   temperature: number;
   label: string;
   expected: { response_len: number; mask_sum: number };
-}
-
-/** The summary's tool fields, rebuilt from the stored turns (absent for single-turn samples). */
-function toolSummary(turns: Sample['turns']): Pick<EpisodeSummary, 'tool_answers' | 'first_answer'> {
-  if (!turns.length || turns[0]!.tool_answer === undefined) return {};
-  const first = turns[0]!;
-  return {
-    tool_answers: turns.map((t) => t.tool_answer ?? null),
-    first_answer: first.tool_answer !== null && first.tool_score !== null && first.tool_score !== undefined ? (first.tool_score > 0 ? 'correct' : 'wrong') : null,
-  };
 }
 
 export function sampleKey(episodeId: string): string {
@@ -124,7 +114,7 @@ export function sampleActivities(deps: { store: LocalBlobStore }) {
         response_len: s.response_ids.length,
         turns: s.turns.length,
         weight_version: input.weight_version ?? s.turns.find((t) => t.weight_version !== null)?.weight_version ?? 0,
-        ...toolSummary(s.turns),
+        ...toolSummaryOf(s.turns),
       };
     },
   };

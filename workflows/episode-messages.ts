@@ -132,3 +132,13 @@ export function turnSeed(seed: number, id: string, turn: number): number {
 export function episodeStartOptions(id: string) {
   return { workflowId: episodeWorkflowId(id), workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY' as const };
 }
+
+/** The summary's tool fields from an episode's turns — as the workflow records them, or as the stored
+ *  sample keeps them (a redone step): each multi-turn turn has tool_answer (null: none or malformed)
+ *  and tool_score; single-turn turns have neither, and give no tool fields. */
+export function toolSummaryOf(turns: Array<{ tool_answer?: string | null; tool_score?: number | null }>): Pick<EpisodeSummary, 'tool_answers' | 'first_answer'> {
+  const first = turns[0];
+  if (!first || first.tool_answer === undefined) return {};
+  const graded = first.tool_answer !== null && first.tool_score !== null && first.tool_score !== undefined;
+  return { tool_answers: turns.map((t) => t.tool_answer ?? null), first_answer: graded ? (first.tool_score! > 0 ? 'correct' : 'wrong') : null };
+}

@@ -5,7 +5,7 @@ import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, s
 import type { RolloutActivities } from '../activities/index.js';
 import type { SampleTurnRecipe } from '../activities/sample.js';
 import { appendGenerated, appendObservation, forbiddenResponseTokens, remainingBudget, startTrajectory, type EpisodeStatus, type Stop, type Trajectory } from '../lib/trajectory.js';
-import { episodeId, episodeProgressQuery, turnSeed, type EpisodeInput, type EpisodeProgress, type EpisodeSummary } from './episode-messages.js';
+import { episodeId, episodeProgressQuery, toolSummaryOf, turnSeed, type EpisodeInput, type EpisodeProgress, type EpisodeSummary } from './episode-messages.js';
 
 const NON_RETRYABLE = ['ImagePlaceholderMismatch', 'TemplateNotPrefixStable', 'EngineRequestRejected', 'InvalidEngineAnswer', 'UnknownEnvironment', 'SampleMismatch', 'InvalidSampleRecipe', 'ObservationSpecialTokens'];
 
@@ -56,7 +56,6 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
   // once the environment has answered that turn (a rejected tool call does not score by its \boxed{}).
   let lastText: string | null = null;
   const recipe: SampleTurnRecipe[] = [];
-  let firstAnswer: 'correct' | 'wrong' | null = null;
   let prompt: Awaited<ReturnType<typeof acts.renderPrompt>> | null = null;
 
   try {
@@ -81,7 +80,7 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
       });
       lastText = gen.text;
       // null: the engine reported no weight version; recorded as unknown, never assumed.
-      recipe.push({ output_ref: gen.output_ref, observation_ids: null, engine: gen.engine, weight_version: gen.weight_version, finish_reason: gen.finish_reason });
+      recipe.push({ output_ref: gen.output_ref, observation_ids: null, engine: gen.engine, weight_version: gen.weight_version, finish_reason: gen.finish_reason, ...(s.multi_turn ? { tool_answer: null, tool_score: null } : {}) });
       stop = appendGenerated(traj, gen, prompt.conventions);
       progress.response_len = traj.response_ids.length;
       // A turn complete but for the synthetic EOS (its stop string was the last token the budget
@@ -97,7 +96,6 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
       // The calc_score answer the environment read (null: none, or a malformed call), kept per turn.
       const answer = env.tool_call && !env.tool_call.error ? env.tool_call.answer : null;
       Object.assign(recipe[recipe.length - 1]!, { tool_answer: answer, tool_score: answer === null ? null : env.score });
-      if (turn === 1 && answer !== null && env.score !== null) firstAnswer = env.score > 0 ? 'correct' : 'wrong';
       if (env.done) {
         finalAnswer = env.final_answer;
         const outOfTurns = env.reason.includes('out_of_turns');
@@ -164,6 +162,6 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
     response_len: traj?.response_ids.length ?? 0,
     turns: recipe.length,
     weight_version: input.weight_version,
-    ...(s.multi_turn ? { tool_answers: recipe.map((t) => t.tool_answer ?? null), first_answer: firstAnswer } : {}),
+    ...toolSummaryOf(recipe),
   };
 }
