@@ -3,7 +3,10 @@
 // angle-facts task with the demo's settings (configs/cpu-tiny.yaml) for --steps steps, on a fresh
 // Temporal server and the engines of TEMPO_RL_TEST_ENGINE_URLS (else one started here).
 //
-//   node --import tsx bench/warmstart-learning.ts [--steps 8] [--json]
+//   node --import tsx bench/warmstart-learning.ts [--steps 8] [--json] [--variant 'grpo.lr=5e-4,rollout.temperature=1']… [--warm DIR]
+//
+// Each --variant is one GRPO run from the same warm start with those keys changed (values as JSON,
+// else strings); without one, a single run on the demo's settings.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -14,37 +17,56 @@ import { ensureWarmStart, waitForRun } from '../lib/warm-start.js';
 import { readStepRecords } from '../activities/run.js';
 import { startRunFixture } from '../tests/ts/support/run.js';
 
-const { values } = parseArgs({ options: { steps: { type: 'string', default: '8' }, json: { type: 'boolean', default: false } } });
+const { values } = parseArgs({ options: { steps: { type: 'string', default: '8' }, json: { type: 'boolean', default: false }, variant: { type: 'string', multiple: true, default: [] }, warm: { type: 'string' } } });
 const demo = YAML.parse(readFileSync(path.join(REPO_ROOT, 'configs', 'cpu-tiny.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
 const sections = ['dataset', 'rollout', 'grpo', 'run'].map((k) => `${k}=${JSON.stringify(demo[k])}`);
 const fx = await startRunFixture([...sections, `engines.max_model_len=${demo.engines!.max_model_len}`, `run.steps=${values.steps}`, `run.eval_interval=${values.steps}`]);
 try {
   const t0 = Date.now();
-  const warm = await ensureWarmStart(fx.client, fx.cfg, (id) => waitForRun(fx.client, id));
+  // --warm DIR: GRPO from that model directory (an earlier warm start), without building or keying one.
+  const warm = values.warm ? { model_dir: path.resolve(values.warm), built: false } : await ensureWarmStart(fx.client, fx.cfg, (id) => waitForRun(fx.client, id));
   const tWarm = (Date.now() - t0) / 1000;
-  const cfg = { ...fx.cfg, model: { ...fx.cfg.model, path: warm.model_dir } };
-  const runId = `bench-${Date.now()}`;
-  const t1 = Date.now();
-  await startOrContinueRun(fx.client, cfg, runId);
-  await runHandle(fx.client, runId).result();
-  const tRl = (Date.now() - t1) / 1000;
-  const rows = (await readStepRecords(path.join(cfg.state_dir, 'runs', runId))).map((r) => r.metrics);
-  const m = (k: string) => rows.map((r) => r[k] ?? Number.NaN);
-  const curve = m('rollout/raw_reward');
-  const out = {
-    warm_start: { model_dir: warm.model_dir, built: warm.built, seconds: tWarm },
-    grpo_seconds: tRl,
-    reward_per_step: curve,
-    first_two: (curve[0]! + curve[1]!) / 2,
-    last_two: (curve[curve.length - 1]! + curve[curve.length - 2]!) / 2,
-    eval_before: rows[0]!['eval_start/reward'], eval_after: rows[rows.length - 1]!['eval/reward'],
-    first_turn_tool_call_rate_before: rows[0]!['eval_start/first_turn_tool_call_rate'],
-    first_answer_correct: m('rollout/first_answer_correct'),
-    tool_call_rate: m('rollout/tool_call_rate'),
-    recovery_rate: m('rollout/recovery_rate'),
-  };
-  if (values.json) process.stdout.write(`${JSON.stringify(out)}\n`);
-  else for (const [k, v] of Object.entries(out)) process.stdout.write(`${k}: ${JSON.stringify(v)}\n`);
+  for (const variant of values.variant.length ? values.variant : ['']) {
+    const cfg = withVariant({ ...fx.cfg, model: { ...fx.cfg.model, path: warm.model_dir } }, variant);
+    const runId = `bench-${Date.now()}`;
+    const t1 = Date.now();
+    await startOrContinueRun(fx.client, cfg, runId);
+    await runHandle(fx.client, runId).result();
+    const tRl = (Date.now() - t1) / 1000;
+    const rows = (await readStepRecords(path.join(cfg.state_dir, 'runs', runId))).map((r) => r.metrics);
+    const m = (k: string) => rows.map((r) => r[k] ?? Number.NaN);
+    const curve = m('rollout/raw_reward');
+    const out = {
+      variant, warm_start: { model_dir: warm.model_dir, built: warm.built, seconds: tWarm },
+      grpo_seconds: tRl,
+      reward_per_step: curve,
+      first_two: (curve[0]! + curve[1]!) / 2,
+      last_two: (curve[curve.length - 1]! + curve[curve.length - 2]!) / 2,
+      eval_before: rows[0]!['eval_start/reward'], eval_after: rows[rows.length - 1]!['eval/reward'],
+      first_turn_tool_call_rate_before: rows[0]!['eval_start/first_turn_tool_call_rate'],
+      eval_first_answer_correct: [rows[0]!['eval_start/first_answer_correct'], rows[rows.length - 1]!['eval/first_answer_correct']],
+      eval_recovery_rate: [rows[0]!['eval_start/recovery_rate'], rows[rows.length - 1]!['eval/recovery_rate']],
+      first_answer_correct: m('rollout/first_answer_correct'),
+      tool_call_rate: m('rollout/tool_call_rate'),
+      recovery_rate: m('rollout/recovery_rate'),
+    };
+    if (values.json) process.stdout.write(`${JSON.stringify(out)}\n`);
+    else for (const [k, v] of Object.entries(out)) process.stdout.write(`${k}: ${JSON.stringify(v)}\n`);
+  }
 } finally {
   await fx.close();
+}
+
+function withVariant<T>(cfg: T, variant: string): T {
+  const out = JSON.parse(JSON.stringify(cfg)) as Record<string, unknown>;
+  for (const kv of variant.split(',').filter(Boolean)) {
+    const [key, raw] = [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)];
+    const parts = key.split('.');
+    let node = out;
+    for (const p of parts.slice(0, -1)) node = node[p] as Record<string, unknown>;
+    let value: unknown = raw;
+    try { value = JSON.parse(raw); } catch { /* a string */ }
+    node[parts[parts.length - 1]!] = value;
+  }
+  return out as T;
 }

@@ -33,6 +33,12 @@ function probability(v: string): number {
   return p;
 }
 
+function positiveInteger(v: string): number {
+  const n = Number(v);
+  if (v.trim() === '' || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`expected an integer ≥ 1, given ${JSON.stringify(v)}`);
+  return n;
+}
+
 const DATASETS: Record<string, string> = { geo3k: GEO3K_REPO };
 
 export function register(program: Command): void {
@@ -93,13 +99,14 @@ export function register(program: Command): void {
     .requiredOption('--out <file>', 'JSONL file to write')
     .option('--split <split>', 'train or eval', 'train')
     .option('--first-correct <p>', 'probability that a transcript\'s first answer is right (default: a uniform guess among the answers)', probability)
+    .option('--per-row <n>', 'transcripts per row, each with its own answers (default 1)', positiveInteger)
     .option('--force', 'overwrite an existing --out file')
     .option('--json', 'print counts as JSON')
     .description('synthesise multi-turn calc_score transcripts (wrong-then-right) from the configured dataset, for algorithm: sft')
     .action(
-      action(async (opts: { out: string; split: string; firstCorrect?: number; force?: boolean; json?: boolean }, cmd: Command) => {
+      action(async (opts: { out: string; split: string; firstCorrect?: number; perRow?: number; force?: boolean; json?: boolean }, cmd: Command) => {
         const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
-        const records = toolTranscripts(rows, store, { max_turns: cfg.rollout.max_turns, seed: cfg.rollout.seed, first_correct: opts.firstCorrect, systemPrompt: cfg.dataset.system_prompt, match: cfg.rollout.reward_match, tolerance: cfg.rollout.reward_tolerance });
+        const records = toolTranscripts(rows, store, { max_turns: cfg.rollout.max_turns, seed: cfg.rollout.seed, first_correct: opts.firstCorrect, per_row: opts.perRow, systemPrompt: cfg.dataset.system_prompt, match: cfg.rollout.reward_match, tolerance: cfg.rollout.reward_tolerance });
         const written = await writeSftRecords(records, opts.out);
         if (opts.json) printJson({ out: path.resolve(opts.out), records: written, skipped });
         else process.stdout.write(`wrote ${written} transcripts to ${opts.out} (${skipped.length} rows skipped); train on them with --set algorithm=sft --set sft.path=${path.resolve(opts.out)}\n`);

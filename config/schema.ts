@@ -124,6 +124,10 @@ export const GrpoConfig = z
   .strictObject({
     lr: z.number().positive().default(1e-6),
     weight_decay: z.number().nonnegative().default(0),
+    /** AdamW's epsilon. Larger values damp the update of parameters whose gradients are tiny (Adam
+     *  otherwise moves them a full lr step): on the tiny demo model 1e-8 let one GRPO step break the
+     *  near-certain tool-call tokens (docs/tasks.md). */
+    adam_eps: z.number().positive().max(1).default(1e-8),
     eps_clip: z.number().positive().default(0.2),
     eps_clip_high: z.number().positive().default(0.28),
     dr_grpo: z.boolean().default(false),

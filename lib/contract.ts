@@ -36,6 +36,7 @@ export const TrainHyper = z.strictObject({
   grad_clip: z.number(),
   temperature: z.number(),
   weight_decay: z.number(),
+  adam_eps: z.number().positive().optional(),
   /** The rollout's rollout.allowed_token_ids: the trainer's softmax is over these only, like the engine's. */
   allowed_token_ids: z.array(z.number().int().nonnegative()).optional(),
 });

@@ -52,6 +52,9 @@ interface TrainerActivities {
   log_metrics(input: { run_id: string; run_dir: string; step: number; metrics: Record<string, number> }): Promise<{ tensorboard: string; wandb: boolean }>;
 }
 
+/** The trainer's non-retryable error types (workers/trainer/activities.py marks them so too). */
+const TRAINER_NON_RETRYABLE = ['SampleInvalid', 'BlobError', 'ValidationError', 'ContractError', 'CheckpointMissing', 'CheckpointPruned', 'OutOfMemoryError'];
+
 function trainerActs(taskQueue: string) {
   return proxyActivities<TrainerActivities>({
     taskQueue,
@@ -59,7 +62,7 @@ function trainerActs(taskQueue: string) {
     // A killed trainer is noticed within the heartbeat timeout; the retry resumes from the last
     // committed checkpoint, and a step already committed returns its recorded metrics.
     heartbeatTimeout: '60 seconds',
-    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', nonRetryableErrorTypes: ['ContractError', 'SampleError'] },
+    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', nonRetryableErrorTypes: TRAINER_NON_RETRYABLE },
   });
 }
 

@@ -18,6 +18,9 @@ export interface TranscriptOptions {
   first_correct?: number;
   seed: number;
   systemPrompt?: string;
+  /** Transcripts per row, each with its own draws (default 1): with several, no answer choice repeats
+   *  often enough to be memorised, so what SFT can learn of the answers is the rule, not the noise. */
+  per_row?: number;
   /** The grader settings of the run (rollout.reward_match / reward_tolerance), so feedback matches the RL episodes'. */
   match?: RewardMatch;
   tolerance?: number;
@@ -59,9 +62,18 @@ export function toolTranscript(row: PromptRow, candidates: string[], store: Loca
   return { id: row.id, messages, images: row.images.map((ref) => store.pathOf(ref)), tools: built.tools };
 }
 
-/** One transcript per row (the same seed gives the same transcripts); wrong answers come from the other rows. */
+/** `per_row` transcripts per row, a pass over all rows at a time (the same seed gives the same
+ *  transcripts); wrong answers come from the other rows. Ids: the row's, then `#k` for k ≥ 1. */
 export function toolTranscripts(rows: PromptRow[], store: LocalBlobStore, opts: TranscriptOptions): SftRecord[] {
+  const perRow = opts.per_row ?? 1;
+  if (!Number.isInteger(perRow) || perRow < 1) throw new Error(`per_row must be a positive integer, got ${perRow}`);
   const r = seededRandom(opts.seed);
   const candidates = rows.map((row) => row.answer);
-  return rows.map((row) => toolTranscript(row, candidates, store, opts, r));
+  const out: SftRecord[] = [];
+  for (let k = 0; k < perRow; k++)
+    for (const row of rows) {
+      const t = toolTranscript(row, candidates, store, opts, r);
+      out.push(k === 0 ? t : { ...t, id: `${t.id}#${k}` });
+    }
+  return out;
 }

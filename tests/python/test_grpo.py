@@ -78,7 +78,7 @@ def test_kl_entropy_and_tis_terms():
     assert kl_penalty(logp, ref, "k1").tolist() == pytest.approx(d)
     assert kl_penalty(logp, ref, "k2").tolist() == pytest.approx([x * x / 2 for x in d])
     assert kl_penalty(logp, ref, "low_var_kl").tolist() == pytest.approx([math.exp(-x) + x - 1 for x in d])
-    assert kl_penalty(torch.tensor([0.0]), torch.tensor([-50.0]), "k1").item() == 10.0
+    assert kl_penalty(torch.tensor([0.0]), torch.tensor([-50.0]), "k1").item() == 50.0  # verl: k1 unclamped
     assert kl_penalty(torch.tensor([-50.0]), torch.tensor([0.0]), "low_var_kl").item() == 10.0
     assert tis_weights(torch.tensor([-1.0, -1.0]), torch.tensor([-3.0, -0.9]), 2.0).tolist() == pytest.approx(
         [2.0, math.exp(-0.1)])

@@ -59,3 +59,18 @@ test('transcripts: right first with the given probability; otherwise wrong, then
   assert.deepEqual(toolTranscripts(rows, store, { max_turns: 2, first_correct: 0.4, seed: 7 }), all, 'seeded');
   assert.equal(calcScoreCall('5\\sqrt{3}'), '<tool_call>\n{"name": "calc_score", "arguments": {"answer": "5\\\\sqrt{3}"}}\n</tool_call>');
 });
+
+test('per_row: fresh answer draws for every copy of a row, unique ids, the right share of right first answers', () => {
+  const perRow = 20;
+  const ts = toolTranscripts(rows, store, { max_turns: 2, first_correct: 0.85, seed: 5, per_row: perRow });
+  assert.equal(ts.length, rows.length * perRow);
+  assert.equal(new Set(ts.map((t) => t.id)).size, ts.length, 'unique ids');
+  assert.equal(ts[rows.length]!.id, `${rows[0]!.id}#1`, 'a pass over all rows at a time');
+  const firstAnswer = (t: (typeof ts)[number]) => parseToolCall(lastToolCallBody(t.messages.find((m) => m.role === 'assistant')!.content)!).answer;
+  const right = ts.filter((t, i) => firstAnswer(t) === rows[i % rows.length]!.answer).length / ts.length;
+  assert.ok(Math.abs(right - 0.85) < 0.04, `first answers right ${right}`);
+  // the copies of one row do not all repeat the same wrong answer
+  const wrongOfRow0 = ts.filter((t, i) => i % rows.length === 0 && firstAnswer(t) !== rows[0]!.answer).map(firstAnswer);
+  assert.ok(new Set(wrongOfRow0).size > 1 || wrongOfRow0.length <= 1, `varied wrong answers: ${wrongOfRow0}`);
+  assert.throws(() => toolTranscripts(rows, store, { max_turns: 2, seed: 5, per_row: 0 }), /per_row must be a positive integer, got 0/);
+});

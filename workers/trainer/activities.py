@@ -3,7 +3,13 @@
 Synchronous activities (run in the worker's thread pool): the work is PyTorch and blocking HTTP.
 The SDK delivers a cancellation by raising inside the thread; the training is shielded from that and
 checks `activity.is_cancelled()` between micro-batches instead, so a step is never interrupted half
-way through its optimizer step or its checkpoint commit."""
+way through its optimizer step or its checkpoint commit.
+
+Retries: an error that a retry cannot fix fails the activity at once (non-retryable ApplicationError,
+type = the exception's class name): a payload or sample that breaks the contract, weights that
+run.keep_checkpoints pruned or a step
+asked for before the one it follows was committed, CUDA out of memory (the same batch would run out again). Everything else —
+other OSErrors (a transient filesystem error), engine errors — is raised as is and retried."""
 from __future__ import annotations
 
 import platform
@@ -15,15 +21,18 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from .blobs import BlobError
+from .checkpoint import CheckpointMissing, CheckpointPruned
 from .contract import (SyncWeightsInput, SyncWeightsOutput, TrainerInfoOutput, TrainStepInput,
                        TrainStepOutput)
+from .grpo import ContractError
 from .model import SampleInvalid
 from .train_step import StepCancelled, Trainer
 from .weight_sync import sync_weights_from_disk
 from .metrics_sink import LogMetricsInput, log_metrics
 
 # Errors that a retry cannot fix: fail the activity at once instead of retrying forever.
-NON_RETRYABLE = (SampleInvalid, BlobError, pydantic.ValidationError, FileNotFoundError, ValueError)
+NON_RETRYABLE = (SampleInvalid, BlobError, pydantic.ValidationError, ContractError, CheckpointPruned,
+                CheckpointMissing)
 
 
 class TemporalProgress:
@@ -36,6 +45,18 @@ class TemporalProgress:
 
 def _non_retryable(err: Exception) -> ApplicationError:
     return ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__, non_retryable=True)
+
+
+def train_step_error(err: Exception, inp: TrainStepInput | None) -> Exception:
+    """What train_step raises for `err`: a non-retryable ApplicationError, or `err` itself (retried)."""
+    if isinstance(err, NON_RETRYABLE):
+        return _non_retryable(err)
+    if isinstance(err, torch.cuda.OutOfMemoryError):
+        budget = f" (now {inp.hyper.micro_batch_tokens})" if inp is not None else ""
+        return ApplicationError(f"{type(err).__name__}: the trainer ran out of GPU memory; lower"
+                                f" grpo.micro_batch_tokens{budget} and resume the run. {err}",
+                                type=type(err).__name__, non_retryable=True)
+    return err
 
 
 def _parse(model: type[pydantic.BaseModel], payload: dict):
@@ -52,14 +73,18 @@ class TrainerActivities:
 
     @activity.defn(name="train_step")
     def train_step(self, payload: dict) -> dict:
+        inp = None
         try:
             inp = TrainStepInput.model_validate(payload)
             with activity.shield_thread_cancel_exception():
                 out: TrainStepOutput = self.trainer.train_step(inp, TemporalProgress())
         except StepCancelled as err:
             raise CancelledError(str(err)) from err
-        except NON_RETRYABLE as err:
-            raise _non_retryable(err) from err
+        except Exception as err:
+            raised = train_step_error(err, inp)
+            if raised is err:
+                raise
+            raise raised from err
         activity.logger.info("train_step done", extra={"step": out.step, "already_committed": out.already_committed})
         return out.model_dump()
 

@@ -22,6 +22,15 @@ PRUNED = ".pruned"
 _SKIP_FROM_BASE = {"config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json"}
 
 
+class CheckpointPruned(FileNotFoundError):
+    """A committed step whose weights run.keep_checkpoints removed: they never come back, so no retry helps."""
+
+
+class CheckpointMissing(FileNotFoundError):
+    """Step N was asked for while step N−1 was never committed: the run and the trainer disagree, which
+    no retry mends (the workflow commits steps in order)."""
+
+
 def checkpoint_dir(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step-{step:06d}"
 
@@ -64,7 +73,9 @@ def _fsync_tree(root: Path) -> None:
 def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                     *, weight_version: int, data_cursor: dict, metrics: dict, base_model_path: str | Path,
                     extra: dict | None = None) -> Path:
-    """Commit step N (`extra` goes into meta.json: the sample refs consumed, the optimizer step count). If step N is already committed (a concurrent or earlier attempt), keep that one."""
+    """Commit step N (`extra` goes into meta.json: the sample refs consumed, the optimizer step count).
+    If step N is already committed (a concurrent or earlier attempt), keep that one. meta.json is strict
+    JSON (no NaN or Infinity, which the TypeScript side cannot parse): the caller drops such metrics."""
     final = checkpoint_dir(run_dir, step)
     final.parent.mkdir(parents=True, exist_ok=True)
     if is_committed(final):
@@ -82,7 +93,7 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
         torch.save(capture_rng(), tmp / "rng.pt")
         meta = {"step": step, "weight_version": weight_version, "data_cursor": data_cursor, "metrics": metrics,
                 "base_model_path": str(base_model_path), **(extra or {})}
-        (tmp / META).write_text(json.dumps(meta, indent=1))
+        (tmp / META).write_text(json.dumps(meta, indent=1, allow_nan=False))
         _fsync_tree(tmp)
         os.rename(tmp, final)  # atomic on one filesystem; fails if another attempt won the race
     except OSError:

@@ -28,6 +28,7 @@ class Hyper(Strict):
 
     lr: float = Field(default=1e-6, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
+    adam_eps: float = Field(default=1e-8, gt=0)
     eps_clip: float = Field(default=0.2, gt=0)
     eps_clip_high: float = Field(default=0.28, gt=0)
     dr_grpo: bool = False

@@ -9,6 +9,11 @@ import torch
 
 STD_EPS = 1e-6
 KL_CLAMP = 10.0
+LOG_RATIO_CLAMP = 20.0
+
+
+class ContractError(ValueError):
+    """Inputs the maths cannot accept (mismatched lengths, unknown options): a retry cannot fix them."""
 
 
 def group_advantages(rewards: Sequence[float], group_ids: Sequence[str], dr_grpo: bool = False) -> torch.Tensor:
@@ -18,7 +23,7 @@ def group_advantages(rewards: Sequence[float], group_ids: Sequence[str], dr_grpo
     r − mean in floating point is not guaranteed to be 0 for non-binary rewards, and a tiny
     non-zero advantage would be a false gradient."""
     if len(rewards) != len(group_ids):
-        raise ValueError(f"{len(rewards)} rewards for {len(group_ids)} group ids")
+        raise ContractError(f"{len(rewards)} rewards for {len(group_ids)} group ids")
     r = torch.tensor(list(rewards), dtype=torch.float32)
     out = torch.zeros_like(r)
     members: dict[str, list[int]] = defaultdict(list)
@@ -34,17 +39,21 @@ def group_advantages(rewards: Sequence[float], group_ids: Sequence[str], dr_grpo
 
 
 def kl_penalty(logp: torch.Tensor, ref_logp: torch.Tensor, kind: str) -> torch.Tensor:
-    """Per-token KL estimate of the policy from the reference, clamped to ±10."""
+    """Per-token KL estimate of the policy from the reference, as verl computes it (log r = logp − ref_logp).
+
+    k1 = log r and k2 = (log r)²/2 are not clamped: clamping the value would zero their gradient exactly
+    where the policy has drifted furthest (k2 had none beyond |log r| = 4.47 under a ±10 clamp).
+    low_var_kl (k3) = exp(−log r) + log r − 1: log r is clamped to ±20 before the exp (exp overflows
+    float32 beyond 88.7, and inf times a zero upstream gradient is NaN), then the value to ±10."""
     log_ratio = logp.float() - ref_logp.float()
     if kind == "k1":
-        kl = log_ratio
-    elif kind == "k2":
-        kl = log_ratio.square() / 2
-    elif kind == "low_var_kl":  # k3: exp(ref − logp) − (ref − logp) − 1, ≥ 0, unbiased
-        kl = torch.exp(-log_ratio) + log_ratio - 1
-    else:
-        raise ValueError(f"unknown KL type {kind!r}")
-    return kl.clamp(-KL_CLAMP, KL_CLAMP)
+        return log_ratio
+    if kind == "k2":
+        return log_ratio.square() / 2
+    if kind == "low_var_kl":
+        log_ratio = log_ratio.clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+        return (torch.exp(-log_ratio) + log_ratio - 1).clamp(-KL_CLAMP, KL_CLAMP)
+    raise ContractError(f"unknown KL type {kind!r}")
 
 
 def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
@@ -85,7 +94,7 @@ def aggregation_weights(loss_masks: Sequence[torch.Tensor], loss_agg: str,
         elif loss_agg == "token_mean":
             out.append(m / max(n_tokens_total, 1))
         else:
-            raise ValueError(f"unknown loss_agg {loss_agg!r}")
+            raise ContractError(f"unknown loss_agg {loss_agg!r}")
     return out
 
 
@@ -95,7 +104,15 @@ def policy_loss(*, logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: tor
     """The GRPO loss of some tokens (1-D tensors aligned over response tokens of one or more samples).
 
     `weights` come from aggregation_weights (0 where loss_mask is 0); the returned loss and every
-    metric are weighted sums, so they add up across micro-batches. `hyper` is a contract.Hyper."""
+    metric are weighted sums, so they add up across micro-batches. `hyper` is a contract.Hyper.
+
+    Tokens of weight 0 are zeroed in every input before any term is computed: zeroing the terms after
+    (or weighting them by 0) still back-propagates 0 · inf = NaN from an infinite logprob or exp."""
+    active = weights != 0
+    logp, old_logp, rollout_logp, advantages = (_only_active(x, active)
+                                                for x in (logp, old_logp, rollout_logp, advantages))
+    entropy = _only_active(entropy, active) if entropy is not None else None
+    ref_logp = _only_active(ref_logp, active) if ref_logp is not None else None
     pg, clipfrac, ppo_kl = ppo_clip_terms(logp, old_logp, advantages, hyper.eps_clip, hyper.eps_clip_high)
     if hyper.tis.enabled:
         pg = pg * tis_weights(old_logp, rollout_logp, hyper.tis.clip)
@@ -110,7 +127,7 @@ def policy_loss(*, logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: tor
             loss = loss - hyper.entropy_coef * ent
     if hyper.kl.enabled:
         if ref_logp is None:
-            raise ValueError("KL enabled but no reference logprobs")
+            raise ContractError("KL enabled but no reference logprobs")
         kl = (kl_penalty(logp, ref_logp, hyper.kl.type) * weights).sum()
         metrics["train/kl_loss"] = kl.detach()
         loss = loss + hyper.kl.coef * kl
@@ -118,8 +135,12 @@ def policy_loss(*, logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: tor
     return loss, metrics
 
 
+def _only_active(x: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+    return x.masked_fill(~active, 0.0)
+
+
 def sft_loss(logp: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Masked NLL (SFT): `weights` from aggregation_weights (0 on prompt and observation tokens), so the
     loss and the metric add up across micro-batches to the batch's token-mean NLL."""
-    loss = -(logp * weights).sum()
+    loss = -(_only_active(logp, weights != 0) * weights).sum()
     return loss, {"sft/nll": loss.detach(), "train/loss": loss.detach()}

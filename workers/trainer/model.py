@@ -152,14 +152,36 @@ def restrict_logits(logits: torch.Tensor, allowed_token_ids: list[int] | None) -
     return logits.masked_fill(~allowed, float("-inf"))
 
 
+LOGIT_CHUNK_ROWS = 1024
+
+
+def _chunked_logprobs(lm_head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
+                      allowed_token_ids: list[int] | None, with_entropy: bool, entropy_grad: bool):
+    """logp(target) (and the entropy) of each row, LOGIT_CHUNK_ROWS rows at a time, so the transient
+    150k-wide blocks (logits, masks, exp) exist for one chunk, not for the whole micro-batch."""
+    logps, entropies = [], []
+    for start in range(0, hidden.shape[0], LOGIT_CHUNK_ROWS):
+        logits = restrict_logits(lm_head(hidden[start:start + LOGIT_CHUNK_ROWS]).float() / temperature, allowed_token_ids)
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logps.append(logp_all.gather(-1, targets[start:start + LOGIT_CHUNK_ROWS, None]).squeeze(-1))
+        if with_entropy:
+            with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
+                # masked tokens have p = 0 and logp = -inf: their term (and its gradient) is 0, not nan
+                finite_logp = logp_all.masked_fill(~torch.isfinite(logp_all), 0.0)
+                entropies.append(-(logp_all.exp() * finite_logp).sum(-1))
+    empty = hidden.new_zeros(0, dtype=torch.float32)
+    logp = torch.cat(logps) if logps else empty
+    return logp, (torch.cat(entropies) if entropies else empty) if with_entropy else None
+
+
 def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperature: float,
                      with_entropy: bool, entropy_grad: bool = False, pad_id: int = 0,
                      allowed_token_ids: list[int] | None = None) -> ForwardOutput:
     """Logprobs of each sample's response tokens under softmax(logits / temperature), over
     `allowed_token_ids` only when given (the same processing as the engine's logprobs).
 
-    Right-padded batch; the LM head runs only on the positions that predict response tokens (the
-    vocabulary is 150k wide: full-sequence logits would dominate memory)."""
+    Right-padded batch; the LM head runs only on the positions that predict loss-mask tokens (the
+    vocabulary is 150k wide: it is most of the step's compute and memory)."""
     device = next(model.parameters()).device
     width = max(s.n_tokens for s in batch)
     input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
@@ -176,21 +198,22 @@ def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperatu
         kwargs["mm_token_type_ids"] = (input_ids == model.config.image_token_id).to(device, torch.int32)
     hidden = model.model(**kwargs).last_hidden_state  # (B, L, H)
 
-    rows, cols, targets, sizes = [], [], [], []
+    # Only the positions that predict a loss-mask token reach the LM head: observation and template
+    # tokens inside a multi-turn response (mask 0) get logprob 0 and entropy 0 and cost nothing.
+    rows, cols, targets, flat, sizes, offset = [], [], [], [], [], 0
     for i, s in enumerate(batch):
-        pos = torch.arange(s.prompt_len - 1, s.n_tokens - 1)
-        rows.append(torch.full_like(pos, i))
-        cols.append(pos)
-        targets.append(torch.tensor(s.input_ids[s.prompt_len:], dtype=torch.long))
+        keep = torch.nonzero(s.loss_mask > 0).squeeze(-1)
+        rows.append(torch.full_like(keep, i))
+        cols.append(keep + (s.prompt_len - 1))
+        targets.append(torch.tensor(s.input_ids[s.prompt_len:], dtype=torch.long)[keep])
+        flat.append(keep + offset)
+        offset += s.response_len
         sizes.append(s.response_len)
-    rows_t, cols_t = torch.cat(rows).to(device), torch.cat(cols).to(device)
-    logits = restrict_logits(model.lm_head(hidden[rows_t, cols_t]).float() / temperature, allowed_token_ids)  # (N, V)
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, torch.cat(targets).to(device)[:, None]).squeeze(-1)
+    rows_t, cols_t, flat_t = torch.cat(rows).to(device), torch.cat(cols).to(device), torch.cat(flat).to(device)
+    picked, picked_entropy = _chunked_logprobs(model.lm_head, hidden[rows_t, cols_t], torch.cat(targets).to(device),
+                                               temperature, allowed_token_ids, with_entropy, entropy_grad)
+    logp = torch.zeros(offset, dtype=torch.float32, device=device).index_put((flat_t,), picked)
     entropy = None
-    if with_entropy:
-        with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-            # masked tokens have p = 0 and logp = -inf: their term (and its gradient) is 0, not nan
-            finite_logp = logp_all.masked_fill(~torch.isfinite(logp_all), 0.0)
-            entropy = list((-(logp_all.exp() * finite_logp).sum(-1)).split(sizes))
+    if picked_entropy is not None:
+        entropy = list(torch.zeros(offset, dtype=torch.float32, device=device).index_put((flat_t,), picked_entropy).split(sizes))
     return ForwardOutput(list(logp.split(sizes)), entropy)

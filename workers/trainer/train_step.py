@@ -11,11 +11,20 @@ Old logprobs: each step makes one optimizer step on fresh rollouts and every mic
 it, so the policy that scores the batch *is* the pre-update policy: old logprobs are the trainer's own
 (detached) logprobs from the same forward pass, as in vime/slime, which recompute them. The PPO ratio
 is therefore 1 at the step's start and the engine/trainer mismatch is measured
-(train_rollout_logprob_abs_diff) and optionally corrected by TIS against the rollout logprobs."""
+(train_rollout_logprob_abs_diff) and optionally corrected by TIS against the rollout logprobs.
+
+Non-finite steps: if the loss or the gradient norm of step N is NaN or infinite, the optimizer step is
+skipped (gradients dropped; model and optimizer stay exactly as at step N−1) and step N is still
+committed, once, with `train/nonfinite_step` 1 (0 on every other step) and `update_applied: false` in
+meta.json. Its samples count as consumed (`sample_refs`) and are not retrained: the run moves on, and
+checkpoint N holds step N−1's weights. Metrics are JSON numbers only: a non-finite metric is dropped
+from `metrics` and its name listed in meta.json's `nonfinite_metrics`."""
 from __future__ import annotations
 
+import math
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -48,13 +57,14 @@ class StepCancelled(Exception):
 
 def make_optimizer(model: torch.nn.Module, hyper: Hyper) -> torch.optim.Optimizer:
     return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=hyper.lr,
-                             weight_decay=hyper.weight_decay, betas=(0.9, 0.98), eps=1e-8)
+                             weight_decay=hyper.weight_decay, betas=(0.9, 0.98), eps=hyper.adam_eps)
 
 
 def set_hyper(optimizer: torch.optim.Optimizer, hyper: Hyper) -> None:
     for group in optimizer.param_groups:
         group["lr"] = hyper.lr
         group["weight_decay"] = hyper.weight_decay
+        group["eps"] = hyper.adam_eps
 
 
 def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progress: Progress,
@@ -91,7 +101,7 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
             logp=logp, old_logp=logp.detach(), rollout_logp=rollout, advantages=adv, weights=torch.cat(weights),
             hyper=hyper, entropy=torch.cat(fwd.entropy), ref_logp=torch.cat(ref) if ref is not None else None)
         loss.backward()
-        abs_diff_sum += float(((logp.detach() - rollout).abs() * mask).sum())
+        abs_diff_sum += float(torch.where(mask > 0, (logp.detach() - rollout).abs(), 0.0).sum())
         for k, v in metrics.items():
             sums[k] = sums.get(k, 0.0) + float(v)
         progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
@@ -123,6 +133,12 @@ class TrainerState:
     vision: VisionProcessor | None
 
 
+def finite_metrics(metrics: dict[str, float]) -> tuple[dict[str, float], list[str]]:
+    """(the finite metrics, the names of those dropped): JSON, and so Temporal and meta.json, has no NaN."""
+    kept = {k: float(v) for k, v in metrics.items() if math.isfinite(v)}
+    return kept, sorted(k for k in metrics if k not in kept)
+
+
 class Trainer:
     """Holds the model between steps; one step at a time per process."""
 
@@ -152,10 +168,10 @@ class Trainer:
         else:
             prev = ckpt.checkpoint_dir(inp.run_dir, want)
             if not ckpt.is_committed(prev):
-                raise FileNotFoundError(f"step {inp.step} needs step {want}'s checkpoint, which is not committed: {prev}")
+                raise ckpt.CheckpointMissing(f"step {inp.step} needs step {want}'s checkpoint, which is not committed: {prev}")
             if ckpt.is_pruned(prev):
-                raise FileNotFoundError(f"step {inp.step} needs step {want}'s weights, which run.keep_checkpoints pruned: {prev}"
-                                        " (keep more checkpoints than run.steps_per_workflow_run)")
+                raise ckpt.CheckpointPruned(f"step {inp.step} needs step {want}'s weights, which run.keep_checkpoints"
+                                            f" pruned: {prev} (keep more checkpoints than run.steps_per_workflow_run)")
             loaded = ckpt.load_checkpoint(prev, self.device, self.dtype)
             model = loaded.model.train()
             optimizer = make_optimizer(model, inp.hyper)
@@ -177,26 +193,19 @@ class Trainer:
             final = ckpt.checkpoint_dir(inp.run_dir, inp.step)
             if ckpt.is_committed(final):
                 if ckpt.is_pruned(final):
-                    raise FileNotFoundError(f"step {inp.step} is committed but its weights were pruned (run.keep_checkpoints):"
-                                            f" {final}; the run resumed further back than the checkpoints it keeps")
+                    raise ckpt.CheckpointPruned(f"step {inp.step} is committed but its weights were pruned"
+                                                f" (run.keep_checkpoints): {final}; the run resumed further back"
+                                                " than the checkpoints it keeps")
                 meta = ckpt.read_meta(final)
                 return TrainStepOutput(step=inp.step, weight_version=meta["weight_version"], checkpoint=str(final),
-                                       already_committed=True, metrics=meta["metrics"])
+                                       already_committed=True, metrics=finite_metrics(meta["metrics"])[0])
             state = self.ensure_state(inp)
             progress.heartbeat({"phase": "model_ready", "step": inp.step})
             if not inp.samples:
                 # Nothing to learn from (all failed or filtered): commit the step without an update so
                 # the run's step, checkpoint and weight-version chain stays unbroken.
-                metrics = {"train/skipped": 1.0, "train/n_samples": 0.0}
-                path = ckpt.save_checkpoint(inp.run_dir, inp.step, state.model, state.optimizer,
-                                            weight_version=inp.step + 1, data_cursor=inp.data_cursor.model_dump(),
-                                            metrics=metrics, base_model_path=inp.model_path,
-                                            extra={"sample_refs": [],
-                                                   "optimizer_steps": ckpt.optimizer_steps(state.optimizer)})
-                state.step = inp.step
-                ckpt.prune_checkpoints(inp.run_dir, inp.keep_checkpoints)
-                return TrainStepOutput(step=inp.step, weight_version=inp.step + 1, checkpoint=str(path),
-                                       already_committed=False, metrics=metrics)
+                return self._commit(inp, state, {"train/skipped": 1.0, "train/n_samples": 0.0,
+                                                 "train/nonfinite_step": 0.0}, applied=False)
             samples = self.load_samples(inp, state)
             progress.heartbeat({"phase": "samples_loaded", "n": len(samples)})
             t0 = time.perf_counter()
@@ -207,34 +216,47 @@ class Trainer:
                                         algorithm=inp.algorithm)
             # From here on the in-memory model no longer matches any checkpoint until the commit.
             state.step = -2
-            grad_norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), inp.hyper.grad_clip)
-            state.optimizer.step()
+            grad_norm = float(torch.nn.utils.clip_grad_norm_(state.model.parameters(), inp.hyper.grad_clip))
+            finite = math.isfinite(grad_norm) and math.isfinite(sums.get("train/loss", 0.0))
+            if finite:
+                state.optimizer.step()
             state.optimizer.zero_grad(set_to_none=True)
             seconds = time.perf_counter() - t0
             n_tokens = sum(s.n_tokens for s in samples)
-            metrics = {**sums, "train/grad_norm": float(grad_norm),
+            metrics = {**sums, "train/grad_norm": grad_norm, "train/nonfinite_step": 0.0 if finite else 1.0,
                        "perf/train_tokens_per_second": n_tokens / max(seconds, 1e-9),
                        "perf/train_seconds": seconds,
                        "train/n_samples": float(len(samples)),
                        "train/n_tokens": float(n_tokens),
                        "train/n_response_tokens": float(sum(float(s.loss_mask.sum()) for s in samples))}
-            weight_version = inp.step + 1
             progress.heartbeat({"phase": "committing"})
-            path = ckpt.save_checkpoint(inp.run_dir, inp.step, state.model, state.optimizer,
-                                        weight_version=weight_version, data_cursor=inp.data_cursor.model_dump(),
-                                        metrics=metrics, base_model_path=inp.model_path,
-                                        extra={"sample_refs": [s.ref for s in inp.samples],
-                                               "optimizer_steps": ckpt.optimizer_steps(state.optimizer)})
-            recorded = ckpt.read_meta(path)
-            if recorded["metrics"] != metrics:
-                # Another attempt committed step N first: that one is the truth; reload it next time.
-                self.state = None
-                return TrainStepOutput(step=inp.step, weight_version=recorded["weight_version"],
-                                       checkpoint=str(path), already_committed=True, metrics=recorded["metrics"])
-            state.step = inp.step
-            ckpt.prune_checkpoints(inp.run_dir, inp.keep_checkpoints)
-            return TrainStepOutput(step=inp.step, weight_version=weight_version, checkpoint=str(path),
-                                   already_committed=False, metrics=metrics)
+            return self._commit(inp, state, metrics, applied=finite)
+
+    def _commit(self, inp: TrainStepInput, state: TrainerState, metrics: dict[str, float],
+                applied: bool) -> TrainStepOutput:
+        """Commit step N from the in-memory state, or return the step N another attempt committed first."""
+        metrics, dropped = finite_metrics(metrics)
+        # Whose commit won is told by a token of this attempt, not by comparing metrics (timings differ
+        # between attempts, and NaN != NaN made an attempt disown its own commit).
+        attempt = uuid.uuid4().hex
+        weight_version = inp.step + 1
+        path = ckpt.save_checkpoint(inp.run_dir, inp.step, state.model, state.optimizer,
+                                    weight_version=weight_version, data_cursor=inp.data_cursor.model_dump(),
+                                    metrics=metrics, base_model_path=inp.model_path,
+                                    extra={"sample_refs": [s.ref for s in inp.samples],
+                                           "optimizer_steps": ckpt.optimizer_steps(state.optimizer),
+                                           "update_applied": applied, "nonfinite_metrics": dropped,
+                                           "attempt": attempt})
+        recorded = ckpt.read_meta(path)
+        if recorded.get("attempt") != attempt:
+            # Another attempt committed step N first: that one is the truth; reload it next time.
+            self.state = None
+            return TrainStepOutput(step=inp.step, weight_version=recorded["weight_version"], checkpoint=str(path),
+                                   already_committed=True, metrics=finite_metrics(recorded["metrics"])[0])
+        state.step = inp.step
+        ckpt.prune_checkpoints(inp.run_dir, inp.keep_checkpoints)
+        return TrainStepOutput(step=inp.step, weight_version=weight_version, checkpoint=str(path),
+                               already_committed=False, metrics=metrics)
 
     def load_samples(self, inp: TrainStepInput, state: TrainerState) -> list[TrainSample]:
         blobs = BlobStore(inp.blob_root)

@@ -1,0 +1,86 @@
+"""Which train_step failures Temporal retries: contract errors, pruned weights and CUDA OOM fail at once;
+a transient filesystem error (or anything unknown) is retried."""
+import pytest
+import torch
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from trainer import checkpoint as ckpt
+from trainer.activities import TrainerActivities
+from trainer.blobs import BlobError
+from trainer.contract import TrainStepInput
+from trainer.grpo import ContractError, group_advantages
+from trainer.model import SampleInvalid
+from trainer.train_step import Trainer
+
+
+class Failing:
+    def __init__(self, err: Exception):
+        self.err = err
+
+    def train_step(self, inp, progress):
+        raise self.err
+
+
+def run_train_step(trainer, payload: dict):
+    return ActivityEnvironment().run(TrainerActivities(trainer).train_step, payload)
+
+
+@pytest.fixture
+def payload(make_input, mixed_refs) -> dict:
+    return make_input(mixed_refs, micro_batch_tokens=4096)
+
+
+@pytest.mark.parametrize("err, type_", [
+    (SampleInvalid("sample x: 3 image placeholders, the images need 4"), "SampleInvalid"),
+    (ContractError("unknown KL type 'k9'"), "ContractError"),
+    (BlobError("blob not found: blob:named/samples/x.json"), "BlobError"),
+    (ckpt.CheckpointPruned("step 3 needs step 2's weights, which run.keep_checkpoints pruned: /run/step-000002"),
+     "CheckpointPruned"),
+])
+def test_errors_a_retry_cannot_fix_are_non_retryable(payload, err, type_):
+    with pytest.raises(ApplicationError) as info:
+        run_train_step(Failing(err), payload)
+    assert info.value.non_retryable and info.value.type == type_
+    assert str(err) in info.value.message
+
+
+def test_an_invalid_payload_is_non_retryable(payload):
+    with pytest.raises(ApplicationError) as info:
+        run_train_step(Failing(AssertionError("not reached")), {**payload, "step": -1})
+    assert info.value.non_retryable and info.value.type == "ValidationError"
+
+
+def test_cuda_oom_is_non_retryable_and_names_the_micro_batch_budget(payload):
+    with pytest.raises(ApplicationError) as info:
+        run_train_step(Failing(torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")), payload)
+    assert info.value.non_retryable and info.value.type == "OutOfMemoryError"
+    assert "grpo.micro_batch_tokens (now 4096)" in info.value.message and "Tried to allocate" in info.value.message
+
+
+@pytest.mark.parametrize("err", [
+    FileNotFoundError("[Errno 2] No such file or directory: '/run/checkpoints/step-000002/optimizer.pt'"),
+    OSError("[Errno 5] Input/output error"),
+    ValueError("a ValueError that is no contract error"),
+])
+def test_other_errors_are_retried(payload, err):
+    with pytest.raises(type(err)) as info:
+        run_train_step(Failing(err), payload)
+    assert info.value is err and not isinstance(info.value, ApplicationError)
+
+
+def test_the_trainer_raises_the_classes_the_activity_expects(make_input, mixed_refs, tmp_path):
+    with pytest.raises(ContractError):
+        group_advantages([1.0, 0.0], ["g"])
+    run_dir = tmp_path / "pruned"
+    trainer = Trainer(device="cpu")
+    for step in range(3):
+        inp = TrainStepInput.model_validate({**make_input(mixed_refs, step=step, run_dir=run_dir), "samples": []})
+        trainer.train_step(inp.model_copy(update={"keep_checkpoints": 2}))
+    step0 = TrainStepInput.model_validate({**make_input(mixed_refs, step=0, run_dir=run_dir), "samples": []})
+    with pytest.raises(ApplicationError, match="keep_checkpoints") as info:
+        run_train_step(Trainer(device="cpu"), step0.model_dump())
+    assert info.value.non_retryable and info.value.type == "CheckpointPruned"
+    step1 = step0.model_copy(update={"step": 1})
+    with pytest.raises(ckpt.CheckpointPruned, match="step 1 needs step 0's weights"):
+        Trainer(device="cpu").ensure_state(step1)
