@@ -15,6 +15,7 @@ import { toolTranscripts } from './data/transcripts.js';
 import { REPO_ROOT, cacheDir, stateLayout, tinyModelDir } from './paths.js';
 import { runHandle, startOrContinueRun } from './run-client.js';
 import type { RunResult } from '../workflows/training-run-messages.js';
+import { readStepRecords } from '../activities/run.js';
 
 export const WARM_START_CONFIG = path.join(REPO_ROOT, 'configs', 'cpu-tiny-sft.yaml');
 /** Share of warm-start transcripts whose first answer is right (the rest start wrong, then use the
@@ -23,7 +24,7 @@ export const WARM_START_CONFIG = path.join(REPO_ROOT, 'configs', 'cpu-tiny-sft.y
  *  leave a policy that has the format and is right first about a third of the time. */
 export const WARM_START_FIRST_CORRECT = 0.85;
 // Sources whose change changes the warm start (besides the configs and the base model).
-const SOURCES = ['lib/data/transcripts.ts', 'lib/data/synth-angles.ts', 'lib/data/prompt.ts', 'lib/env/geo3k.ts', 'activities/sft.ts',
+const SOURCES = ['lib/warm-start.ts', 'lib/data/transcripts.ts', 'lib/data/synth-angles.ts', 'lib/data/prompt.ts', 'lib/env/geo3k.ts', 'activities/sft.ts',
   'lib/trajectory.ts', 'workers/trainer/grpo.py', 'workers/trainer/train_step.py', 'workers/trainer/model.py'];
 
 export interface WarmStart {
@@ -80,12 +81,14 @@ export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: 
   await startOrContinueRun(client, sftCfg, runId);
   const result = await onBuild(runId);
   if (result.status !== 'completed' || !result.checkpoint) throw new Error(`warm-start SFT run ${runId} ended ${result.status}; continue it with: tempo-rl demo`);
-  await exportModel(result.checkpoint, dir);
+  const nll = (await readStepRecords(path.join(stateLayout(rl.state_dir).runs, runId))).map((r) => r.metrics['sft/nll']);
+  await exportModel(result.checkpoint, dir, { run_id: runId, sft_nll_first: nll[0] ?? null, sft_nll_last: nll[nll.length - 1] ?? null, steps: nll.length });
   return { model_dir: dir, run_id: runId, built: true, seconds: (Date.now() - t0) / 1000 };
 }
 
-/** A checkpoint → a model directory (weights, config, tokenizer, processor; no optimizer state), atomically. */
-export async function exportModel(checkpoint: string, dir: string): Promise<void> {
+/** A checkpoint → a model directory (weights, config, tokenizer, processor; no optimizer state), atomically.
+ *  `about` goes into its tempo_rl_warm_start.json beside the checkpoint it came from. */
+export async function exportModel(checkpoint: string, dir: string, about: Record<string, unknown> = {}): Promise<void> {
   const tmp = `${dir}.tmp-${process.pid}`;
   await fs.rm(tmp, { recursive: true, force: true });
   await fs.mkdir(tmp, { recursive: true });
@@ -94,7 +97,7 @@ export async function exportModel(checkpoint: string, dir: string): Promise<void
     const from = path.join(checkpoint, name);
     if ((await fs.stat(from)).isFile()) await fs.copyFile(from, path.join(tmp, name));
   }
-  await fs.writeFile(path.join(tmp, 'tempo_rl_warm_start.json'), JSON.stringify({ from_checkpoint: checkpoint }, null, 2));
+  await fs.writeFile(path.join(tmp, 'tempo_rl_warm_start.json'), JSON.stringify({ from_checkpoint: checkpoint, ...about }, null, 2));
   await fs.writeFile(path.join(tmp, '.complete'), 'ok\n');
   await fs.rm(dir, { recursive: true, force: true });
   await fs.rename(tmp, dir);
