@@ -11,9 +11,11 @@ import { after, test } from 'node:test';
 import YAML from 'yaml';
 import { LocalBlobStore } from '../../lib/blobstore.js';
 import { Sample } from '../../lib/contract.js';
-import { REPO_ROOT, stateLayout } from '../../lib/paths.js';
+import { REPO_ROOT, stateLayout, tinyModelDir } from '../../lib/paths.js';
 import { runHandle, startOrContinueRun } from '../../lib/run-client.js';
 import { checkInvariants } from '../../lib/trajectory.js';
+import { VllmClient } from '../../lib/vllm/client.js';
+import { EnginePool } from '../../lib/vllm/pool.js';
 import { ensureWarmStart, waitForRun } from '../../lib/warm-start.js';
 import { readStepRecords } from '../../activities/run.js';
 import type { RunResult } from '../../workflows/training-run-messages.js';
@@ -23,7 +25,12 @@ const demo = YAML.parse(readFileSync(path.join(REPO_ROOT, 'configs', 'cpu-tiny.y
 const sections = ['dataset', 'rollout', 'grpo', 'run'].map((k) => `${k}=${JSON.stringify(demo[k])}`);
 const STEPS = 3;
 const fx = await startRunFixture([...sections, `engines.max_model_len=${demo.engines!.max_model_len}`, `run.steps=${STEPS}`, `run.eval_interval=${STEPS}`]);
-after(() => fx.close());
+after(async () => {
+  // The suite's engines are shared: hand them back serving the tiny model, as later files expect.
+  const clients = fx.cfg.engines.urls.map((url) => new VllmClient({ url, timeoutMs: 300_000 }));
+  await new EnginePool(clients, { policy: 'round_robin' }).syncWeights(tinyModelDir()).catch((err) => console.error(`could not restore the engines' weights: ${err}`));
+  await fx.close();
+});
 
 test('the warm-started policy calls calc_score, and GRPO on the demo task trains on real tool-call episodes', { timeout: 1_800_000 }, async () => {
   const warm = await ensureWarmStart(fx.client, fx.cfg, (id) => waitForRun(fx.client, id));

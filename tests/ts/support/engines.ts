@@ -9,6 +9,7 @@ import { loadConfig } from '../../../config/load.js';
 import { startEngines, stopEngines } from '../../../lib/engines.js';
 import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir } from '../../../lib/paths.js';
 import { portOpen } from '../../../lib/process.js';
+import { removeTestState } from './state.js';
 
 export interface TestEngines {
   urls: string[];
@@ -34,9 +35,10 @@ export async function testEngines(count = 2): Promise<TestEngines> {
   const cfg = loadConfig({ env, sets: [`state_dir=${stateDir}`, `engines.count=${count}`, `engines.base_port=${await freeRun(count)}`, 'engines.urls=[]'] });
   try {
     const { statuses } = await startEngines(cfg);
-    return { urls: statuses.map((s) => s.url), owned: true, stop: async () => void (await stopEngines(cfg)) };
+    return { urls: statuses.map((s) => s.url), owned: true, stop: async () => { await stopEngines(cfg); removeTestState(stateDir); } };
   } catch (err) {
     await stopEngines(cfg);
+    removeTestState(stateDir);
     throw err;
   }
 }

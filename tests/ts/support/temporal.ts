@@ -11,6 +11,7 @@ import { freePort } from '../../../lib/process.js';
 import { REPO_ROOT } from '../../../lib/paths.js';
 import { trainerCommand } from '../../../workers/trainer-process.js';
 import { createRolloutWorker } from '../../../workers/rollout-worker.js';
+import { removeTestState } from './state.js';
 import type { RolloutDeps } from '../../../activities/index.js';
 
 export interface TestServer {
@@ -19,7 +20,8 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
-/** A fresh dev server on free ports with its SQLite file in a temp state dir. */
+/** A fresh dev server on free ports with its SQLite file in a temp state dir (removed by stop() when
+ *  created here). */
 export async function startTestServer(sets: string[] = [], stateDir?: string): Promise<TestServer> {
   const dir = stateDir ?? mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-test-'));
   const [port, ui] = [await freePort(), await freePort()];
@@ -30,7 +32,13 @@ export async function startTestServer(sets: string[] = [], stateDir?: string): P
     sets: [`state_dir=${dir}`, `server.port=${port}`, `server.ui_port=${ui}`, ...sets],
   });
   await startServer(cfg);
-  return { cfg, stateDir: dir, stop: async () => void (await stopServer(cfg)) };
+  return {
+    cfg, stateDir: dir,
+    stop: async () => {
+      await stopServer(cfg);
+      if (!stateDir) removeTestState(dir);
+    },
+  };
 }
 
 export interface RunningWorker {
