@@ -5,29 +5,25 @@
 //
 //   node --import tsx bench/warmstart-learning.ts [--steps 8] [--json] [--variant 'grpo.lr=5e-4,rollout.temperature=1']… [--warm DIR]
 //
-// Each --variant is one GRPO run from the same warm start with those keys changed (values as JSON,
-// else strings); without one, a single run on the demo's settings.
-import { readFileSync } from 'node:fs';
+// Each --variant is one GRPO run from the same warm start with those keys changed (as --set takes
+// them, comma-separated); without one, a single run on the demo's settings.
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import YAML from 'yaml';
-import { REPO_ROOT } from '../lib/paths.js';
+import { withSets } from '../config/load.js';
 import { runHandle, startOrContinueRun } from '../lib/run-client.js';
 import { ensureWarmStart, waitForRun } from '../lib/warm-start.js';
 import { readStepRecords } from '../activities/run.js';
-import { startRunFixture } from '../tests/ts/support/run.js';
+import { startDemoRunFixture } from '../tests/ts/support/run.js';
 
 const { values } = parseArgs({ options: { steps: { type: 'string', default: '8' }, json: { type: 'boolean', default: false }, variant: { type: 'string', multiple: true, default: [] }, warm: { type: 'string' } } });
-const demo = YAML.parse(readFileSync(path.join(REPO_ROOT, 'configs', 'cpu-tiny.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
-const sections = ['dataset', 'rollout', 'grpo', 'run'].map((k) => `${k}=${JSON.stringify(demo[k])}`);
-const fx = await startRunFixture([...sections, `engines.max_model_len=${demo.engines!.max_model_len}`, `run.steps=${values.steps}`, `run.eval_interval=${values.steps}`]);
+const fx = await startDemoRunFixture([`run.steps=${values.steps}`, `run.eval_interval=${values.steps}`]);
 try {
   const t0 = Date.now();
   // --warm DIR: GRPO from that model directory (an earlier warm start), without building or keying one.
   const warm = values.warm ? { model_dir: path.resolve(values.warm), built: false } : await ensureWarmStart(fx.client, fx.cfg, (id) => waitForRun(fx.client, id));
   const tWarm = (Date.now() - t0) / 1000;
   for (const variant of values.variant.length ? values.variant : ['']) {
-    const cfg = withVariant({ ...fx.cfg, model: { ...fx.cfg.model, path: warm.model_dir } }, variant);
+    const cfg = withSets(fx.cfg, [`model.path=${warm.model_dir}`, ...variant.split(',').filter(Boolean)]);
     const runId = `bench-${Date.now()}`;
     const t1 = Date.now();
     await startOrContinueRun(fx.client, cfg, runId);
@@ -57,16 +53,3 @@ try {
   await fx.close();
 }
 
-function withVariant<T>(cfg: T, variant: string): T {
-  const out = JSON.parse(JSON.stringify(cfg)) as Record<string, unknown>;
-  for (const kv of variant.split(',').filter(Boolean)) {
-    const [key, raw] = [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)];
-    const parts = key.split('.');
-    let node = out;
-    for (const p of parts.slice(0, -1)) node = node[p] as Record<string, unknown>;
-    let value: unknown = raw;
-    try { value = JSON.parse(raw); } catch { /* a string */ }
-    node[parts[parts.length - 1]!] = value;
-  }
-  return out as T;
-}

@@ -249,6 +249,14 @@ export function loadConfig(opts: LoadOptions = {}): TempoConfig {
   return cfg;
 }
 
+/** A loaded config with `--set`-style overrides (key.path=value) applied and checked again. */
+export function withSets(cfg: TempoConfig, sets: readonly string[]): TempoConfig {
+  const merged = deepMerge(cfg as unknown as Tree, setOverrides(sets));
+  const parsed = CheckedConfig.safeParse(merged);
+  if (!parsed.success) throw new ConfigError(formatIssues(parsed.error, merged, '--set flags'));
+  return parsed.data;
+}
+
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
   const base = env.XDG_STATE_HOME || path.join(env.HOME || os.homedir(), '.local', 'state');
   return path.join(base, 'tempo-rl');

@@ -52,9 +52,6 @@ interface TrainerActivities {
   log_metrics(input: { run_id: string; run_dir: string; step: number; metrics: Record<string, number> }): Promise<{ tensorboard: string; wandb: boolean }>;
 }
 
-/** The trainer's non-retryable error types (workers/trainer/activities.py marks them so too). */
-const TRAINER_NON_RETRYABLE = ['SampleInvalid', 'BlobError', 'ValidationError', 'ContractError', 'CheckpointMissing', 'CheckpointPruned', 'OutOfMemoryError'];
-
 function trainerActs(taskQueue: string) {
   return proxyActivities<TrainerActivities>({
     taskQueue,
@@ -62,7 +59,9 @@ function trainerActs(taskQueue: string) {
     // A killed trainer is noticed within the heartbeat timeout; the retry resumes from the last
     // committed checkpoint, and a step already committed returns its recorded metrics.
     heartbeatTimeout: '60 seconds',
-    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', nonRetryableErrorTypes: TRAINER_NON_RETRYABLE },
+    // Which trainer errors no retry can fix is decided in one place: workers/trainer/activities.py
+    // raises them as non-retryable ApplicationErrors.
+    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds' },
   });
 }
 

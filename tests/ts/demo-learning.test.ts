@@ -8,10 +8,9 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import YAML from 'yaml';
 import { LocalBlobStore } from '../../lib/blobstore.js';
 import { Sample } from '../../lib/contract.js';
-import { REPO_ROOT, stateLayout, tinyModelDir } from '../../lib/paths.js';
+import { stateLayout, tinyModelDir } from '../../lib/paths.js';
 import { runHandle, startOrContinueRun } from '../../lib/run-client.js';
 import { checkInvariants } from '../../lib/trajectory.js';
 import { VllmClient } from '../../lib/vllm/client.js';
@@ -19,12 +18,11 @@ import { EnginePool } from '../../lib/vllm/pool.js';
 import { ensureWarmStart, waitForRun } from '../../lib/warm-start.js';
 import { readStepRecords } from '../../activities/run.js';
 import type { RunResult } from '../../workflows/training-run-messages.js';
-import { checkExactlyOnce, startRunFixture } from './support/run.js';
+import { IMAGE_PAD_ID as IMAGE_PAD } from './support/engines.js';
+import { checkExactlyOnce, startDemoRunFixture } from './support/run.js';
 
-const demo = YAML.parse(readFileSync(path.join(REPO_ROOT, 'configs', 'cpu-tiny.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
-const sections = ['dataset', 'rollout', 'grpo', 'run'].map((k) => `${k}=${JSON.stringify(demo[k])}`);
 const STEPS = 3;
-const fx = await startRunFixture([...sections, `engines.max_model_len=${demo.engines!.max_model_len}`, `run.steps=${STEPS}`, `run.eval_interval=${STEPS}`]);
+const fx = await startDemoRunFixture([`run.steps=${STEPS}`, `run.eval_interval=${STEPS}`]);
 after(async () => {
   // The suite's engines are shared: hand them back serving the tiny model, as later files expect.
   const clients = fx.cfg.engines.urls.map((url) => new VllmClient({ url, timeoutMs: 300_000 }));
@@ -76,5 +74,3 @@ test('the warm-started policy calls calc_score, and GRPO on the demo task trains
   assert.ok(wrongThenDifferent >= 1, 'at least one episode answers wrong through the tool, then something else in turn 2');
   await checkExactlyOnce(fx.client, cfg, runId, result);
 });
-
-const IMAGE_PAD = 151655; // <|image_pad|> in the Qwen tokenizer

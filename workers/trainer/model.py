@@ -169,9 +169,9 @@ def _chunked_logprobs(lm_head, hidden: torch.Tensor, targets: torch.Tensor, temp
                 # masked tokens have p = 0 and logp = -inf: their term (and its gradient) is 0, not nan
                 finite_logp = logp_all.masked_fill(~torch.isfinite(logp_all), 0.0)
                 entropies.append(-(logp_all.exp() * finite_logp).sum(-1))
-    empty = hidden.new_zeros(0, dtype=torch.float32)
-    logp = torch.cat(logps) if logps else empty
-    return logp, (torch.cat(entropies) if entropies else empty) if with_entropy else None
+    def joined(parts: list[torch.Tensor]) -> torch.Tensor:
+        return torch.cat(parts) if parts else hidden.new_zeros(0, dtype=torch.float32)
+    return joined(logps), joined(entropies) if with_entropy else None
 
 
 def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperature: float,

@@ -4,6 +4,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import YAML from 'yaml';
 import type { Client } from '@temporalio/client';
 import type { TempoConfig } from '../../../config/schema.js';
 import { REPO_ROOT } from '../../../lib/paths.js';
@@ -60,6 +61,14 @@ export async function startRunFixture(sets: string[] = []): Promise<RunFixture> 
     },
   };
   return fx;
+}
+
+/** A run fixture on the demo's settings (configs/cpu-tiny.yaml: dataset, rollout, grpo, run and the
+ *  engines' context), then `sets`. */
+export function startDemoRunFixture(sets: string[] = []): Promise<RunFixture> {
+  const demo = YAML.parse(readFileSync(path.join(REPO_ROOT, 'configs', 'cpu-tiny.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
+  const sections = ['dataset', 'rollout', 'grpo', 'run'].map((k) => `${k}=${JSON.stringify(demo[k])}`);
+  return startRunFixture([...sections, `engines.max_model_len=${demo.engines!.max_model_len}`, ...sets]);
 }
 
 /** Polls the run's progress query until `pred` holds. */
