@@ -1,7 +1,15 @@
 """GRPO train-step throughput: tokens/s and model FLOPs utilisation.
 
-    python bench/trainer.py                       # ~0.5B Qwen2 (Qwen2.5-0.5B shape), bf16, on the GPU
+    python bench/trainer.py                       # ~0.5B Qwen2 (Qwen2.5-0.5B shape), on the GPU
     python bench/trainer.py --preset tiny         # the same code path on CPU (CI)
+    python bench/trainer.py --plain               # and, in the same process, a plain LM step
+
+--precision: amp (the worker with model.dtype bfloat16: fp32 master weights and AdamW state, bf16
+compute under autocast; the GPU default), fp32 (the CPU default), bf16-weights (weights and AdamW
+state held in bf16: fast, but at RL learning rates most updates round away — reported as
+weights_moved, the share of weights a run of --steps steps at lr 1e-6 changed).
+--plain: a plain transformers language-model step at the same shape and precision (full-vocabulary
+loss on every position, padded micro-batches of the same size), and the ratio.
 
 Random init (no download). Samples are text-only and all the same length, so the micro-batches carry
 no padding (the same tokens as packing them). Each step is the trainer's own path:
@@ -24,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workers"))
 from trainer.contract import Hyper  # noqa: E402
 from trainer.grpo import group_advantages  # noqa: E402
 from trainer.model import TrainSample  # noqa: E402
-from trainer.train_step import NoProgress, accumulate_gradients, make_optimizer  # noqa: E402
+from trainer.train_step import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
 
 H200_BF16_PEAK = 790e12
 
@@ -61,11 +69,12 @@ def make_samples(n: int, seq_len: int, prompt_len: int, vocab: int, group_size: 
     return out
 
 
-def step_flops(model, samples: list[TrainSample]) -> float:
+def step_flops(model, samples: list[TrainSample], full_vocab: bool = False) -> float:
     cfg = model.config
     n_decoder = sum(p.numel() for n, p in model.named_parameters() if "embed_tokens" not in n and "lm_head" not in n)
     tokens = sum(s.n_tokens for s in samples)
-    response = sum(s.response_len for s in samples)
+    # The LM head: response positions only (tempo-rl), every position (a plain LM step).
+    response = sum(s.n_tokens if full_vocab else s.response_len for s in samples)
     attn = sum(6 * cfg.num_hidden_layers * cfg.hidden_size * s.n_tokens * s.n_tokens for s in samples)
     return 6 * n_decoder * tokens + 6 * cfg.vocab_size * cfg.hidden_size * response + attn
 
@@ -74,7 +83,8 @@ def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--preset", choices=list(PRESETS), default="0.5b")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--dtype", choices=["bfloat16", "float32"], default=None)
+    ap.add_argument("--precision", choices=["amp", "fp32", "bf16-weights"], default=None)
+    ap.add_argument("--plain", action="store_true")
     ap.add_argument("--seq-len", type=int, default=4096)
     ap.add_argument("--prompt-len", type=int, default=1024)
     ap.add_argument("--samples", type=int, default=32, help="samples per step (groups of --group-size)")
@@ -87,43 +97,82 @@ def main(argv=None) -> dict:
     args = ap.parse_args(argv)
 
     device = torch.device(args.device)
-    dtype = getattr(torch, args.dtype or ("bfloat16" if device.type == "cuda" else "float32"))
+    precision = args.precision or ("amp" if device.type == "cuda" else "fp32")
+    samples_cfg = (args.samples, args.seq_len, args.prompt_len, args.group_size)
+    result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+              "precision": precision, "preset": args.preset, "torch": torch.__version__,
+              "tempo_rl": run(args, device, precision, samples_cfg, plain=False)}
+    if args.plain:
+        result["plain"] = run(args, device, precision, samples_cfg, plain=True)
+        result["ratio_tokens_per_second"] = round(result["tempo_rl"]["tokens_per_second"] / result["plain"]["tokens_per_second"], 3)
+    print(json.dumps(result))
+    return result
+
+
+def plain_step(model, samples: list[TrainSample], micro_batch_tokens: int, precision: str) -> dict[str, float]:
+    """A plain transformers LM step: full-vocabulary loss on every position, padded micro-batches."""
+    per = max(1, micro_batch_tokens // max(s.n_tokens for s in samples))
+    device = next(model.parameters()).device
+    total, n = 0.0, 0
+    for i in range(0, len(samples), per):
+        batch = samples[i:i + per]
+        width = max(s.n_tokens for s in batch)
+        ids = torch.zeros((len(batch), width), dtype=torch.long)
+        for j, s in enumerate(batch):
+            ids[j, :s.n_tokens] = torch.tensor(s.input_ids)
+        ids = ids.to(device)
+        with compute_precision(model, "bfloat16" if precision == "amp" else "float32"):
+            loss = model(input_ids=ids, labels=ids).loss
+        (loss * len(batch) / len(samples)).backward()
+        total += float(loss.detach()) * len(batch)
+        n += 1
+    return {"train/loss": total / len(samples), "train/n_micro_batches": float(n)}
+
+
+def run(args, device: torch.device, precision: str, samples_cfg, plain: bool) -> dict:
+    dtype = torch.bfloat16 if precision == "bf16-weights" else torch.float32
     model = build_model(args.preset, dtype, device)
     n_params = sum(p.numel() for p in model.parameters())
-    hyper = Hyper(lr=1e-6, micro_batch_tokens=args.micro_batch_tokens, entropy_coef=args.entropy_coef)
+    hyper = Hyper(lr=1e-6, micro_batch_tokens=args.micro_batch_tokens, entropy_coef=args.entropy_coef,
+                  compute_dtype="bfloat16" if precision == "amp" else "float32")
     optimizer = make_optimizer(model, hyper)
-    samples = make_samples(args.samples, args.seq_len, args.prompt_len, model.config.vocab_size, args.group_size)
-    flops = step_flops(model, samples)
+    n, seq_len, prompt_len, group = samples_cfg
+    samples = make_samples(n, seq_len, prompt_len, model.config.vocab_size, group)
+    flops = step_flops(model, samples, full_vocab=plain)
     tokens = sum(s.n_tokens for s in samples)
+    start = [p.detach().clone() for p in model.parameters()]
 
     def sync():
         if device.type == "cuda":
             torch.cuda.synchronize()
 
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
     times, metrics = [], {}
     for step in range(args.warmup + args.steps):
         sync()
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        metrics = accumulate_gradients(model, samples, hyper, NoProgress())
+        metrics = (plain_step(model, samples, args.micro_batch_tokens, precision) if plain
+                   else accumulate_gradients(model, samples, hyper, NoProgress()))
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), hyper.grad_clip)
         optimizer.step()
         sync()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
     seconds = sum(times) / len(times)
-    result = {
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "dtype": str(dtype).removeprefix("torch."), "preset": args.preset, "params": n_params,
-        "tokens_per_step": tokens, "micro_batches": int(metrics["train/n_micro_batches"]),
+    moved = sum(int((p.detach() != s).sum()) for p, s in zip(model.parameters(), start)) / n_params
+    out = {
+        "params": n_params, "tokens_per_step": tokens, "micro_batches": int(metrics["train/n_micro_batches"]),
         "step_seconds": round(seconds, 4), "tokens_per_second": round(tokens / seconds, 1),
-        "tflops_per_second": round(flops / seconds / 1e12, 2),
-        "mfu": round(flops / seconds / args.peak_flops, 4),
+        "tflops_per_second": round(flops / seconds / 1e12, 2), "mfu": round(flops / seconds / args.peak_flops, 4),
         "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None,
-        "loss": metrics["train/loss"], "grad_norm": float(grad_norm), "torch": torch.__version__,
+        "loss": metrics["train/loss"], "grad_norm": float(grad_norm), "weights_moved": round(moved, 4),
     }
-    print(json.dumps(result))
-    return result
+    del model, optimizer
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return out
 
 
 if __name__ == "__main__":

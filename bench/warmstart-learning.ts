@@ -45,6 +45,7 @@ try {
       first_answer_correct: m('rollout/first_answer_correct'),
       tool_call_rate: m('rollout/tool_call_rate'),
       recovery_rate: m('rollout/recovery_rate'),
+      perf: Object.fromEntries(['perf/rollout_time', 'perf/train_time', 'perf/weight_sync_time', 'perf/step_time'].map((k) => [k, m(k).map((v) => Math.round(v * 10) / 10)])),
     };
     if (values.json) process.stdout.write(`${JSON.stringify(out)}\n`);
     else for (const [k, v] of Object.entries(out)) process.stdout.write(`${k}: ${JSON.stringify(v)}\n`);

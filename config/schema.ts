@@ -49,7 +49,9 @@ export const ModelConfig = z
     path: z.string().default(''),
     tiny_seed: z.number().int().nonnegative().default(0),
     /** The trainer trains in fp32 (workers/trainer); the engines use the same dtype so logprobs match. */
-    dtype: z.enum(['float32'], { error: 'only float32 is supported (the trainer trains in fp32; bfloat16/float16 are not implemented yet)' }).default('float32'),
+    /** float32; or bfloat16: engines serve bf16 and the trainer computes in bf16 (autocast) over fp32
+     *  master weights and fp32 AdamW state, so small updates are not rounded away. */
+    dtype: z.enum(['float32', 'bfloat16'], { error: 'float32 or bfloat16 (float16 would need loss scaling, which the trainer does not do)' }).default('float32'),
     /** 0: CPU; 1: one GPU. The trainer uses one device; multi-GPU training is not implemented yet. */
     num_gpus: z.number().int().nonnegative().max(1, 'at most 1 is supported (the trainer trains on one device; multi-GPU is not implemented yet)').default(0),
   })
@@ -176,6 +178,7 @@ export const RunConfig = z
     /** Every step commits a checkpoint (exactly-once needs it); a longer interval is not built yet. */
     checkpoint_interval: z.literal(1, { error: 'only 1 is supported (the trainer commits a checkpoint every step)' }).default(1),
     eval_interval: z.number().int().nonnegative().default(0),
+    /** Held-out prompts per eval: the first ones of the eval split, at most all of it. */
     eval_prompts: z.number().int().nonnegative().default(8),
     /** Also continued as new whenever Temporal suggests it; the bound keeps one run's history far from
      *  the 50k-event limit (a 2B-config step is ~5k events: 512 episodes + 256 eval). */

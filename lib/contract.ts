@@ -37,6 +37,8 @@ export const TrainHyper = z.strictObject({
   temperature: z.number(),
   weight_decay: z.number(),
   adam_eps: z.number().positive().optional(),
+  /** model.dtype: the trainer's compute precision; weights and optimizer state stay fp32. Absent: float32. */
+  compute_dtype: z.enum(['float32', 'bfloat16']).optional(),
   /** The rollout's rollout.allowed_token_ids: the trainer's softmax is over these only, like the engine's. */
   allowed_token_ids: z.array(z.number().int().nonnegative()).optional(),
 });

@@ -76,8 +76,10 @@ export function engineArgs(cfg: TempoConfig, port: number, env: NodeJS.ProcessEn
 export function engineEnv(cfg: TempoConfig, env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = { ...env, VLLM_SERVER_DEV_MODE: '1', PYTHONUNBUFFERED: '1' };
   if (cfg.model.num_gpus === 0) {
-    // Engines share the machine's cores: one OpenMP thread pool each, unpinned.
-    const threads = Math.max(1, Math.floor(os.availableParallelism() / cfg.engines.count));
+    // Engines share the machine's cores, unpinned, and leave one to the server, the workers and the
+    // trainer, which starve while vLLM's OpenMP pool spins (2 cores: a generate turn took 0.96 s
+    // instead of 0.7 s; bench/rollout-profile.ts).
+    const threads = Math.max(1, Math.floor((os.availableParallelism() - 1) / cfg.engines.count));
     out.VLLM_CPU_OMP_THREADS_BIND = env.VLLM_CPU_OMP_THREADS_BIND ?? 'nobind';
     out.OMP_NUM_THREADS = env.OMP_NUM_THREADS ?? String(threads);
   }

@@ -46,6 +46,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
         lr: sft ? cfg.sft.lr : g.lr, eps_clip: g.eps_clip, eps_clip_high: g.eps_clip_high, dr_grpo: g.dr_grpo, kl: g.kl,
         entropy_coef: g.entropy_coef, tis: g.tis, loss_agg: g.loss_agg, micro_batch_tokens: g.micro_batch_tokens,
         grad_clip: g.grad_clip, temperature: r.temperature, weight_decay: g.weight_decay, adam_eps: g.adam_eps,
+        compute_dtype: cfg.model.dtype,
       },
       model_path: modelPath(cfg),
       run_dir: path.join(stateLayout(cfg.state_dir).runs, runId),

@@ -115,6 +115,9 @@ export async function startServer(cfg: TempoConfig): Promise<{ started: boolean;
     '--db-filename', paths.temporalDb,
     '--namespace', cfg.temporal.namespace,
     '--log-level', 'warn',
+    // WAL with synchronous=NORMAL: a commit survives a SIGKILL of any process (what the crash tests
+    // do); only an OS crash or power loss can take the last ones. Cuts each workflow task's latency.
+    '--sqlite-pragma', 'journal_mode=wal', '--sqlite-pragma', 'synchronous=normal',
     ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([k, v]) => ['--search-attribute', `${k}=${v}`]),
   ];
   const { pid } = spawnDetached(bin, args, { log: paths.serverLog });

@@ -11,7 +11,9 @@ const NON_RETRYABLE = ['ImagePlaceholderMismatch', 'TemplateNotPrefixStable', 'E
 
 function activitiesFor(input: EpisodeInput) {
   const quick = proxyActivities<RolloutActivities>({
-    startToCloseTimeout: '2 minutes',
+    // These take milliseconds; a task lost on its way to a worker is only noticed at this timeout (a
+    // demo's step once waited out 2 minutes for one storeSample), so keep it short.
+    startToCloseTimeout: '30 seconds',
     retry: { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE },
   });
   const generate = proxyActivities<RolloutActivities>({

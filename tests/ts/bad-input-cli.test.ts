@@ -132,7 +132,7 @@ const CLI_ROWS: CliRow[] = [
   { kind: 'max_response_len above max_context_len', args: () => check(...set('rollout.max_response_len=5000')), exit: 2, says: [/rollout\.max_response_len/, /5000/, /max_context_len/] },
   { kind: 'eps_clip_high below eps_clip', args: () => check(...set('grpo.eps_clip_high=0.1')), exit: 2, says: [/grpo\.eps_clip_high/, /0\.1/] },
   { kind: 'eval every k steps with 0 eval prompts', args: () => check(...set('run.eval_interval=2', 'run.eval_prompts=0')), exit: 2, says: [/run\.eval_prompts/, /number 0/] },
-  { kind: 'model.dtype bfloat16 (trainer is fp32)', args: () => check(...set('model.dtype=bfloat16')), exit: 2, says: [/model\.dtype/, /bfloat16/, /float32/] },
+  { kind: 'model.dtype float16 (no loss scaling)', args: () => check(...set('model.dtype=float16')), exit: 2, says: [/model\.dtype/, /float16/, /bfloat16/] },
   { kind: 'model.num_gpus 8 (trainer uses one device)', args: () => check(...set('model.num_gpus=8')), exit: 2, says: [/model\.num_gpus/, /number 8/, /at most 1/] },
   { kind: 'TEMPO_RL_NUM_GPUS=8', args: () => check(), env: { TEMPO_RL_NUM_GPUS: '8' }, exit: 2, says: [/model\.num_gpus/, /number 8/] },
   { kind: 'run.checkpoint_interval 20 (every step is committed)', args: () => check(...set('run.checkpoint_interval=20')), exit: 2, says: [/run\.checkpoint_interval/, /number 20/, /only 1/] },

@@ -1,5 +1,6 @@
 // Hash ring, retries and the pool's routing/ejection/fan-out with fake engines (no vLLM needed).
 import assert from 'node:assert/strict';
+import os from 'node:os';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { engineArgs, engineEnv } from '../../lib/engines.js';
@@ -149,6 +150,15 @@ describe('engine command line and metrics parsing', () => {
     for (const flag of ['--enable-scale-out', '--logprobs-mode processed_logprobs', '--generation-config vllm', '--enforce-eager', '--max-model-len 2048', '--port 8123', '--model /m', '--dtype float32', '--seed 0'])
       assert.ok(args.includes(flag), flag);
     assert.equal(engineEnv(cfg, {}).VLLM_SERVER_DEV_MODE, '1');
+  });
+
+  test('CPU engines leave a core to the server and workers; OMP_NUM_THREADS wins', () => {
+    const one = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.num_gpus=0', 'engines.count=1'] });
+    const cores = os.availableParallelism();
+    assert.equal(engineEnv(one, {}).OMP_NUM_THREADS, String(Math.max(1, cores - 1)));
+    assert.equal(engineEnv(one, { OMP_NUM_THREADS: '3' }).OMP_NUM_THREADS, '3');
+    const many = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.num_gpus=0', `engines.count=${cores + 4}`] });
+    assert.equal(engineEnv(many, {}).OMP_NUM_THREADS, '1');
   });
 
   test('Prometheus series are summed over labels', () => {

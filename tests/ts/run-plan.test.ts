@@ -62,6 +62,8 @@ test('the initial run state carries the plan; a bad run id is refused', () => {
   assert.equal(s.engines_synced, false);
   assert.equal(s.plan.prompts_per_step, 3);
   assert.equal(s.plan.hyper.lr, 0.5);
+  assert.equal(s.plan.hyper.compute_dtype, 'float32');
+  assert.equal(initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.dtype=bfloat16'] }), 'r2').plan.hyper.compute_dtype, 'bfloat16');
   assert.equal(s.plan.run_dir, '/tmp/x/runs/r1');
   assert.throws(() => initialRunState(cfg, '../evil'), /run id/);
 });

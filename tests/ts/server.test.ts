@@ -1,7 +1,7 @@
 // The embedded Temporal server: start/stop/status, no-op start, and durability across SIGKILL.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
@@ -24,6 +24,8 @@ test('status --json reports the running server; start again is a no-op', () => {
   assert.equal(status.running, true);
   assert.equal(status.address, `127.0.0.1:${cfg.server.port}`);
   assert.match(status.db, /temporal\.sqlite$/);
+  // journal_mode=wal took: the server writes its commits to the write-ahead log beside the file
+  assert.ok(existsSync(`${status.db}-wal`), `${status.db}-wal`);
   const again = execFileSync(bin, [...sets, 'server', 'start'], { encoding: 'utf8', env });
   assert.match(again, /already running/);
 });

@@ -29,6 +29,8 @@ class Hyper(Strict):
     lr: float = Field(default=1e-6, gt=0)
     weight_decay: float = Field(default=0.0, ge=0)
     adam_eps: float = Field(default=1e-8, gt=0)
+    # model.dtype: forward and backward in this precision (autocast); weights and AdamW state stay fp32.
+    compute_dtype: Literal["float32", "bfloat16"] = "float32"
     eps_clip: float = Field(default=0.2, gt=0)
     eps_clip_high: float = Field(default=0.28, gt=0)
     dr_grpo: bool = False

@@ -56,8 +56,18 @@ class StepCancelled(Exception):
 
 
 def make_optimizer(model: torch.nn.Module, hyper: Hyper) -> torch.optim.Optimizer:
-    return torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=hyper.lr,
-                             weight_decay=hyper.weight_decay, betas=(0.9, 0.98), eps=hyper.adam_eps)
+    params = [p for p in model.parameters() if p.requires_grad]
+    # One fused kernel for the whole update on a GPU (the foreach loop on CPU).
+    fused = bool(params) and all(p.is_cuda for p in params)
+    return torch.optim.AdamW(params, lr=hyper.lr, weight_decay=hyper.weight_decay, betas=(0.9, 0.98),
+                             eps=hyper.adam_eps, fused=fused or None)
+
+
+def compute_precision(model: torch.nn.Module, dtype: str):
+    """bfloat16: forward in bf16 under autocast over the fp32 weights (their gradients, and so the
+    AdamW update, stay fp32: bf16 weights would round most updates at RL learning rates away)."""
+    device = next(model.parameters()).device.type
+    return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
 
 
 def set_hyper(optimizer: torch.optim.Optimizer, hyper: Hyper) -> None:
@@ -80,14 +90,15 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
         if progress.is_cancelled():
             raise StepCancelled(f"cancelled before micro-batch {i}/{len(batches)}")
         if algorithm == "sft":
-            _sft_micro_batch(model, batch, n_tokens_total, sums, hyper.allowed_token_ids)
+            _sft_micro_batch(model, batch, n_tokens_total, sums, hyper)
             progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
             continue
-        fwd = forward_response(model, batch, hyper.temperature, allowed_token_ids=hyper.allowed_token_ids, with_entropy=True,
-                               entropy_grad=hyper.entropy_coef > 0)
+        with compute_precision(model, hyper.compute_dtype):
+            fwd = forward_response(model, batch, hyper.temperature, allowed_token_ids=hyper.allowed_token_ids,
+                                   with_entropy=True, entropy_grad=hyper.entropy_coef > 0)
         ref = None
         if hyper.kl.enabled:
-            with torch.no_grad():
+            with torch.no_grad(), compute_precision(ref_model, hyper.compute_dtype):
                 ref = forward_response(ref_model, batch, hyper.temperature, allowed_token_ids=hyper.allowed_token_ids,
                                        with_entropy=False).logprobs
         device = fwd.logprobs[0].device
@@ -111,9 +122,9 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
     return sums
 
 
-def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict[str, float],
-                     allowed_token_ids: list[int] | None) -> None:
-    fwd = forward_response(model, batch, 1.0, with_entropy=False, allowed_token_ids=allowed_token_ids)
+def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict[str, float], hyper: Hyper) -> None:
+    with compute_precision(model, hyper.compute_dtype):
+        fwd = forward_response(model, batch, 1.0, with_entropy=False, allowed_token_ids=hyper.allowed_token_ids)
     device = fwd.logprobs[0].device
     weights = torch.cat(aggregation_weights([s.loss_mask.to(device) for s in batch], "token_mean",
                                             len(batch), n_tokens_total))
