@@ -3,7 +3,7 @@
 // angle-facts task with the demo's settings (configs/cpu-tiny.yaml) for --steps steps, on a fresh
 // Temporal server and the engines of TEMPO_RL_TEST_ENGINE_URLS (else one started here).
 //
-//   node --import tsx bench/warmstart-learning.ts [--steps 8] [--json] [--variant 'grpo.lr=5e-4,rollout.temperature=1']… [--warm DIR]
+//   node --import tsx bench/warmstart-learning.ts [--steps 16] [--json] [--variant 'grpo.lr=5e-4,rollout.temperature=1']… [--warm DIR]
 //
 // Each --variant is one GRPO run from the same warm start with those keys changed (as --set takes
 // them, comma-separated); without one, a single run on the demo's settings.
@@ -15,7 +15,7 @@ import { ensureWarmStart, waitForRun } from '../lib/warm-start.js';
 import { readStepRecords } from '../activities/run.js';
 import { startDemoRunFixture } from '../tests/ts/support/run.js';
 
-const { values } = parseArgs({ options: { steps: { type: 'string', default: '8' }, json: { type: 'boolean', default: false }, variant: { type: 'string', multiple: true, default: [] }, warm: { type: 'string' } } });
+const { values } = parseArgs({ options: { steps: { type: 'string', default: '16' }, json: { type: 'boolean', default: false }, variant: { type: 'string', multiple: true, default: [] }, warm: { type: 'string' } } });
 const fx = await startDemoRunFixture([`run.steps=${values.steps}`, `run.eval_interval=${values.steps}`]);
 try {
   const t0 = Date.now();
