@@ -9,7 +9,10 @@ compute under autocast; the GPU default), fp32 (the CPU default), bf16-weights (
 state held in bf16: fast, but at RL learning rates most updates round away — reported as
 weights_moved, the share of weights a run of --steps steps at lr 1e-6 changed).
 --plain: a plain transformers language-model step at the same shape and precision (full-vocabulary
-loss on every position, padded micro-batches of the same size), and the ratio.
+loss on every position, the same padded micro-batches), and the ratio.
+--variable: a realistic GRPO batch instead of the fixed shape: --samples (e.g. 256) with prompts of
+300–1500 tokens and responses of 50–4000, log-normal around 600 (seeded); `padding_efficiency` is the
+share of the micro-batches' padded tokens that are real.
 
 Random init (no download). Samples are text-only and all the same length, so the micro-batches carry
 no padding (the same tokens as packing them). Each step is the trainer's own path:
@@ -31,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workers"))
 
 from trainer.contract import Hyper  # noqa: E402
 from trainer.grpo import group_advantages  # noqa: E402
-from trainer.model import TrainSample  # noqa: E402
+from trainer.model import TrainSample, micro_batches  # noqa: E402
 from trainer.train_step import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
 
 H200_BF16_PEAK = 790e12
@@ -56,12 +59,17 @@ def build_model(preset: str, dtype: torch.dtype, device: torch.device):
     return model.train()
 
 
-def make_samples(n: int, seq_len: int, prompt_len: int, vocab: int, group_size: int) -> list[TrainSample]:
+def make_samples(n: int, seq_len: int, prompt_len: int, vocab: int, group_size: int,
+                 variable: bool = False) -> list[TrainSample]:
     g = torch.Generator().manual_seed(0)
     rewards = torch.randint(0, 2, (n,), generator=g).float().tolist()
     adv = group_advantages(rewards, [str(i // group_size) for i in range(n)])
     out = []
     for i in range(n):
+        if variable:
+            prompt_len = int(torch.randint(300, 1501, (1,), generator=g))
+            r = int(min(4000, max(50, float(torch.empty(1).log_normal_(6.4, 0.9, generator=g)))))
+            seq_len = prompt_len + r
         ids = torch.randint(0, vocab, (seq_len,), generator=g).tolist()
         r = seq_len - prompt_len
         out.append(TrainSample(input_ids=ids, prompt_len=prompt_len, loss_mask=torch.ones(r),
@@ -85,6 +93,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--precision", choices=["amp", "fp32", "bf16-weights"], default=None)
     ap.add_argument("--plain", action="store_true")
+    ap.add_argument("--variable", action="store_true")
     ap.add_argument("--seq-len", type=int, default=4096)
     ap.add_argument("--prompt-len", type=int, default=1024)
     ap.add_argument("--samples", type=int, default=32, help="samples per step (groups of --group-size)")
@@ -110,12 +119,10 @@ def main(argv=None) -> dict:
 
 
 def plain_step(model, samples: list[TrainSample], micro_batch_tokens: int, precision: str) -> dict[str, float]:
-    """A plain transformers LM step: full-vocabulary loss on every position, padded micro-batches."""
-    per = max(1, micro_batch_tokens // max(s.n_tokens for s in samples))
+    """A plain transformers LM step: full-vocabulary loss on every position, the same padded micro-batches."""
     device = next(model.parameters()).device
     total, n = 0.0, 0
-    for i in range(0, len(samples), per):
-        batch = samples[i:i + per]
+    for batch in micro_batches(samples, micro_batch_tokens):
         width = max(s.n_tokens for s in batch)
         ids = torch.zeros((len(batch), width), dtype=torch.long)
         for j, s in enumerate(batch):
@@ -137,7 +144,8 @@ def run(args, device: torch.device, precision: str, samples_cfg, plain: bool) ->
                   compute_dtype="bfloat16" if precision == "amp" else "float32")
     optimizer = make_optimizer(model, hyper)
     n, seq_len, prompt_len, group = samples_cfg
-    samples = make_samples(n, seq_len, prompt_len, model.config.vocab_size, group)
+    samples = make_samples(n, seq_len, prompt_len, model.config.vocab_size, group, variable=args.variable)
+    padded = sum(len(b) * max(s.n_tokens for s in b) for b in micro_batches(samples, args.micro_batch_tokens))
     flops = step_flops(model, samples, full_vocab=plain)
     tokens = sum(s.n_tokens for s in samples)
     start = [p.detach().clone() for p in model.parameters()]
@@ -163,7 +171,7 @@ def run(args, device: torch.device, precision: str, samples_cfg, plain: bool) ->
     seconds = sum(times) / len(times)
     moved = sum(int((p.detach() != s).sum()) for p, s in zip(model.parameters(), start)) / n_params
     out = {
-        "params": n_params, "tokens_per_step": tokens, "micro_batches": int(metrics["train/n_micro_batches"]),
+        "params": n_params, "tokens_per_step": tokens, "padding_efficiency": round(tokens / padded, 3), "micro_batches": int(metrics["train/n_micro_batches"]),
         "step_seconds": round(seconds, 4), "tokens_per_second": round(tokens / seconds, 1),
         "tflops_per_second": round(flops / seconds / 1e12, 2), "mfu": round(flops / seconds / args.peak_flops, 4),
         "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None,
