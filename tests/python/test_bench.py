@@ -19,3 +19,10 @@ def test_bench_runs_the_trainer_path_and_the_plain_step_on_cpu():
     assert plain["micro_batches"] == 2 and plain["grad_norm"] > 0 and out["ratio_tokens_per_second"] > 0
     # fp32 master weights: nearly every weight moves at lr 1e-6 (bf16-held weights would not)
     assert ours["weights_moved"] > 0.5, ours
+
+
+def test_bench_variable_batch_reports_its_padding():
+    out = load_bench().main(["--preset", "tiny", "--device", "cpu", "--samples", "3", "--group-size", "3",
+                             "--micro-batch-tokens", "4096", "--steps", "1", "--warmup", "0", "--variable"])
+    ours = out["tempo_rl"]
+    assert 0 < ours["padding_efficiency"] <= 1 and ours["tokens_per_step"] > 3 * 350, ours
