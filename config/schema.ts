@@ -48,9 +48,9 @@ export const ModelConfig = z
     /** A local checkpoint directory or a Hugging Face id. Empty: the generated tiny model. */
     path: z.string().default(''),
     tiny_seed: z.number().int().nonnegative().default(0),
-    /** The trainer trains in fp32 (workers/trainer); the engines use the same dtype so logprobs match. */
-    /** float32; or bfloat16: engines serve bf16 and the trainer computes in bf16 (autocast) over fp32
-     *  master weights and fp32 AdamW state, so small updates are not rounded away. */
+    /** The engines serve this dtype and the trainer computes in it, so logprobs match. bfloat16: the
+     *  trainer's forward runs under bf16 autocast over fp32 master weights and fp32 AdamW state, so
+     *  small updates are not rounded away. */
     dtype: z.enum(['float32', 'bfloat16'], { error: 'float32 or bfloat16 (float16 would need loss scaling, which the trainer does not do)' }).default('float32'),
     /** 0: CPU; 1: one GPU. The trainer uses one device; multi-GPU training is not implemented yet. */
     num_gpus: z.number().int().nonnegative().max(1, 'at most 1 is supported (the trainer trains on one device; multi-GPU is not implemented yet)').default(0),
