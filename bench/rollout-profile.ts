@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import type { temporal } from '@temporalio/proto';
 import { withSets } from '../config/load.js';
 import { runHandle, startOrContinueRun } from '../lib/run-client.js';
-import { readStepRecords } from '../activities/run.js';
+import { readStepRecords, runDir } from '../activities/run.js';
 import { startDemoRunFixture } from '../tests/ts/support/run.js';
 
 const { values } = parseArgs({ options: { steps: { type: 'string', default: '1' }, warm: { type: 'string' }, set: { type: 'string', multiple: true, default: [] } } });
@@ -68,7 +68,7 @@ try {
       }
     }
   }
-  const steps = (await readStepRecords(path.join(cfg.state_dir, 'runs', runId))).map((r) => r.metrics);
+  const steps = (await readStepRecords(runDir(cfg, runId))).map((r) => r.metrics);
   const per = (k: string) => steps.map((m) => Math.round((m[k] ?? Number.NaN) * 10) / 10);
   const print = (s: string) => process.stdout.write(`${s}\n`);
   print(`run: ${wall.toFixed(1)} s, ${steps.length} steps, ${episodes} episodes`);

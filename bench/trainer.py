@@ -107,18 +107,17 @@ def main(argv=None) -> dict:
 
     device = torch.device(args.device)
     precision = args.precision or ("amp" if device.type == "cuda" else "fp32")
-    samples_cfg = (args.samples, args.seq_len, args.prompt_len, args.group_size)
     result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "precision": precision, "preset": args.preset, "torch": torch.__version__,
-              "tempo_rl": run(args, device, precision, samples_cfg, plain=False)}
+              "tempo_rl": run(args, device, precision, plain=False)}
     if args.plain:
-        result["plain"] = run(args, device, precision, samples_cfg, plain=True)
+        result["plain"] = run(args, device, precision, plain=True)
         result["ratio_tokens_per_second"] = round(result["tempo_rl"]["tokens_per_second"] / result["plain"]["tokens_per_second"], 3)
     print(json.dumps(result))
     return result
 
 
-def plain_step(model, samples: list[TrainSample], micro_batch_tokens: int, precision: str) -> dict[str, float]:
+def plain_step(model, samples: list[TrainSample], micro_batch_tokens: int, compute_dtype: str) -> dict[str, float]:
     """A plain transformers LM step: full-vocabulary loss on every position, the same padded micro-batches."""
     device = next(model.parameters()).device
     total, n = 0.0, 0
@@ -128,7 +127,7 @@ def plain_step(model, samples: list[TrainSample], micro_batch_tokens: int, preci
         for j, s in enumerate(batch):
             ids[j, :s.n_tokens] = torch.tensor(s.input_ids)
         ids = ids.to(device)
-        with compute_precision(model, "bfloat16" if precision == "amp" else "float32"):
+        with compute_precision(model, compute_dtype):
             loss = model(input_ids=ids, labels=ids).loss
         (loss * len(batch) / len(samples)).backward()
         total += float(loss.detach()) * len(batch)
@@ -136,19 +135,20 @@ def plain_step(model, samples: list[TrainSample], micro_batch_tokens: int, preci
     return {"train/loss": total / len(samples), "train/n_micro_batches": float(n)}
 
 
-def run(args, device: torch.device, precision: str, samples_cfg, plain: bool) -> dict:
+def run(args, device: torch.device, precision: str, plain: bool) -> dict:
     dtype = torch.bfloat16 if precision == "bf16-weights" else torch.float32
     model = build_model(args.preset, dtype, device)
     n_params = sum(p.numel() for p in model.parameters())
     hyper = Hyper(lr=1e-6, micro_batch_tokens=args.micro_batch_tokens, entropy_coef=args.entropy_coef,
                   compute_dtype="bfloat16" if precision == "amp" else "float32")
     optimizer = make_optimizer(model, hyper)
-    n, seq_len, prompt_len, group = samples_cfg
-    samples = make_samples(n, seq_len, prompt_len, model.config.vocab_size, group, variable=args.variable)
+    samples = make_samples(args.samples, args.seq_len, args.prompt_len, model.config.vocab_size, args.group_size,
+                           variable=args.variable)
     padded = sum(len(b) * max(s.n_tokens for s in b) for b in micro_batches(samples, args.micro_batch_tokens))
     flops = step_flops(model, samples, full_vocab=plain)
     tokens = sum(s.n_tokens for s in samples)
-    start = [p.detach().clone() for p in model.parameters()]
+    # on the host: a copy on the GPU would count in the step's peak memory
+    start = [p.detach().to("cpu", copy=True) for p in model.parameters()]
 
     def sync():
         if device.type == "cuda":
@@ -161,7 +161,7 @@ def run(args, device: torch.device, precision: str, samples_cfg, plain: bool) ->
         sync()
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        metrics = (plain_step(model, samples, args.micro_batch_tokens, precision) if plain
+        metrics = (plain_step(model, samples, args.micro_batch_tokens, hyper.compute_dtype) if plain
                    else accumulate_gradients(model, samples, hyper, NoProgress()))
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), hyper.grad_clip)
         optimizer.step()
@@ -169,7 +169,7 @@ def run(args, device: torch.device, precision: str, samples_cfg, plain: bool) ->
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
     seconds = sum(times) / len(times)
-    moved = sum(int((p.detach() != s).sum()) for p, s in zip(model.parameters(), start)) / n_params
+    moved = sum(int((p.detach().cpu() != s).sum()) for p, s in zip(model.parameters(), start)) / n_params
     out = {
         "params": n_params, "tokens_per_step": tokens, "padding_efficiency": round(tokens / padded, 3), "micro_batches": int(metrics["train/n_micro_batches"]),
         "step_seconds": round(seconds, 4), "tokens_per_second": round(tokens / seconds, 1),

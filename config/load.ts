@@ -232,18 +232,19 @@ const CheckedConfig = TempoConfig.superRefine((cfg, ctx) => {
     });
 });
 
+/** The merged tree, checked; a ConfigError naming `source` (where the values came from) if it is not valid. */
+function checked(merged: Tree, source: string): TempoConfig {
+  const parsed = CheckedConfig.safeParse(merged);
+  if (!parsed.success) throw new ConfigError(formatIssues(parsed.error, merged, source));
+  return parsed.data;
+}
+
 export function loadConfig(opts: LoadOptions = {}): TempoConfig {
   const env = opts.env ?? process.env;
   const fromFile = opts.file ? readYamlFile(opts.file) : {};
   const merged = deepMerge(deepMerge(fromFile, envOverrides(env)), setOverrides(opts.sets ?? []));
-  const parsed = CheckedConfig.safeParse(merged);
-  if (!parsed.success) {
-    const source = [opts.file ?? 'defaults', 'environment', opts.sets?.length ? '--set flags' : '']
-      .filter(Boolean)
-      .join(' + ');
-    throw new ConfigError(formatIssues(parsed.error, merged, source));
-  }
-  const cfg = parsed.data;
+  const source = [opts.file ?? 'defaults', 'environment', opts.sets?.length ? '--set flags' : ''].filter(Boolean).join(' + ');
+  const cfg = checked(merged, source);
   if (!cfg.state_dir) cfg.state_dir = defaultStateDir(env);
   cfg.state_dir = path.resolve(cfg.state_dir);
   return cfg;
@@ -251,10 +252,7 @@ export function loadConfig(opts: LoadOptions = {}): TempoConfig {
 
 /** A loaded config with `--set`-style overrides (key.path=value) applied and checked again. */
 export function withSets(cfg: TempoConfig, sets: readonly string[]): TempoConfig {
-  const merged = deepMerge(cfg as unknown as Tree, setOverrides(sets));
-  const parsed = CheckedConfig.safeParse(merged);
-  if (!parsed.success) throw new ConfigError(formatIssues(parsed.error, merged, '--set flags'));
-  return parsed.data;
+  return checked(deepMerge(cfg as unknown as Tree, setOverrides(sets)), '--set flags');
 }
 
 export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {

@@ -15,7 +15,7 @@ import { toolTranscripts } from './data/transcripts.js';
 import { REPO_ROOT, cacheDir, stateLayout, tinyModelDir } from './paths.js';
 import { runHandle, startOrContinueRun } from './run-client.js';
 import type { RunResult } from '../workflows/training-run-messages.js';
-import { readStepRecords } from '../activities/run.js';
+import { readStepRecords, runDir } from '../activities/run.js';
 
 export const WARM_START_CONFIG = path.join(REPO_ROOT, 'configs', 'cpu-tiny-sft.yaml');
 /** Share of warm-start transcripts whose first answer is right (the rest start wrong, then use the
@@ -81,7 +81,7 @@ export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: 
   await startOrContinueRun(client, sftCfg, runId);
   const result = await onBuild(runId);
   if (result.status !== 'completed' || !result.checkpoint) throw new Error(`warm-start SFT run ${runId} ended ${result.status}; continue it with: tempo-rl demo`);
-  const nll = (await readStepRecords(path.join(stateLayout(rl.state_dir).runs, runId))).map((r) => r.metrics['sft/nll']);
+  const nll = (await readStepRecords(runDir(sftCfg, runId))).map((r) => r.metrics['sft/nll']);
   await exportModel(result.checkpoint, dir, { run_id: runId, sft_nll_first: nll[0] ?? null, sft_nll_last: nll[nll.length - 1] ?? null, steps: nll.length });
   return { model_dir: dir, run_id: runId, built: true, seconds: (Date.now() - t0) / 1000 };
 }

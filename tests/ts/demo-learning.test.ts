@@ -16,7 +16,7 @@ import { checkInvariants } from '../../lib/trajectory.js';
 import { VllmClient } from '../../lib/vllm/client.js';
 import { EnginePool } from '../../lib/vllm/pool.js';
 import { ensureWarmStart, waitForRun } from '../../lib/warm-start.js';
-import { readStepRecords } from '../../activities/run.js';
+import { readStepRecords, runDir } from '../../activities/run.js';
 import type { RunResult } from '../../workflows/training-run-messages.js';
 import { IMAGE_PAD_ID as IMAGE_PAD } from './support/engines.js';
 import { checkExactlyOnce, startDemoRunFixture } from './support/run.js';
@@ -36,8 +36,8 @@ test('the warm-started policy calls calc_score, and GRPO on the demo task trains
   const runId = 'demo-learning';
   await startOrContinueRun(fx.client, cfg, runId);
   const result = (await runHandle(fx.client, runId).result()) as RunResult;
-  const runDir = path.join(cfg.state_dir, 'runs', runId);
-  const rows = (await readStepRecords(runDir)).map((r) => r.metrics);
+  const records = await readStepRecords(runDir(cfg, runId));
+  const rows = records.map((r) => r.metrics);
   const curve = rows.map((r) => r['rollout/raw_reward']!);
   const first = rows[0]!;
   const last = rows[rows.length - 1]!;
@@ -58,7 +58,6 @@ test('the warm-started policy calls calc_score, and GRPO on the demo task trains
 
   // Every trained sample: token invariants, one image's placeholders in the prompt, the prompt a prefix of the sequence.
   const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
-  const records = await readStepRecords(runDir);
   let wrongThenDifferent = 0;
   for (const rec of records)
     for (const e of rec.episodes.filter((x) => x.trained)) {

@@ -43,20 +43,8 @@ class TemporalProgress:
         return activity.is_cancelled()
 
 
-def _non_retryable(err: Exception) -> ApplicationError:
-    return ApplicationError(f"{type(err).__name__}: {err}", type=type(err).__name__, non_retryable=True)
-
-
-def train_step_error(err: Exception, inp: TrainStepInput | None) -> Exception:
-    """What train_step raises for `err`: a non-retryable ApplicationError, or `err` itself (retried)."""
-    if isinstance(err, NON_RETRYABLE):
-        return _non_retryable(err)
-    if isinstance(err, torch.cuda.OutOfMemoryError):
-        budget = f" (now {inp.hyper.micro_batch_tokens})" if inp is not None else ""
-        return ApplicationError(f"{type(err).__name__}: the trainer ran out of GPU memory; lower"
-                                f" grpo.micro_batch_tokens{budget} and resume the run. {err}",
-                                type=type(err).__name__, non_retryable=True)
-    return err
+def _non_retryable(err: Exception, hint: str = "") -> ApplicationError:
+    return ApplicationError(f"{type(err).__name__}: {hint}{err}", type=type(err).__name__, non_retryable=True)
 
 
 def _parse(model: type[pydantic.BaseModel], payload: dict):
@@ -80,11 +68,12 @@ class TrainerActivities:
                 out: TrainStepOutput = self.trainer.train_step(inp, TemporalProgress())
         except StepCancelled as err:
             raise CancelledError(str(err)) from err
-        except Exception as err:
-            raised = train_step_error(err, inp)
-            if raised is err:
-                raise
-            raise raised from err
+        except NON_RETRYABLE as err:
+            raise _non_retryable(err) from err
+        except torch.cuda.OutOfMemoryError as err:
+            budget = f" (now {inp.hyper.micro_batch_tokens})" if inp is not None else ""
+            raise _non_retryable(err, f"the trainer ran out of GPU memory; lower grpo.micro_batch_tokens{budget}"
+                                      " and resume the run. ") from err
         activity.logger.info("train_step done", extra={"step": out.step, "already_committed": out.already_committed})
         return out.model_dump()
 

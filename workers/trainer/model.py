@@ -6,6 +6,7 @@ number of image placeholder tokens in the sequence must be what those images nee
 from __future__ import annotations
 
 import io
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -200,20 +201,21 @@ def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperatu
 
     # Only the positions that predict a loss-mask token reach the LM head: observation and template
     # tokens inside a multi-turn response (mask 0) get logprob 0 and entropy 0 and cost nothing.
-    rows, cols, targets, flat, sizes, offset = [], [], [], [], [], 0
+    rows, cols, targets, flat = [], [], [], []
+    sizes = [s.response_len for s in batch]
+    starts = [0, *itertools.accumulate(sizes)]
     for i, s in enumerate(batch):
         keep = torch.nonzero(s.loss_mask > 0).squeeze(-1)
         rows.append(torch.full_like(keep, i))
         cols.append(keep + (s.prompt_len - 1))
         targets.append(torch.tensor(s.input_ids[s.prompt_len:], dtype=torch.long)[keep])
-        flat.append(keep + offset)
-        offset += s.response_len
-        sizes.append(s.response_len)
+        flat.append(keep + starts[i])
     rows_t, cols_t, flat_t = torch.cat(rows).to(device), torch.cat(cols).to(device), torch.cat(flat).to(device)
     picked, picked_entropy = _chunked_logprobs(model.lm_head, hidden[rows_t, cols_t], torch.cat(targets).to(device),
                                                temperature, allowed_token_ids, with_entropy, entropy_grad)
-    logp = torch.zeros(offset, dtype=torch.float32, device=device).index_put((flat_t,), picked)
-    entropy = None
-    if picked_entropy is not None:
-        entropy = list(torch.zeros(offset, dtype=torch.float32, device=device).index_put((flat_t,), picked_entropy).split(sizes))
-    return ForwardOutput(list(logp.split(sizes)), entropy)
+
+    def per_sample(values: torch.Tensor) -> list[torch.Tensor]:
+        # the kept positions' values in place, 0 at every mask-0 position, split back per sample
+        return list(torch.zeros(starts[-1], dtype=torch.float32, device=device).index_put((flat_t,), values).split(sizes))
+
+    return ForwardOutput(per_sample(picked), per_sample(picked_entropy) if picked_entropy is not None else None)

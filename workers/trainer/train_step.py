@@ -34,7 +34,7 @@ from . import checkpoint as ckpt
 from .blobs import BlobStore
 from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
 from .grpo import aggregation_weights, group_advantages, policy_loss, sft_loss
-from .model import (TrainSample, VisionProcessor, forward_response, load_policy, micro_batches,
+from .model import (ForwardOutput, TrainSample, VisionProcessor, forward_response, load_policy, micro_batches,
                     pick_device, prepare_sample)
 
 
@@ -70,6 +70,12 @@ def compute_precision(model: torch.nn.Module, dtype: str):
     return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
 
 
+def _forward(model, batch: list[TrainSample], hyper: Hyper, temperature: float, **kw) -> ForwardOutput:
+    """forward_response in the step's precision, over the tokens the engine sampled among."""
+    with compute_precision(model, hyper.compute_dtype):
+        return forward_response(model, batch, temperature, allowed_token_ids=hyper.allowed_token_ids, **kw)
+
+
 def set_hyper(optimizer: torch.optim.Optimizer, hyper: Hyper) -> None:
     for group in optimizer.param_groups:
         group["lr"] = hyper.lr
@@ -93,14 +99,11 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
             _sft_micro_batch(model, batch, n_tokens_total, sums, hyper)
             progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
             continue
-        with compute_precision(model, hyper.compute_dtype):
-            fwd = forward_response(model, batch, hyper.temperature, allowed_token_ids=hyper.allowed_token_ids,
-                                   with_entropy=True, entropy_grad=hyper.entropy_coef > 0)
+        fwd = _forward(model, batch, hyper, hyper.temperature, with_entropy=True, entropy_grad=hyper.entropy_coef > 0)
         ref = None
         if hyper.kl.enabled:
-            with torch.no_grad(), compute_precision(ref_model, hyper.compute_dtype):
-                ref = forward_response(ref_model, batch, hyper.temperature, allowed_token_ids=hyper.allowed_token_ids,
-                                       with_entropy=False).logprobs
+            with torch.no_grad():
+                ref = _forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
         device = fwd.logprobs[0].device
         masks = [s.loss_mask.to(device) for s in batch]
         weights = aggregation_weights(masks, hyper.loss_agg, len(samples), n_tokens_total)
@@ -123,8 +126,7 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
 
 
 def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict[str, float], hyper: Hyper) -> None:
-    with compute_precision(model, hyper.compute_dtype):
-        fwd = forward_response(model, batch, 1.0, with_entropy=False, allowed_token_ids=hyper.allowed_token_ids)
+    fwd = _forward(model, batch, hyper, 1.0, with_entropy=False)
     device = fwd.logprobs[0].device
     weights = torch.cat(aggregation_weights([s.loss_mask.to(device) for s in batch], "token_mean",
                                             len(batch), n_tokens_total))
