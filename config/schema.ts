@@ -125,6 +125,10 @@ export const RolloutConfig = z
 export const GrpoConfig = z
   .strictObject({
     lr: z.number().positive().default(1e-6),
+    /** Linear warm-up: step k < lr_warmup_steps trains at lr·(k+1)/(lr_warmup_steps+1). A fresh Adam's
+     *  first steps move every parameter about a full lr (docs/tasks.md: that broke the tiny policy's
+     *  tool-call format at 2e-3); verl's actor has the same knob (lr_warmup_steps). */
+    lr_warmup_steps: z.number().int().nonnegative().default(0),
     weight_decay: z.number().nonnegative().default(0),
     /** AdamW's epsilon. Larger values damp the update of parameters whose gradients are tiny (Adam
      *  otherwise moves them a full lr step): on the tiny demo model 1e-8 let one GRPO step break the
@@ -150,6 +154,12 @@ export const GrpoConfig = z
     loss_agg: z.enum(['sample_mean', 'token_mean']).default('sample_mean'),
     micro_batch_tokens: positiveInt.default(8192),
     grad_clip: z.number().positive().default(1.0),
+    /** Optimizer updates per step, as verl's ppo_mini_batch_size / ppo_epochs: the step's samples in k
+     *  consecutive mini-batches (groups stay whole when the sizes divide), each one update, ppo_epochs
+     *  passes. Beyond the first update the PPO clip works: ratios are taken against the logprobs of the
+     *  weights that sampled. 1 and 1: one on-policy update. */
+    ppo_mini_batches: positiveInt.default(1),
+    ppo_epochs: positiveInt.default(1),
     zero_std_filter: z.boolean().default(false),
   })
   .refine((g) => g.eps_clip_high >= g.eps_clip, { path: ['eps_clip_high'], message: 'must be at least grpo.eps_clip (the upper clip bound)' })
@@ -180,6 +190,8 @@ export const RunConfig = z
     eval_interval: z.number().int().nonnegative().default(0),
     /** Held-out prompts per eval: the first ones of the eval split, at most all of it. */
     eval_prompts: z.number().int().nonnegative().default(8),
+    /** The held-out eval's sampling temperature; 0 is greedy (verl's validation default). Absent: rollout.temperature. */
+    eval_temperature: z.number().nonnegative().optional(),
     /** Also continued as new whenever Temporal suggests it; the bound keeps one run's history far from
      *  the 50k-event limit (a 2B-config step is ~5k events: 512 episodes + 256 eval). */
     steps_per_workflow_run: positiveInt.max(MAX_STEPS_PER_WORKFLOW_RUN, `at most ${MAX_STEPS_PER_WORKFLOW_RUN} (a step of hundreds of episodes adds thousands of history events; Temporal fails a run at 50k)`).default(1),

@@ -41,6 +41,9 @@ export const TrainHyper = z.strictObject({
   compute_dtype: z.enum(['float32', 'bfloat16']).optional(),
   /** The rollout's rollout.allowed_token_ids: the trainer's softmax is over these only, like the engine's. */
   allowed_token_ids: z.array(z.number().int().nonnegative()).optional(),
+  /** grpo.ppo_mini_batches / grpo.ppo_epochs: optimizer updates per step. Absent (older plans): 1 and 1. */
+  ppo_mini_batches: z.number().int().positive().optional(),
+  ppo_epochs: z.number().int().positive().optional(),
 });
 export type TrainHyper = z.infer<typeof TrainHyper>;
 

@@ -13,8 +13,10 @@ export function prefixed(metrics: Record<string, number>, from: string, to: stri
   return Object.fromEntries(Object.entries(metrics).map(([k, v]) => [k.startsWith(`${from}/`) ? `${to}/${k.slice(from.length + 1)}` : k, v]));
 }
 
-/** The learning rate of a step: constant, or cosine from `lr` down to lr/10 at the last step. */
-export function scheduledLr(lr: number, schedule: 'constant' | 'cosine' | undefined, step: number, steps: number): number {
+/** The learning rate of a step: after a linear warm-up of `warmup` steps, constant or cosine from `lr`
+ *  down to lr/10 at the last step. */
+export function scheduledLr(lr: number, schedule: 'constant' | 'cosine' | undefined, step: number, steps: number, warmup = 0): number {
+  if (step < warmup) return (lr * (step + 1)) / (warmup + 1);
   if (schedule !== 'cosine' || steps <= 1) return lr;
   const t = Math.min(1, step / (steps - 1));
   return lr * (0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * t)));

@@ -23,6 +23,8 @@ export interface RunPlan {
   keep_checkpoints?: number;
   /** cosine: hyper.lr decays to a tenth over the run's steps (lib/lr-schedule.ts). Absent: constant. */
   lr_schedule?: 'constant' | 'cosine';
+  /** GRPO's linear warm-up (grpo.lr_warmup_steps). Absent: none. */
+  lr_warmup_steps?: number;
   steps: number;
   prompts_per_step: number;
   n_samples_per_prompt: number;
@@ -106,3 +108,6 @@ export const progressQuery = defineQuery<RunProgress>('progress');
 export function trainingRunWorkflowId(runId: string): string {
   return `run/${runId}`;
 }
+
+/** The phase times every step records (seconds), in the order a step runs them. */
+export const STEP_TIME_KEYS = ['perf/rollout_time', 'perf/train_time', 'perf/weight_sync_time', 'perf/step_time'] as const;

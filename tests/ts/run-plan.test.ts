@@ -6,6 +6,7 @@ import { loadConfig } from '../../config/load.js';
 import { epochPermutation, selectPrompts, type DataCursor } from '../../lib/prompt-order.js';
 import { initialRunState } from '../../lib/run-plan.js';
 import { groupFilter, rolloutMetrics } from '../../workflows/rollout-metrics.js';
+import { scheduledLr } from '../../workflows/sft-metrics.js';
 import type { EpisodeSummary } from '../../workflows/episode-messages.js';
 
 test('each epoch is a seeded permutation; seeds and epochs differ', () => {
@@ -65,5 +66,17 @@ test('the initial run state carries the plan; a bad run id is refused', () => {
   assert.equal(s.plan.hyper.compute_dtype, 'float32');
   assert.equal(initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.dtype=bfloat16'] }), 'r2').plan.hyper.compute_dtype, 'bfloat16');
   assert.equal(s.plan.run_dir, '/tmp/x/runs/r1');
+  assert.equal(s.plan.eval_episode.temperature, s.plan.episode.temperature, 'eval samples at the rollout temperature unless run.eval_temperature says');
+  assert.equal(initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'run.eval_temperature=0'] }), 'r3').plan.eval_episode.temperature, 0);
   assert.throws(() => initialRunState(cfg, '../evil'), /run id/);
+});
+
+test('GRPO lr warm-up: linear to grpo.lr over lr_warmup_steps, then constant; in the plan only when set', () => {
+  const plan = (sets: string[]) => initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'grpo.lr=0.004', ...sets] }), 'r1').plan;
+  const p = plan(['grpo.lr_warmup_steps=3']);
+  assert.equal(p.lr_warmup_steps, 3);
+  assert.deepEqual([0, 1, 2, 3, 9].map((step) => scheduledLr(p.hyper.lr, p.lr_schedule, step, 10, p.lr_warmup_steps)), [0.001, 0.002, 0.003, 0.004, 0.004]);
+  assert.equal(plan([]).lr_warmup_steps, undefined);
+  assert.equal(scheduledLr(0.004, undefined, 0, 10, undefined), 0.004);
+  assert.throws(() => plan(['grpo.lr_warmup_steps=-1']), /grpo\.lr_warmup_steps/);
 });

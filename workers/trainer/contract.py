@@ -40,6 +40,9 @@ class Hyper(Strict):
     loss_agg: Literal["sample_mean", "token_mean"] = "sample_mean"
     micro_batch_tokens: int = Field(default=8192, gt=0)
     grad_clip: float = Field(default=1.0, gt=0)
+    # Optimizer updates per step: the samples in this many consecutive mini-batches, this many passes.
+    ppo_mini_batches: int = Field(default=1, ge=1)
+    ppo_epochs: int = Field(default=1, ge=1)
     temperature: float = Field(default=1.0, gt=0)
     # rollout.allowed_token_ids: the engine sampled among these only, so the trainer's softmax is over
     # them too (logits of every other token masked); None: the whole vocabulary.

@@ -109,10 +109,10 @@ def policy_loss(*, logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: tor
     Tokens of weight 0 are zeroed in every input before any term is computed: zeroing the terms after
     (or weighting them by 0) still back-propagates 0 · inf = NaN from an infinite logprob or exp."""
     active = weights != 0
-    logp, old_logp, rollout_logp, advantages = (_only_active(x, active)
+    logp, old_logp, rollout_logp, advantages = (only_active(x, active)
                                                 for x in (logp, old_logp, rollout_logp, advantages))
-    entropy = _only_active(entropy, active) if entropy is not None else None
-    ref_logp = _only_active(ref_logp, active) if ref_logp is not None else None
+    entropy = only_active(entropy, active) if entropy is not None else None
+    ref_logp = only_active(ref_logp, active) if ref_logp is not None else None
     pg, clipfrac, ppo_kl = ppo_clip_terms(logp, old_logp, advantages, hyper.eps_clip, hyper.eps_clip_high)
     if hyper.tis.enabled:
         pg = pg * tis_weights(old_logp, rollout_logp, hyper.tis.clip)
@@ -135,12 +135,12 @@ def policy_loss(*, logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: tor
     return loss, metrics
 
 
-def _only_active(x: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
+def only_active(x: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
     return x.masked_fill(~active, 0.0)
 
 
 def sft_loss(logp: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Masked NLL (SFT): `weights` from aggregation_weights (0 on prompt and observation tokens), so the
     loss and the metric add up across micro-batches to the batch's token-mean NLL."""
-    loss = -(_only_active(logp, weights != 0) * weights).sum()
+    loss = -(only_active(logp, weights != 0) * weights).sum()
     return loss, {"sft/nll": loss.detach(), "train/loss": loss.detach()}

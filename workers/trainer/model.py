@@ -53,6 +53,10 @@ class TrainSample:
     vision: VisionInputs | None = None
     name: str = ""
     meta: dict = field(default_factory=dict)
+    # Set when a step makes several updates: the logprobs under the weights before its first update
+    # (the PPO ratio's denominator) and under the reference (KL), computed once.
+    old_logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
 
     @property
     def response_len(self) -> int:

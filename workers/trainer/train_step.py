@@ -21,6 +21,7 @@ checkpoint N holds step N−1's weights. Metrics are JSON numbers only: a non-fi
 from `metrics` and its name listed in meta.json's `nonfinite_metrics`."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -33,7 +34,7 @@ import torch
 from . import checkpoint as ckpt
 from .blobs import BlobStore
 from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
-from .grpo import aggregation_weights, group_advantages, policy_loss, sft_loss
+from .grpo import aggregation_weights, group_advantages, only_active, policy_loss, sft_loss
 from .model import (ForwardOutput, TrainSample, VisionProcessor, forward_response, load_policy, micro_batches,
                     pick_device, prepare_sample)
 
@@ -100,22 +101,27 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
             progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
             continue
         fwd = _forward(model, batch, hyper, hyper.temperature, with_entropy=True, entropy_grad=hyper.entropy_coef > 0)
+        device = fwd.logprobs[0].device
         ref = None
         if hyper.kl.enabled:
-            with torch.no_grad():
-                ref = _forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
-        device = fwd.logprobs[0].device
+            if batch[0].ref_logprobs is not None:
+                ref = [s.ref_logprobs.to(device) for s in batch]
+            else:
+                with torch.no_grad():
+                    ref = _forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
         masks = [s.loss_mask.to(device) for s in batch]
         weights = aggregation_weights(masks, hyper.loss_agg, len(samples), n_tokens_total)
         logp = torch.cat(fwd.logprobs)
         rollout = torch.cat([s.rollout_logprobs for s in batch]).to(device)
         mask = torch.cat(masks)
         adv = torch.cat([torch.full((s.response_len,), s.advantage) for s in batch]).to(device)
+        # One update per step: the weights that sampled are the ones being trained (ratio 1).
+        old = torch.cat([s.old_logprobs for s in batch]).to(device) if batch[0].old_logprobs is not None else logp.detach()
         loss, metrics = policy_loss(
-            logp=logp, old_logp=logp.detach(), rollout_logp=rollout, advantages=adv, weights=torch.cat(weights),
+            logp=logp, old_logp=old, rollout_logp=rollout, advantages=adv, weights=torch.cat(weights),
             hyper=hyper, entropy=torch.cat(fwd.entropy), ref_logp=torch.cat(ref) if ref is not None else None)
         loss.backward()
-        abs_diff_sum += float(torch.where(mask > 0, (logp.detach() - rollout).abs(), 0.0).sum())
+        abs_diff_sum += float(only_active((old - rollout).abs(), mask > 0).sum())
         for k, v in metrics.items():
             sums[k] = sums.get(k, 0.0) + float(v)
         progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
@@ -123,6 +129,29 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
         sums["train/train_rollout_logprob_abs_diff"] = abs_diff_sum / max(n_tokens_total, 1)
     sums["train/n_micro_batches"] = float(len(batches))
     return sums
+
+
+def update_batches(samples: list[TrainSample], hyper: Hyper) -> list[list[TrainSample]]:
+    """The samples of each optimizer update of a step: grpo.ppo_mini_batches consecutive slices (a
+    step's samples come prompt by prompt, so groups stay together when the sizes divide), repeated
+    grpo.ppo_epochs times."""
+    k = min(hyper.ppo_mini_batches, len(samples))
+    size = -(-len(samples) // k)
+    return [samples[i:i + size] for i in range(0, len(samples), size)] * hyper.ppo_epochs
+
+
+def with_old_logprobs(model, samples: list[TrainSample], hyper: Hyper, ref_model=None) -> list[TrainSample]:
+    """The samples with their logprobs under the current weights (and the reference's, for the KL),
+    before a step's first update: every later update of the step takes its PPO ratio against them."""
+    out: list[TrainSample] = []
+    with torch.no_grad():
+        for batch in micro_batches(samples, hyper.micro_batch_tokens):
+            old = _forward(model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
+            ref = (_forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
+                   if ref_model is not None else [None] * len(batch))
+            out += [dataclasses.replace(s, old_logprobs=o.float().cpu(), ref_logprobs=None if r is None else r.float().cpu())
+                    for s, o, r in zip(batch, old, ref)]
+    return out
 
 
 def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict[str, float], hyper: Hyper) -> None:
@@ -223,27 +252,46 @@ class Trainer:
             progress.heartbeat({"phase": "samples_loaded", "n": len(samples)})
             t0 = time.perf_counter()
             set_hyper(state.optimizer, inp.hyper)
-            state.optimizer.zero_grad(set_to_none=True)
             ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled and inp.algorithm != "sft" else None
-            sums = accumulate_gradients(state.model, samples, inp.hyper, progress, ref_model=ref,
-                                        algorithm=inp.algorithm)
-            # From here on the in-memory model no longer matches any checkpoint until the commit.
-            state.step = -2
-            grad_norm = float(torch.nn.utils.clip_grad_norm_(state.model.parameters(), inp.hyper.grad_clip))
-            finite = math.isfinite(grad_norm) and math.isfinite(sums.get("train/loss", 0.0))
-            if finite:
-                state.optimizer.step()
-            state.optimizer.zero_grad(set_to_none=True)
+            sums, applied, skipped = self._updates(state, samples, inp, progress, ref)
             seconds = time.perf_counter() - t0
             n_tokens = sum(s.n_tokens for s in samples)
-            metrics = {**sums, "train/grad_norm": grad_norm, "train/nonfinite_step": 0.0 if finite else 1.0,
+            metrics = {**sums, "train/updates": float(applied), "train/nonfinite_step": 1.0 if skipped else 0.0,
                        "perf/train_tokens_per_second": n_tokens / max(seconds, 1e-9),
                        "perf/train_seconds": seconds,
                        "train/n_samples": float(len(samples)),
                        "train/n_tokens": float(n_tokens),
                        "train/n_response_tokens": float(sum(float(s.loss_mask.sum()) for s in samples))}
             progress.heartbeat({"phase": "committing"})
-            return self._commit(inp, state, metrics, applied=finite)
+            return self._commit(inp, state, metrics, applied=applied > 0)
+
+    def _updates(self, state: TrainerState, samples: list[TrainSample], inp: TrainStepInput, progress: Progress,
+                 ref) -> tuple[dict[str, float], int, int]:
+        """The step's optimizer updates (one, or grpo.ppo_mini_batches × ppo_epochs). An update whose loss
+        or gradient norm is not finite is skipped. Returns the metrics (means over updates; counts
+        summed), the updates applied and those skipped."""
+        batches = [samples] if inp.algorithm == "sft" else update_batches(samples, inp.hyper)
+        if len(batches) > 1:
+            samples = with_old_logprobs(state.model, samples, inp.hyper, ref)
+            batches = update_batches(samples, inp.hyper)
+        sums: dict[str, float] = {}
+        norms: list[float] = []
+        skipped = 0
+        for batch in batches:
+            state.optimizer.zero_grad(set_to_none=True)
+            got = accumulate_gradients(state.model, batch, inp.hyper, progress, ref_model=ref, algorithm=inp.algorithm)
+            # From here on the in-memory model no longer matches any checkpoint until the commit.
+            state.step = -2
+            norms.append(float(torch.nn.utils.clip_grad_norm_(state.model.parameters(), inp.hyper.grad_clip)))
+            if math.isfinite(norms[-1]) and math.isfinite(got.get("train/loss", 0.0)):
+                state.optimizer.step()
+            else:
+                skipped += 1
+            for k, v in got.items():
+                sums[k] = sums.get(k, 0.0) + (v if k == "train/n_micro_batches" else v / len(batches))
+        state.optimizer.zero_grad(set_to_none=True)
+        sums["train/grad_norm"] = sum(norms) / len(norms)
+        return sums, len(batches) - skipped, skipped
 
     def _commit(self, inp: TrainStepInput, state: TrainerState, metrics: dict[str, float],
                 applied: bool) -> TrainStepOutput:
