@@ -40,6 +40,7 @@ import { evalMetricsOf, groupFilter, groupKey, rolloutMetrics } from './rollout-
 // Changes of the commands a run issues, gated so that histories recorded before them still replay.
 const EVAL_BY_WEIGHT_VERSION = 'eval-episodes-keyed-by-weight-version';
 const CONTINUE_AS_NEW_SUGGESTED = 'continue-as-new-when-suggested';
+const SFT_SYNC_BEFORE_EVAL_ONLY = 'sft-sync-before-eval-only';
 
 const acts = proxyActivities<RolloutActivities>({
   startToCloseTimeout: '10 minutes',
@@ -192,20 +193,25 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const trained = await trainer.train_step({
       run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_root: plan.blob_root, model_path: plan.model_path, samples,
       // The trainer restricts its softmax to the tokens the engine sampled among (from the plan, so older plans work too).
-      hyper: { ...plan.hyper, lr: scheduledLr(plan.hyper.lr, plan.lr_schedule, state.step, plan.steps), ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}) }, data_cursor: pick.next,
+      hyper: { ...plan.hyper, lr: scheduledLr(plan.hyper.lr, plan.lr_schedule, state.step, plan.steps, plan.lr_warmup_steps), ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}) }, data_cursor: pick.next,
       ...(plan.algorithm === 'sft' ? { algorithm: 'sft' as const } : {}),
       ...(plan.keep_checkpoints ? { keep_checkpoints: plan.keep_checkpoints } : {}),
     });
     const trainSeconds = (Date.now() - trainStarted) / 1000;
+    const evalNow = plan.eval_interval > 0 && !!state.dataset!.eval_ref && (state.step + 1) % plan.eval_interval === 0;
     progress.phase = 'sync';
     const syncStarted = Date.now();
-    const engines = await acts.listEngines();
-    await trainer.sync_weights({ run_id: state.run_id, weight_version: trained.weight_version, checkpoint: trained.checkpoint, engines });
+    // SFT samples nothing from the engines between its steps: they need its weights only for an eval
+    // (so for SFT, engines_synced means synced once in this run, and every eval syncs first).
+    if (plan.algorithm !== 'sft' || evalNow || !patched(SFT_SYNC_BEFORE_EVAL_ONLY)) {
+      const engines = await acts.listEngines();
+      await trainer.sync_weights({ run_id: state.run_id, weight_version: trained.weight_version, checkpoint: trained.checkpoint, engines });
+    }
     const syncSeconds = (Date.now() - syncStarted) / 1000;
 
     // eval every k steps (after the update, on the held-out split)
     let evalMetrics: Record<string, number> = {};
-    if (plan.eval_interval > 0 && state.dataset!.eval_ref && (state.step + 1) % plan.eval_interval === 0) {
+    if (evalNow) {
       progress.phase = 'eval';
       evalMetrics = await runEval(state, trained.weight_version, progress);
     }

@@ -15,7 +15,7 @@ import { stateLayout } from '../../lib/paths.js';
 import { runHandle, startOrContinueRun } from '../../lib/run-client.js';
 import { checkInvariants } from '../../lib/trajectory.js';
 import { readStepRecords } from '../../activities/run.js';
-import type { RunResult } from '../../workflows/training-run-messages.js';
+import { type RunResult, trainingRunWorkflowId } from '../../workflows/training-run-messages.js';
 import { startRunFixture, waitForProgress } from './support/run.js';
 
 const STEPS = 3;
@@ -59,6 +59,11 @@ test('an SFT run on tool transcripts: rollout token layout, falling NLL, exactly
   assert.deepEqual(steps.map((s) => s.step), [0, 1, 2]);
   const sources = await Promise.all(consumed.slice(0, 8).map(async (ref) => Sample.parse(await store.getJson(ref)).group_id));
   assert.equal(new Set(sources).size, 8, 'the first epoch (two steps of four) consumes every record once');
+  // SFT syncs the engines only before an eval (none here): the last workflow execution (continued as
+  // new after each step, with the engines already synced once) schedules no weight sync.
+  const history = await fx.client.workflow.getHandle(trainingRunWorkflowId(runId)).fetchHistory();
+  const scheduled = (history.events ?? []).map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name).filter(Boolean);
+  assert.ok(scheduled.includes('train_step') && !scheduled.includes('sync_weights'), `activities of the last execution: ${scheduled.join(', ')}`);
   const nll = steps.map((s) => s.metrics['sft/nll']!);
   assert.ok(nll[2]! < nll[0]!, `the NLL falls: ${nll.join(' → ')}`);
 
