@@ -15,6 +15,7 @@ import { withSets } from '../config/load.js';
 import { runHandle, startOrContinueRun } from '../lib/run-client.js';
 import { readStepRecords, runDir } from '../activities/run.js';
 import { startDemoRunFixture } from '../tests/ts/support/run.js';
+import { STEP_TIME_KEYS } from '../workflows/training-run-messages.js';
 
 const { values } = parseArgs({ options: { steps: { type: 'string', default: '1' }, warm: { type: 'string' }, set: { type: 'string', multiple: true, default: [] } } });
 
@@ -72,7 +73,7 @@ try {
   const per = (k: string) => steps.map((m) => Math.round((m[k] ?? Number.NaN) * 10) / 10);
   const print = (s: string) => process.stdout.write(`${s}\n`);
   print(`run: ${wall.toFixed(1)} s, ${steps.length} steps, ${episodes} episodes`);
-  for (const k of ['perf/rollout_time', 'perf/train_time', 'perf/weight_sync_time', 'perf/step_time']) print(`${k} per step: ${per(k).join(' ')}`);
+  for (const k of STEP_TIME_KEYS) print(`${k} per step: ${per(k).join(' ')}`);
   print('activity            count  queue ms  exec ms');
   for (const [name, a] of acts) print(`${name.padEnd(20)}${String(a.n).padStart(5)}${(a.queue / a.n).toFixed(1).padStart(10)}${(a.exec / a.n).toFixed(1).padStart(9)}`);
   print(`workflow tasks      ${String(wft.n).padStart(5)}${(wft.queue / wft.n).toFixed(1).padStart(10)}${(wft.proc / wft.n).toFixed(1).padStart(9)}  (processing)`);

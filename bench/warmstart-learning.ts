@@ -14,6 +14,7 @@ import { runHandle, startOrContinueRun } from '../lib/run-client.js';
 import { ensureWarmStart, waitForRun } from '../lib/warm-start.js';
 import { readStepRecords } from '../activities/run.js';
 import { startDemoRunFixture } from '../tests/ts/support/run.js';
+import { STEP_TIME_KEYS } from '../workflows/training-run-messages.js';
 
 const { values } = parseArgs({ options: { steps: { type: 'string', default: '16' }, json: { type: 'boolean', default: false }, variant: { type: 'string', multiple: true, default: [] }, warm: { type: 'string' } } });
 const fx = await startDemoRunFixture([`run.steps=${values.steps}`, `run.eval_interval=${values.steps}`]);
@@ -45,7 +46,7 @@ try {
       first_answer_correct: m('rollout/first_answer_correct'),
       tool_call_rate: m('rollout/tool_call_rate'),
       recovery_rate: m('rollout/recovery_rate'),
-      perf: Object.fromEntries(['perf/rollout_time', 'perf/train_time', 'perf/weight_sync_time', 'perf/step_time'].map((k) => [k, m(k).map((v) => Math.round(v * 10) / 10)])),
+      perf: Object.fromEntries(STEP_TIME_KEYS.map((k) => [k, m(k).map((v) => Math.round(v * 10) / 10)])),
     };
     if (values.json) process.stdout.write(`${JSON.stringify(out)}\n`);
     else for (const [k, v] of Object.entries(out)) process.stdout.write(`${k}: ${JSON.stringify(v)}\n`);

@@ -11,10 +11,13 @@ import { checkOutputFile, checkOutputLocation } from '../lib/out-path.js';
 import { stateLayout } from '../lib/paths.js';
 import { action, configFrom, printJson } from './common.js';
 
-function nonNegativeInt(v: string): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected an integer ≥ 0');
-  return n;
+/** A commander parser for integers ≥ min. */
+function integerAtLeast(min: number): (v: string) => number {
+  return (v) => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer ≥ ${min}, given ${JSON.stringify(v)}`);
+    return n;
+  };
 }
 
 /** The configured dataset's split for an export command, after checking --split and --out. */
@@ -31,12 +34,6 @@ function probability(v: string): number {
   const p = Number(v);
   if (!(p >= 0 && p <= 1)) throw new InvalidArgumentError(`expected a number in [0, 1], given ${JSON.stringify(v)}`);
   return p;
-}
-
-function positiveInteger(v: string): number {
-  const n = Number(v);
-  if (v.trim() === '' || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`expected an integer ≥ 1, given ${JSON.stringify(v)}`);
-  return n;
 }
 
 const DATASETS: Record<string, string> = { geo3k: GEO3K_REPO };
@@ -64,8 +61,8 @@ export function register(program: Command): void {
   data
     .command('synth')
     .requiredOption('--out <dir>', 'target folder (geo3k_dir layout: train.jsonl, test.jsonl, images/)')
-    .option('--n <n>', 'train rows', nonNegativeInt, 64)
-    .option('--seed <s>', 'seed', nonNegativeInt, 0)
+    .option('--n <n>', 'train rows', integerAtLeast(0), 64)
+    .option('--seed <s>', 'seed', integerAtLeast(0), 0)
     .option('--force', 'replace a synthetic dataset written there before (never other files)')
     .option('--json', 'print counts as JSON')
     .description('write a synthetic geometry dataset with known answers into a new or empty folder')
@@ -99,7 +96,7 @@ export function register(program: Command): void {
     .requiredOption('--out <file>', 'JSONL file to write')
     .option('--split <split>', 'train or eval', 'train')
     .option('--first-correct <p>', 'probability that a transcript\'s first answer is right (default: a uniform guess among the answers)', probability)
-    .option('--per-row <n>', 'transcripts per row, each with its own answers (default 1)', positiveInteger)
+    .option('--per-row <n>', 'transcripts per row, each with its own answers (default 1)', integerAtLeast(1))
     .option('--force', 'overwrite an existing --out file')
     .option('--json', 'print counts as JSON')
     .description('synthesise multi-turn calc_score transcripts (wrong-then-right) from the configured dataset, for algorithm: sft')

@@ -50,7 +50,7 @@ export function warmStartKey(rl: TempoConfig): string {
   h.update(path.basename(tinyModelDir()));
   h.update(readFileSync(WARM_START_CONFIG));
   const { max_turns, max_response_len, max_context_len, seed, reward_match, reward_tolerance } = rl.rollout;
-  h.update(JSON.stringify({ dataset: rl.dataset, tiny_seed: rl.model.tiny_seed, max_turns, max_response_len, max_context_len, seed, reward_match, reward_tolerance, first_correct: WARM_START_FIRST_CORRECT }));
+  h.update(JSON.stringify({ dataset: rl.dataset, tiny_seed: rl.model.tiny_seed, max_turns, max_response_len, max_context_len, seed, reward_match, reward_tolerance }));
   for (const f of SOURCES) h.update(readFileSync(path.join(REPO_ROOT, f)));
   return h.digest('hex').slice(0, 16);
 }
@@ -69,21 +69,25 @@ export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: 
   const work = path.join(stateLayout(rl.state_dir).root, 'warmstart', key);
   const transcripts = path.join(work, 'transcripts.jsonl');
   const sftCfg = warmStartConfig(rl, transcripts);
-  if (!existsSync(transcripts)) {
-    const store = new LocalBlobStore(stateLayout(rl.state_dir).blobs);
-    const { rows } = await loadDataset(rl.dataset, 'train', store);
-    // Enough transcripts that the run sees each once: every row's answers are drawn afresh each time.
-    const perRow = Math.ceil((sftCfg.run.steps * sftCfg.sft.batch_size) / Math.max(rows.length, 1));
-    const records = toolTranscripts(rows, store, { max_turns: rl.rollout.max_turns, first_correct: WARM_START_FIRST_CORRECT, per_row: perRow, seed: sftCfg.rollout.seed, systemPrompt: rl.dataset.system_prompt, match: rl.rollout.reward_match, tolerance: rl.rollout.reward_tolerance });
-    await writeSftRecords(records, `${transcripts}.tmp`);
-    await fs.rename(`${transcripts}.tmp`, transcripts);
-  }
+  if (!existsSync(transcripts)) await writeWarmStartTranscripts(rl, sftCfg, transcripts);
   await startOrContinueRun(client, sftCfg, runId);
   const result = await onBuild(runId);
   if (result.status !== 'completed' || !result.checkpoint) throw new Error(`warm-start SFT run ${runId} ended ${result.status}; continue it with: tempo-rl demo`);
   const nll = (await readStepRecords(runDir(sftCfg, runId))).map((r) => r.metrics['sft/nll']);
   await exportModel(result.checkpoint, dir, { run_id: runId, sft_nll_first: nll[0] ?? null, sft_nll_last: nll[nll.length - 1] ?? null, steps: nll.length });
   return { model_dir: dir, run_id: runId, built: true, seconds: (Date.now() - t0) / 1000 };
+}
+
+/** The warm start's transcripts of the train split, at `file` (atomically): enough that the SFT run
+ *  `sftCfg` sees each once, every row's answers drawn afresh each time. */
+export async function writeWarmStartTranscripts(rl: TempoConfig, sftCfg: TempoConfig, file: string, firstCorrect = WARM_START_FIRST_CORRECT): Promise<void> {
+  const store = new LocalBlobStore(stateLayout(rl.state_dir).blobs);
+  const { rows } = await loadDataset(rl.dataset, 'train', store);
+  const perRow = Math.ceil((sftCfg.run.steps * sftCfg.sft.batch_size) / Math.max(rows.length, 1));
+  const records = toolTranscripts(rows, store, { max_turns: rl.rollout.max_turns, first_correct: firstCorrect, per_row: perRow, seed: sftCfg.rollout.seed, systemPrompt: rl.dataset.system_prompt, match: rl.rollout.reward_match, tolerance: rl.rollout.reward_tolerance });
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  await writeSftRecords(records, `${file}.tmp`);
+  await fs.rename(`${file}.tmp`, file);
 }
 
 /** A checkpoint → a model directory (weights, config, tokenizer, processor; no optimizer state), atomically.

@@ -10,11 +10,9 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { LocalBlobStore } from '../../lib/blobstore.js';
 import { Sample } from '../../lib/contract.js';
-import { stateLayout, tinyModelDir } from '../../lib/paths.js';
+import { stateLayout } from '../../lib/paths.js';
 import { runHandle, startOrContinueRun } from '../../lib/run-client.js';
 import { checkInvariants } from '../../lib/trajectory.js';
-import { VllmClient } from '../../lib/vllm/client.js';
-import { EnginePool } from '../../lib/vllm/pool.js';
 import { ensureWarmStart, waitForRun } from '../../lib/warm-start.js';
 import { readStepRecords, runDir } from '../../activities/run.js';
 import type { RunResult } from '../../workflows/training-run-messages.js';
@@ -23,12 +21,7 @@ import { checkExactlyOnce, startDemoRunFixture } from './support/run.js';
 
 const STEPS = 3;
 const fx = await startDemoRunFixture([`run.steps=${STEPS}`, `run.eval_interval=${STEPS}`]);
-after(async () => {
-  // The suite's engines are shared: hand them back serving the tiny model, as later files expect.
-  const clients = fx.cfg.engines.urls.map((url) => new VllmClient({ url, timeoutMs: 300_000 }));
-  await new EnginePool(clients, { policy: 'round_robin' }).syncWeights(tinyModelDir()).catch((err) => console.error(`could not restore the engines' weights: ${err}`));
-  await fx.close();
-});
+after(() => fx.close());
 
 test('the warm-started policy calls calc_score, and GRPO on the demo task trains on real tool-call episodes', { timeout: 1_800_000 }, async () => {
   const warm = await ensureWarmStart(fx.client, fx.cfg, (id) => waitForRun(fx.client, id));

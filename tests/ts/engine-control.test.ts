@@ -49,8 +49,6 @@ describe('engine control (live engine)', () => {
     const changed = changedWeightsDir();
     const ids = await client.tokenize('The answer is \\boxed{42}.');
     const pool = new EnginePool([client], { policy: 'round_robin' });
-    // The suite's engines are shared: an earlier file may have left trained weights on them.
-    await pool.syncWeights(original);
     const before = await continuationLogprobs(ids);
     try {
       await pool.syncWeights(changed);

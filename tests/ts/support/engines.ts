@@ -1,7 +1,7 @@
 // Live vLLM engines for a test file: the suite's engines when TEMPO_RL_TEST_ENGINE_URLS is set (the
 // test runner starts them once), else engines started here in a temp state directory and stopped after.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
@@ -9,36 +9,84 @@ import { loadConfig } from '../../../config/load.js';
 import { startEngines, stopEngines } from '../../../lib/engines.js';
 import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir } from '../../../lib/paths.js';
 import { portOpen } from '../../../lib/process.js';
+import { VllmClient } from '../../../lib/vllm/client.js';
+import { EnginePool } from '../../../lib/vllm/pool.js';
 import { removeTestState } from './state.js';
 
 export interface TestEngines {
   urls: string[];
-  /** True when this file started them (and stop() ends them). */
+  /** True when this file started them (and stop() ends them; for the suite's shared ones it restores the tiny model). */
   owned: boolean;
   stop(): Promise<void>;
+}
+
+/** Claims a port for this process until released: a file per port, so that two test runs on one
+ *  machine never pick the same free port while their engines (tens of seconds to bind) start. */
+function claimPort(port: number): boolean {
+  const file = path.join(os.tmpdir(), `tempo-rl-test-port-${port}`);
+  for (let attempt = 0; attempt < 2; attempt++) {
+    try {
+      writeFileSync(file, String(process.pid), { flag: 'wx' });
+      return true;
+    } catch {
+      const owner = Number(readFileSync(file, 'utf8'));
+      if (owner === process.pid || pidAlive(owner)) return false;
+      rmSync(file, { force: true }); // its owner is gone
+    }
+  }
+  return false;
+}
+
+function releasePorts(base: number, count: number): void {
+  for (let i = 0; i < count; i++) rmSync(path.join(os.tmpdir(), `tempo-rl-test-port-${base + i}`), { force: true });
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 async function freeRun(count: number): Promise<number> {
   for (let base = 8170; base + count <= 8199; base++) {
     const taken = await Promise.all(Array.from({ length: count }, (_, i) => portOpen('127.0.0.1', base + i, 300)));
-    if (!taken.some(Boolean)) return base;
+    if (taken.some(Boolean)) continue;
+    const claimed = Array.from({ length: count }, (_, i) => base + i).filter(claimPort);
+    if (claimed.length === count) return base;
+    for (const p of claimed) releasePorts(p, 1);
   }
   throw new Error('no free port run in 8170-8199');
 }
 
 export async function testEngines(count = 2): Promise<TestEngines> {
   const fromEnv = (process.env.TEMPO_RL_TEST_ENGINE_URLS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
-  if (fromEnv.length >= count) return { urls: fromEnv.slice(0, count), owned: false, stop: async () => {} };
+  if (fromEnv.length >= count) {
+    const urls = fromEnv.slice(0, count);
+    // The suite's engines are shared: hand them back serving the tiny model, as later files expect.
+    const restore = async () => {
+      const pool = new EnginePool(urls.map((url) => new VllmClient({ url, timeoutMs: 300_000 })), { policy: 'round_robin' });
+      await pool.syncWeights(tinyModelDir()).catch((err) => console.error(`could not restore the shared engines' weights: ${err}`));
+    };
+    return { urls, owned: false, stop: restore };
+  }
   const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-engines-'));
   const env = { ...process.env };
   delete env.TEMPO_RL__ENGINES__URLS;
-  const cfg = loadConfig({ env, sets: [`state_dir=${stateDir}`, `engines.count=${count}`, `engines.base_port=${await freeRun(count)}`, 'engines.urls=[]'] });
-  try {
-    const { statuses } = await startEngines(cfg);
-    return { urls: statuses.map((s) => s.url), owned: true, stop: async () => { await stopEngines(cfg); removeTestState(stateDir); } };
-  } catch (err) {
+  const base = await freeRun(count);
+  const cfg = loadConfig({ env, sets: [`state_dir=${stateDir}`, `engines.count=${count}`, `engines.base_port=${base}`, 'engines.urls=[]'] });
+  const stop = async () => {
     await stopEngines(cfg);
     removeTestState(stateDir);
+    releasePorts(base, count);
+  };
+  try {
+    const { statuses } = await startEngines(cfg);
+    return { urls: statuses.map((s) => s.url), owned: true, stop };
+  } catch (err) {
+    await stop();
     throw err;
   }
 }

@@ -1,0 +1,43 @@
+// How the warm start learns (prints numbers; not a test): the demo's warm-start SFT run, uncached, with
+// a held-out eval every --eval-every steps, so one run shows where the tool-call format and the
+// figure → answer rule are learnt. Every checkpoint is kept: each is a model directory that
+// `bench/warmstart-learning.ts --warm DIR` can start GRPO from.
+//
+//   node --import tsx bench/warmstart-sft.ts [--steps 100] [--eval-every 10] [--first-correct 0.85] [--eval-temperature T] [--set k=v]…
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { withSets } from '../config/load.js';
+import { startOrContinueRun } from '../lib/run-client.js';
+import { WARM_START_FIRST_CORRECT, waitForRun, warmStartConfig, writeWarmStartTranscripts } from '../lib/warm-start.js';
+import { readStepRecords, runDir } from '../activities/run.js';
+import { startDemoRunFixture } from '../tests/ts/support/run.js';
+
+const { values } = parseArgs({
+  options: {
+    steps: { type: 'string', default: '100' }, 'eval-every': { type: 'string', default: '10' },
+    'first-correct': { type: 'string', default: String(WARM_START_FIRST_CORRECT) }, 'eval-temperature': { type: 'string' },
+    set: { type: 'string', multiple: true, default: [] },
+  },
+});
+const fx = await startDemoRunFixture([]);
+try {
+  const runId = `sft-bench-${Date.now()}`;
+  const transcripts = path.join(fx.cfg.state_dir, 'sft-bench', runId, 'transcripts.jsonl');
+  const sftCfg = withSets(warmStartConfig(fx.cfg, transcripts), [
+    `run.steps=${values.steps}`, `run.eval_interval=${values['eval-every']}`, 'run.eval_prompts=32', 'run.keep_checkpoints=0',
+    ...(values['eval-temperature'] !== undefined ? [`run.eval_temperature=${values['eval-temperature']}`] : []), ...values.set,
+  ]);
+  await writeWarmStartTranscripts(fx.cfg, sftCfg, transcripts, Number(values['first-correct']));
+  const t0 = Date.now();
+  await startOrContinueRun(fx.client, sftCfg, runId);
+  const result = await waitForRun(fx.client, runId);
+  process.stdout.write(`run ${runId} ${result.status} in ${((Date.now() - t0) / 1000).toFixed(0)} s; checkpoints under ${path.join(runDir(sftCfg, runId), 'checkpoints')}\n`);
+  for (const { step, metrics: m } of await readStepRecords(runDir(sftCfg, runId))) {
+    if (m['eval/reward'] === undefined) continue;
+    const f = (k: string) => (m[k] ?? Number.NaN).toFixed(2);
+    process.stdout.write(`step ${step + 1}: nll ${f('sft/nll')}  eval reward ${f('eval/reward')}  first answer right ${f('eval/first_answer_correct')}  ` +
+      `first-turn calls ${f('eval/first_turn_tool_call_rate')}  parseable ${f('eval/tool_call_rate')}  recovery ${f('eval/recovery_rate')}\n`);
+  }
+} finally {
+  await fx.close();
+}
