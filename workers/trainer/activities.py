@@ -21,7 +21,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from .blobs import BlobError
-from .checkpoint import CheckpointMissing, CheckpointPruned
+from .checkpoint import CheckpointCorrupt, CheckpointMissing, CheckpointPruned
 from .contract import (SyncWeightsInput, SyncWeightsOutput, TrainerInfoOutput, TrainStepInput,
                        TrainStepOutput)
 from .grpo import ContractError
@@ -32,7 +32,7 @@ from .metrics_sink import LogMetricsInput, log_metrics
 
 # Errors that a retry cannot fix: fail the activity at once instead of retrying forever.
 NON_RETRYABLE = (SampleInvalid, BlobError, pydantic.ValidationError, ContractError, CheckpointPruned,
-                CheckpointMissing)
+                CheckpointMissing, CheckpointCorrupt)
 
 
 class TemporalProgress:

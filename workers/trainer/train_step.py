@@ -5,7 +5,8 @@ The model lives in the worker process between steps (`Trainer`). Step N:
 2. otherwise make sure the in-memory state is step N−1's (load checkpoint N−1, or the base model for
    step 0) — after a crash, or after an attempt that failed between its optimizer step and its commit;
 3. forward/backward by micro-batches (heartbeat after each, cancellation honoured between them), one
-   optimizer step, commit checkpoint N atomically.
+   optimizer step, commit checkpoint N atomically (checkpoint.py: each attempt in its own temporary
+   directory, one rename wins).
 
 Old logprobs: each step makes one optimizer step on fresh rollouts and every micro-batch runs before
 it, so the policy that scores the batch *is* the pre-update policy: old logprobs are the trainer's own
@@ -174,7 +175,6 @@ class Trainer:
         if s is not None and s.run_id == inp.run_id and s.step == want and s.model_path == inp.model_path:
             return s
         self.state = None  # drop the old model before loading another
-        ckpt.remove_stale_temporaries(inp.run_dir)
         if want < 0:
             model = load_policy(inp.model_path, self.device, self.dtype)
             optimizer = make_optimizer(model, inp.hyper)
