@@ -20,12 +20,11 @@ log = logging.getLogger(__name__)
 
 
 class Heartbeater:
-    """A Progress that also heartbeats its latest details every `interval_s` from a side thread
+    """A Progress that also repeats its latest details every HEARTBEAT_INTERVAL_S from a side thread
     while it is entered: `with Heartbeater(progress) as beat: beat.heartbeat({"phase": ...})`."""
 
-    def __init__(self, progress, interval_s: float | None = None):
+    def __init__(self, progress):
         self._progress = progress
-        self._interval_s = HEARTBEAT_INTERVAL_S if interval_s is None else interval_s
         self._details: dict = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -45,7 +44,7 @@ class Heartbeater:
             log.warning("heartbeat failed", extra={"error": repr(err)})
 
     def _repeat(self) -> None:
-        while not self._stop.wait(self._interval_s):
+        while not self._stop.wait(HEARTBEAT_INTERVAL_S):
             self._send()
 
     def __enter__(self) -> Heartbeater:
