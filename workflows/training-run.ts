@@ -58,8 +58,10 @@ function trainerActs(taskQueue: string) {
     taskQueue,
     startToCloseTimeout: '2 hours',
     // A killed trainer is noticed within the heartbeat timeout; the retry resumes from the last
-    // committed checkpoint, and a step already committed returns its recorded metrics.
-    heartbeatTimeout: '60 seconds',
+    // committed checkpoint, and a step already committed returns its recorded metrics. The trainer
+    // heartbeats every second from a side thread through every phase (workers/trainer/heartbeat.py),
+    // so a short timeout cuts no long load, save or reload.
+    heartbeatTimeout: '10 seconds',
     // Which trainer errors no retry can fix is decided in one place: workers/trainer/activities.py
     // raises them as non-retryable ApplicationErrors.
     retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds' },

@@ -37,6 +37,8 @@ def payload(make_input, mixed_refs) -> dict:
     (BlobError("blob not found: blob:named/samples/x.json"), "BlobError"),
     (ckpt.CheckpointPruned("step 3 needs step 2's weights, which run.keep_checkpoints pruned: /run/step-000002"),
      "CheckpointPruned"),
+    (ckpt.CheckpointCorrupt("committed checkpoint /run/step-000002 lacks or has truncated files: optimizer.pt"),
+     "CheckpointCorrupt"),
 ])
 def test_errors_a_retry_cannot_fix_are_non_retryable(payload, err, type_):
     with pytest.raises(ApplicationError) as info:

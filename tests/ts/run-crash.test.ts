@@ -6,6 +6,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { startOrContinueRun, runHandle } from '../../lib/run-client.js';
+import { waitFor } from '../../lib/process.js';
 import { serverStatus, startServer } from '../../lib/server.js';
 import { connectClient } from '../../lib/temporal.js';
 import type { RunResult } from '../../workflows/training-run-messages.js';
@@ -51,8 +52,12 @@ test('SIGKILL of the trainer worker during a train step: the step is trained exa
     const ckpt = path.join(fx.cfg.state_dir, 'runs', runId, 'checkpoints', `step-${String(atKill.step).padStart(6, '0')}`);
     assert.equal(existsSync(path.join(ckpt, 'meta.json')), false, 'the kill landed before the step was committed');
     fx.trainer = fx.startTrainer();
+    // Two measures: until the step is committed again, and until the run has moved past it (weight sync, records).
+    const committed = waitFor(async () => existsSync(path.join(ckpt, 'meta.json')), 'the step committed after the crash', 600_000, 100)
+      .then(() => { recoveries.trainer_worker_commit = (Date.now() - t0) / 1000; });
     await waitForProgress(fx.client, runId, (p) => p.step > atKill.step, 'the train step to finish after the crash');
     recoveries.trainer_worker = (Date.now() - t0) / 1000;
+    await committed;
   });
 });
 

@@ -1,6 +1,9 @@
 """Temporal activities of task queue "trainer": train_step, sync_weights, trainer_info.
 
 Synchronous activities (run in the worker's thread pool): the work is PyTorch and blocking HTTP.
+train_step, sync_weights and log_metrics heartbeat from a side thread all along (heartbeat.py), so a
+short heartbeat timeout detects a dead trainer without cutting a long checkpoint load, save, engine
+reload or W&B start.
 The SDK delivers a cancellation by raising inside the thread; the training is shielded from that and
 checks `activity.is_cancelled()` between micro-batches instead, so a step is never interrupted half
 way through its optimizer step or its checkpoint commit.
@@ -21,10 +24,11 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from .blobs import BlobError
-from .checkpoint import CheckpointMissing, CheckpointPruned
+from .checkpoint import CheckpointCorrupt, CheckpointMissing, CheckpointPruned
 from .contract import (SyncWeightsInput, SyncWeightsOutput, TrainerInfoOutput, TrainStepInput,
                        TrainStepOutput)
 from .grpo import ContractError
+from .heartbeat import Heartbeater
 from .model import SampleInvalid
 from .train_step import StepCancelled, Trainer
 from .weight_sync import sync_weights_from_disk
@@ -32,7 +36,7 @@ from .metrics_sink import LogMetricsInput, log_metrics
 
 # Errors that a retry cannot fix: fail the activity at once instead of retrying forever.
 NON_RETRYABLE = (SampleInvalid, BlobError, pydantic.ValidationError, ContractError, CheckpointPruned,
-                CheckpointMissing)
+                CheckpointMissing, CheckpointCorrupt)
 
 
 class TemporalProgress:
@@ -83,7 +87,8 @@ class TrainerActivities:
         if inp.transport != "disk":
             raise ApplicationError(f"transport {inp.transport!r} is not implemented in this worker",
                                    type="NotImplemented", non_retryable=True)
-        out: SyncWeightsOutput = sync_weights_from_disk(inp, heartbeat=activity.heartbeat)
+        with Heartbeater(TemporalProgress()) as beat:
+            out: SyncWeightsOutput = sync_weights_from_disk(inp, heartbeat=beat.heartbeat)
         failed = [e for e in out.engines if not e.ok]
         if failed:
             # Retryable: a retry re-syncs every engine, which is idempotent.
@@ -102,7 +107,9 @@ class TrainerActivities:
 
     @activity.defn(name="log_metrics")
     def log_metrics(self, payload: dict) -> dict:
-        return log_metrics(_parse(LogMetricsInput, payload)).model_dump()
+        inp = _parse(LogMetricsInput, payload)
+        with Heartbeater(TemporalProgress()):
+            return log_metrics(inp).model_dump()
 
     def all(self) -> list:
         return [self.train_step, self.sync_weights, self.trainer_info, self.log_metrics]

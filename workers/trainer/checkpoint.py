@@ -1,6 +1,13 @@
 """Atomic checkpoints: `run_dir/checkpoints/step-<N:06d>/`, written under a temporary name in the same
 directory and renamed, so a crash leaves either the whole checkpoint or none.
 
+Fencing between attempts of one step (a timed-out attempt may still run beside its retry, in this
+process or another): each attempt writes its own temporary directory, named by the step and the
+attempt's token; the rename onto step-N is the commit and only one can succeed (a directory cannot be
+renamed onto a non-empty one); meta.json, the commit record, is the last file written and carries
+the token and the list of files, so the attempt reads back who won and checks that step-N is whole.
+A loser removes only its own temporary directory and never touches step-N.
+
 A checkpoint is also a Hugging Face model directory (config, `model.safetensors`, tokenizer and
 processor files copied from the base model), so an engine can reload its weights straight from it."""
 from __future__ import annotations
@@ -17,6 +24,7 @@ import torch
 
 META = "meta.json"
 PRUNED = ".pruned"
+_TMP_PREFIX = ".tmp-"
 # Files of the base model directory that make a checkpoint loadable on its own (tokenizer, processor,
 # chat template); the weights and config come from save_pretrained.
 _SKIP_FROM_BASE = {"config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json"}
@@ -26,6 +34,10 @@ class CheckpointPruned(FileNotFoundError):
     """A committed step whose weights run.keep_checkpoints removed: they never come back, so no retry helps."""
 
 
+class CheckpointCorrupt(RuntimeError):
+    """A committed step whose files do not match its commit record: no retry brings them back."""
+
+
 class CheckpointMissing(FileNotFoundError):
     """Step N was asked for while step N−1 was never committed: the run and the trainer disagree, which
     no retry mends (the workflow commits steps in order)."""
@@ -33,6 +45,16 @@ class CheckpointMissing(FileNotFoundError):
 
 def checkpoint_dir(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / "checkpoints" / f"step-{step:06d}"
+
+
+def temporary_dir(run_dir: str | Path, step: int, attempt: str) -> Path:
+    final = checkpoint_dir(run_dir, step)
+    return final.parent / f"{_TMP_PREFIX}{final.name}-{attempt}"
+
+
+def _step_of_temporary(path: Path) -> int | None:
+    step = path.name[len(_TMP_PREFIX + "step-"):].split("-", 1)[0]
+    return int(step) if step.isdigit() else None
 
 
 def is_committed(path: str | Path) -> bool:
@@ -63,54 +85,77 @@ def restore_rng(state: dict) -> None:
 
 def _fsync_tree(root: Path) -> None:
     for p in [*root.rglob("*"), root]:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        _fsync(p)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                     *, weight_version: int, data_cursor: dict, metrics: dict, base_model_path: str | Path,
                     extra: dict | None = None) -> Path:
-    """Commit step N (`extra` goes into meta.json: the sample refs consumed, the optimizer step count).
-    If step N is already committed (a concurrent or earlier attempt), keep that one. meta.json is strict
-    JSON (no NaN or Infinity, which the TypeScript side cannot parse): the caller drops such metrics."""
+    """Commit step N (`extra` goes into meta.json: the sample refs consumed, the optimizer step count,
+    the `attempt` token that names this attempt's temporary directory). If step N is already committed
+    (a concurrent or earlier attempt), keep that one: the caller tells whose commit it is by meta.json's
+    `attempt`. meta.json is strict JSON (no NaN or Infinity, which the TypeScript side cannot parse):
+    the caller drops such metrics."""
     final = checkpoint_dir(run_dir, step)
     final.parent.mkdir(parents=True, exist_ok=True)
     if is_committed(final):
         return final
-    tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:8]}"
+    extra = {"attempt": uuid.uuid4().hex, **(extra or {})}
+    tmp = temporary_dir(run_dir, step, extra["attempt"])
     try:
-        model.save_pretrained(tmp, safe_serialization=True)
-        write_tied_lm_head(model, tmp)
-        base = Path(base_model_path)
-        for f in base.iterdir():
-            if (f.is_file() and f.name not in _SKIP_FROM_BASE and not f.name.startswith(".")
-                    and not f.name.endswith((".safetensors", ".bin", ".pt"))):
-                shutil.copy2(f, tmp / f.name)
-        torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-        torch.save(capture_rng(), tmp / "rng.pt")
+        _write_checkpoint_files(tmp, model, optimizer, base_model_path)
         meta = {"step": step, "weight_version": weight_version, "data_cursor": data_cursor, "metrics": metrics,
-                "base_model_path": str(base_model_path), **(extra or {})}
-        (tmp / META).write_text(json.dumps(meta, indent=1, allow_nan=False))
+                "base_model_path": str(base_model_path), **extra, "files": _manifest(tmp)}
+        (tmp / META).write_text(json.dumps(meta, indent=1, allow_nan=False))  # the commit record, last
         _fsync_tree(tmp)
-        os.rename(tmp, final)  # atomic on one filesystem; fails if another attempt won the race
+        os.rename(tmp, final)  # the commit: atomic on one filesystem; fails once another attempt committed
     except OSError:
-        if is_committed(final):
-            shutil.rmtree(tmp, ignore_errors=True)
-            return final
         shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        if not is_committed(final):
+            raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    fd = os.open(final.parent, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    _fsync(final.parent)
+    check_complete(final)
+    remove_dead_temporaries(run_dir)
     return final
+
+
+def _write_checkpoint_files(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                            base_model_path: str | Path) -> None:
+    model.save_pretrained(out, safe_serialization=True)
+    write_tied_lm_head(model, out)
+    for f in Path(base_model_path).iterdir():
+        if (f.is_file() and f.name not in _SKIP_FROM_BASE and not f.name.startswith(".")
+                and not f.name.endswith((".safetensors", ".bin", ".pt"))):
+            shutil.copy2(f, out / f.name)
+    torch.save(optimizer.state_dict(), out / "optimizer.pt")
+    torch.save(capture_rng(), out / "rng.pt")
+
+
+def _manifest(root: Path) -> dict[str, int]:
+    return {str(f.relative_to(root)): f.stat().st_size for f in sorted(root.rglob("*")) if f.is_file()}
+
+
+def check_complete(path: str | Path) -> None:
+    """Every file the commit record lists is there, at its size (a pruned step keeps only its record;
+    checkpoints from before the list was recorded are taken as they are)."""
+    path = Path(path)
+    listed = read_meta(path).get("files")
+    if listed is None or is_pruned(path):
+        return
+    bad = sorted(n for n, size in listed.items() if not (path / n).is_file() or (path / n).stat().st_size != size)
+    if bad and not is_pruned(path):  # prune marks a step before it deletes anything
+        raise CheckpointCorrupt(f"committed checkpoint {path} lacks or has truncated files: {', '.join(bad)}")
 
 
 def write_tied_lm_head(model: torch.nn.Module, out: Path) -> None:
@@ -149,18 +194,24 @@ def load_checkpoint(path: str | Path, device, dtype: torch.dtype) -> LoadedCheck
     path = Path(path)
     if not is_committed(path):
         raise FileNotFoundError(f"no committed checkpoint at {path}")
+    check_complete(path)
     model = load_policy(path, device=device, dtype=dtype)
     optimizer_state = torch.load(path / "optimizer.pt", map_location=device, weights_only=True)
     rng_state = torch.load(path / "rng.pt", weights_only=False)
     return LoadedCheckpoint(model, optimizer_state, rng_state, read_meta(path))
 
 
-def remove_stale_temporaries(run_dir: str | Path) -> None:
-    """Half-written checkpoints of crashed attempts (never renamed): safe to delete at load time."""
+def remove_dead_temporaries(run_dir: str | Path) -> list[Path]:
+    """Removes the temporary directories of attempts that can no longer commit, and only those."""
     root = Path(run_dir) / "checkpoints"
-    if root.is_dir():
-        for p in root.glob(".tmp-step-*"):
+    removed = []
+    for p in root.glob(f"{_TMP_PREFIX}step-*"):
+        step = _step_of_temporary(p)
+        # Dead = its step is committed: its rename onto the non-empty step-N must fail, so deleting it cannot reach step-N.
+        if step is not None and is_committed(checkpoint_dir(run_dir, step)):
             shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    return removed
 
 
 def optimizer_steps(optimizer: torch.optim.Optimizer) -> int:
@@ -184,8 +235,8 @@ def prune_checkpoints(run_dir: str | Path, keep: int) -> list[Path]:
         files = [f for f in p.iterdir() if f.name not in (META, PRUNED)]
         if not files:
             continue
+        (p / PRUNED).write_text("weights and optimizer state removed (run.keep_checkpoints)\n")
         for f in files:
             shutil.rmtree(f) if f.is_dir() else f.unlink()
-        (p / PRUNED).write_text("weights and optimizer state removed (run.keep_checkpoints)\n")
         pruned.append(p)
     return pruned

@@ -4,8 +4,11 @@ The model lives in the worker process between steps (`Trainer`). Step N:
 1. step N's checkpoint already committed → return its recorded metrics, train nothing;
 2. otherwise make sure the in-memory state is step N−1's (load checkpoint N−1, or the base model for
    step 0) — after a crash, or after an attempt that failed between its optimizer step and its commit;
-3. forward/backward by micro-batches (heartbeat after each, cancellation honoured between them), one
-   optimizer step, commit checkpoint N atomically.
+3. forward/backward by micro-batches (cancellation honoured between them), one optimizer step, commit
+   checkpoint N atomically (checkpoint.py: each attempt in its own temporary directory, one rename wins).
+
+A side thread heartbeats all along (heartbeat.py), through the phases without progress points of
+their own: waiting for the trainer's lock, loading a checkpoint or the samples, saving.
 
 Old logprobs: each step makes one optimizer step on fresh rollouts and every micro-batch runs before
 it, so the policy that scores the batch *is* the pre-update policy: old logprobs are the trainer's own
@@ -26,6 +29,8 @@ import math
 import threading
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,6 +40,7 @@ from . import checkpoint as ckpt
 from .blobs import BlobStore
 from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
 from .grpo import aggregation_weights, group_advantages, only_active, policy_loss, sft_loss
+from .heartbeat import Heartbeater
 from .model import (ForwardOutput, TrainSample, VisionProcessor, forward_response, load_policy, micro_batches,
                     pick_device, prepare_sample)
 
@@ -54,6 +60,10 @@ class NoProgress:
 
 class StepCancelled(Exception):
     pass
+
+
+# How often a step waiting for the trainer's lock checks whether it was cancelled.
+LOCK_POLL_S = 1.0
 
 
 def make_optimizer(model: torch.nn.Module, hyper: Hyper) -> torch.optim.Optimizer:
@@ -98,7 +108,7 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
             raise StepCancelled(f"cancelled before micro-batch {i}/{len(batches)}")
         if algorithm == "sft":
             _sft_micro_batch(model, batch, n_tokens_total, sums, hyper)
-            progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
+            progress.heartbeat({"phase": "training", "micro_batch": i + 1, "micro_batches": len(batches)})
             continue
         fwd = _forward(model, batch, hyper, hyper.temperature, with_entropy=True, entropy_grad=hyper.entropy_coef > 0)
         device = fwd.logprobs[0].device
@@ -124,7 +134,7 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
         abs_diff_sum += float(only_active((old - rollout).abs(), mask > 0).sum())
         for k, v in metrics.items():
             sums[k] = sums.get(k, 0.0) + float(v)
-        progress.heartbeat({"micro_batch": i + 1, "micro_batches": len(batches)})
+        progress.heartbeat({"phase": "training", "micro_batch": i + 1, "micro_batches": len(batches)})
     if algorithm != "sft":
         sums["train/train_rollout_logprob_abs_diff"] = abs_diff_sum / max(n_tokens_total, 1)
     sums["train/n_micro_batches"] = float(len(batches))
@@ -203,7 +213,6 @@ class Trainer:
         if s is not None and s.run_id == inp.run_id and s.step == want and s.model_path == inp.model_path:
             return s
         self.state = None  # drop the old model before loading another
-        ckpt.remove_stale_temporaries(inp.run_dir)
         if want < 0:
             model = load_policy(inp.model_path, self.device, self.dtype)
             optimizer = make_optimizer(model, inp.hyper)
@@ -231,39 +240,54 @@ class Trainer:
         return self._ref_model[1]
 
     def train_step(self, inp: TrainStepInput, progress: Progress = NoProgress()) -> TrainStepOutput:
-        with self.lock:
-            final = ckpt.checkpoint_dir(inp.run_dir, inp.step)
-            if ckpt.is_committed(final):
-                if ckpt.is_pruned(final):
-                    raise ckpt.CheckpointPruned(f"step {inp.step} is committed but its weights were pruned"
-                                                f" (run.keep_checkpoints): {final}; the run resumed further back"
-                                                " than the checkpoints it keeps")
-                meta = ckpt.read_meta(final)
-                return TrainStepOutput(step=inp.step, weight_version=meta["weight_version"], checkpoint=str(final),
-                                       already_committed=True, metrics=finite_metrics(meta["metrics"])[0])
-            state = self.ensure_state(inp)
-            progress.heartbeat({"phase": "model_ready", "step": inp.step})
-            if not inp.samples:
-                # Nothing to learn from (all failed or filtered): commit the step without an update so
-                # the run's step, checkpoint and weight-version chain stays unbroken.
-                return self._commit(inp, state, {"train/skipped": 1.0, "train/n_samples": 0.0,
-                                                 "train/nonfinite_step": 0.0}, applied=False)
-            samples = self.load_samples(inp, state)
-            progress.heartbeat({"phase": "samples_loaded", "n": len(samples)})
-            t0 = time.perf_counter()
-            set_hyper(state.optimizer, inp.hyper)
-            ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled and inp.algorithm != "sft" else None
-            sums, applied, skipped = self._updates(state, samples, inp, progress, ref)
-            seconds = time.perf_counter() - t0
-            n_tokens = sum(s.n_tokens for s in samples)
-            metrics = {**sums, "train/updates": float(applied), "train/nonfinite_step": 1.0 if skipped else 0.0,
-                       "perf/train_tokens_per_second": n_tokens / max(seconds, 1e-9),
-                       "perf/train_seconds": seconds,
-                       "train/n_samples": float(len(samples)),
-                       "train/n_tokens": float(n_tokens),
-                       "train/n_response_tokens": float(sum(float(s.loss_mask.sum()) for s in samples))}
-            progress.heartbeat({"phase": "committing"})
-            return self._commit(inp, state, metrics, applied=applied > 0)
+        with Heartbeater(progress) as beat, self._locked(beat, inp.step):
+            return self._train_step(inp, beat)
+
+    @contextmanager
+    def _locked(self, progress: Progress, step: int) -> Iterator[None]:
+        """The trainer's lock, waited for while heartbeating: a retry that the server gave up on (the
+        cancellation comes back with a heartbeat) stops waiting and frees its worker thread."""
+        progress.heartbeat({"phase": "waiting_for_trainer", "step": step})
+        while not self.lock.acquire(timeout=LOCK_POLL_S):
+            if progress.is_cancelled():
+                raise StepCancelled(f"cancelled while waiting for the trainer (step {step})")
+        try:
+            yield
+        finally:
+            self.lock.release()
+
+    def _train_step(self, inp: TrainStepInput, progress: Progress) -> TrainStepOutput:
+        final = ckpt.checkpoint_dir(inp.run_dir, inp.step)
+        if ckpt.is_committed(final):
+            if ckpt.is_pruned(final):
+                raise ckpt.CheckpointPruned(f"step {inp.step} is committed but its weights were pruned"
+                                            f" (run.keep_checkpoints): {final}; the run resumed further back"
+                                            " than the checkpoints it keeps")
+            meta = ckpt.read_meta(final)
+            return TrainStepOutput(step=inp.step, weight_version=meta["weight_version"], checkpoint=str(final),
+                                   already_committed=True, metrics=finite_metrics(meta["metrics"])[0])
+        progress.heartbeat({"phase": "loading_state", "step": inp.step})
+        state = self.ensure_state(inp)
+        if not inp.samples:
+            # Nothing to learn from (all failed or filtered): commit the step without an update so
+            # the run's step, checkpoint and weight-version chain stays unbroken.
+            return self._commit(inp, state, {"train/skipped": 1.0, "train/n_samples": 0.0,
+                                             "train/nonfinite_step": 0.0}, applied=False, progress=progress)
+        progress.heartbeat({"phase": "loading_samples", "step": inp.step, "n": len(inp.samples)})
+        samples = self.load_samples(inp, state)
+        t0 = time.perf_counter()
+        set_hyper(state.optimizer, inp.hyper)
+        ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled and inp.algorithm != "sft" else None
+        sums, applied, skipped = self._updates(state, samples, inp, progress, ref)
+        seconds = time.perf_counter() - t0
+        n_tokens = sum(s.n_tokens for s in samples)
+        metrics = {**sums, "train/updates": float(applied), "train/nonfinite_step": 1.0 if skipped else 0.0,
+                   "perf/train_tokens_per_second": n_tokens / max(seconds, 1e-9),
+                   "perf/train_seconds": seconds,
+                   "train/n_samples": float(len(samples)),
+                   "train/n_tokens": float(n_tokens),
+                   "train/n_response_tokens": float(sum(float(s.loss_mask.sum()) for s in samples))}
+        return self._commit(inp, state, metrics, applied=applied > 0, progress=progress)
 
     def _updates(self, state: TrainerState, samples: list[TrainSample], inp: TrainStepInput, progress: Progress,
                  ref) -> tuple[dict[str, float], int, int]:
@@ -294,8 +318,9 @@ class Trainer:
         return sums, len(batches) - skipped, skipped
 
     def _commit(self, inp: TrainStepInput, state: TrainerState, metrics: dict[str, float],
-                applied: bool) -> TrainStepOutput:
+                applied: bool, progress: Progress) -> TrainStepOutput:
         """Commit step N from the in-memory state, or return the step N another attempt committed first."""
+        progress.heartbeat({"phase": "committing", "step": inp.step})
         metrics, dropped = finite_metrics(metrics)
         # Whose commit won is told by a token of this attempt, not by comparing metrics (timings differ
         # between attempts, and NaN != NaN made an attempt disown its own commit).

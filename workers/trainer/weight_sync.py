@@ -100,6 +100,7 @@ def sync_engine(client: EngineClient, inp: SyncWeightsInput, load: Callable[[Eng
 def sync_weights_from_disk(inp: SyncWeightsInput, heartbeat: Callable[[dict], None] = lambda d: None) -> SyncWeightsOutput:
     results = []
     for url in inp.engines:
+        heartbeat({"phase": "reloading", "engine": url})
         results.append(sync_engine(EngineClient(url), inp, lambda c: c.reload_weights(inp.checkpoint)))
         heartbeat({"engine": url, "ok": results[-1].ok})
     return SyncWeightsOutput(weight_version=inp.weight_version, engines=results)

@@ -23,6 +23,8 @@ from temporalio.worker import Worker
 from .activities import TrainerActivities
 from .train_step import Trainer
 
+ACTIVITY_SLOTS = 8
+
 _STD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
@@ -57,11 +59,12 @@ async def run(address: str, namespace: str, task_queue: str) -> None:
     client = await Client.connect(address, namespace=namespace, api_key=os.environ.get("TEMPORAL_API_KEY") or None,
                                   tls=tls_from_env())
     activities = TrainerActivities(Trainer())
-    # Two threads: a long train_step must not block trainer_info; train steps serialise on the
-    # trainer's lock (one model per process).
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    # One thread per activity slot. Train steps serialise on the trainer's lock (one model per
+    # process) and each waiting one holds a slot, so there are slots to spare: a running step and a
+    # retry waiting beside it must still leave sync_weights, log_metrics and trainer_info room.
+    with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS) as pool:
         worker = Worker(client, task_queue=task_queue, activities=activities.all(), activity_executor=pool,
-                        max_concurrent_activities=2)
+                        max_concurrent_activities=ACTIVITY_SLOTS)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
