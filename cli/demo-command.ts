@@ -67,7 +67,7 @@ export function register(program: Command): void {
         const lap = (name: string, since: number) => phases.push(`${name} ${((Date.now() - since) / 1000).toFixed(0)} s`);
         process.stderr.write('starting what is not running: Temporal server, engine, rollout and trainer workers…\n');
         const started = await ensureStack(cfg);
-        const keepSignals = stopStartedOnSignal(cfg, started);
+        const disarmSignalStop = stopStartedOnSignal(cfg, started);
         lap('start-up', t0);
         try {
           const ui = (await serverStatus(cfg)).ui;
@@ -104,7 +104,7 @@ export function register(program: Command): void {
             ].join('\n'),
           );
         } finally {
-          keepSignals();
+          disarmSignalStop();
           await stopStarted(cfg, started);
         }
       }),

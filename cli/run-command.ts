@@ -57,7 +57,7 @@ export function register(program: Command): void {
         const cfg = configFrom(cmd, file);
         const runId = opts.runId ?? `run-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`;
         const started = await ensureStack(cfg);
-        const keepSignals = stopStartedOnSignal(cfg, started);
+        const disarmSignalStop = stopStartedOnSignal(cfg, started);
         let detached = false;
         try {
           const client = await connectClient(cfg);
@@ -77,7 +77,7 @@ export function register(program: Command): void {
           if (opts.json) printJson(result);
           else process.stdout.write(`run ${runId} ${result.status} after ${result.steps_done} steps (weight version ${result.weight_version})\n`);
         } finally {
-          keepSignals();
+          disarmSignalStop();
           if (!detached) await stopStarted(cfg, started);
         }
       }),
