@@ -8,7 +8,7 @@ import type { TempoConfig } from '../config/schema.js';
 import { stateLayout } from './paths.js';
 import { runHandle } from './run-client.js';
 import { describeStarted, stopStarted, type Started } from './stack.js';
-import { TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId } from '../workflows/training-run-messages.js';
+import { runIdOf, TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId } from '../workflows/training-run-messages.js';
 
 function recordPath(cfg: TempoConfig, runId: string): string {
   return path.join(stateLayout(cfg.state_dir).detachedRuns, `${runId}.json`);
@@ -25,7 +25,8 @@ export function detachedStart(cfg: TempoConfig, runId: string): Started | null {
 /** Records (merged with any earlier record of the run) what a detached start started. */
 export function recordDetachedStart(cfg: TempoConfig, runId: string, started: Started): void {
   const before = detachedStart(cfg, runId);
-  const merged = before ? (Object.fromEntries(Object.entries(started).map(([k, v]) => [k, v || before[k as keyof Started]])) as unknown as Started) : started;
+  const merged: Started = { ...started };
+  if (before) for (const k of Object.keys(merged) as Array<keyof Started>) merged[k] ||= before[k];
   if (!describeStarted(merged).length) return;
   mkdirSync(path.dirname(recordPath(cfg, runId)), { recursive: true });
   writeFileSync(recordPath(cfg, runId), JSON.stringify(merged));
@@ -33,10 +34,10 @@ export function recordDetachedStart(cfg: TempoConfig, runId: string, started: St
 
 /** Other training runs still running on this stack's rollout queue (the queue their workflows run on). */
 async function otherRunsOfStack(client: Client, cfg: TempoConfig, runId: string): Promise<string[]> {
-  const query = `WorkflowType = '${TRAINING_RUN_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND TaskQueue = '${cfg.temporal.task_queues.rollout}'`;
   const others: string[] = [];
-  for await (const wf of client.workflow.list({ query })) {
-    if (wf.workflowId !== trainingRunWorkflowId(runId)) others.push(wf.workflowId.replace(/^run\//, ''));
+  // The queue is compared here, not in the query: a configured name may hold any character.
+  for await (const wf of client.workflow.list({ query: `WorkflowType = '${TRAINING_RUN_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'` })) {
+    if (wf.taskQueue === cfg.temporal.task_queues.rollout && wf.workflowId !== trainingRunWorkflowId(runId)) others.push(runIdOf(wf.workflowId));
   }
   return others;
 }

@@ -106,3 +106,8 @@ export const progressQuery = defineQuery<RunProgress>('progress');
 export function trainingRunWorkflowId(runId: string): string {
   return `run/${runId}`;
 }
+
+/** The run id of a training-run workflow id (the inverse of trainingRunWorkflowId). */
+export function runIdOf(workflowId: string): string {
+  return workflowId.replace(/^run\//, '');
+}

@@ -15,7 +15,6 @@ another worker may reach it)."""
 from __future__ import annotations
 
 import platform
-from pathlib import Path
 
 import pydantic
 import torch
@@ -107,7 +106,7 @@ class TrainerActivities:
             torch_version=torch.__version__, device=str(self.trainer.device), cuda_available=torch.cuda.is_available(),
             python_version=platform.python_version(), transformers_version=transformers.__version__,
             loaded_run=state.run_id if state else None, loaded_step=state.step if state else None,
-            blob_root=str(Path(self.blob_root).resolve()) if self.blob_root is not None else None,
+            blob_root=self.blob_root,
         ).model_dump()
 
     @activity.defn(name="log_metrics")
