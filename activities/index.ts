@@ -3,7 +3,7 @@
 import type { TempoConfig } from '../config/schema.js';
 import { LocalBlobStore } from '../lib/blobstore.js';
 import { stateLayout } from '../lib/paths.js';
-import * as system from './system.js';
+import { systemActivities } from './system.js';
 import { runActivities } from './run.js';
 import { episodeActivities, defaultEpisodeDeps, type EpisodeDeps } from './episode.js';
 import { sftActivities } from './sft.js';
@@ -20,7 +20,7 @@ export function rolloutDeps(cfg: TempoConfig): RolloutDeps {
 export function createActivities(deps: RolloutDeps) {
   const episodeDeps = { ...defaultEpisodeDeps(deps.cfg), ...deps };
   return {
-    ...system,
+    ...systemActivities(deps),
     ...runActivities(deps),
     ...episodeActivities(episodeDeps),
     ...sftActivities(episodeDeps),

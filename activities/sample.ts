@@ -4,6 +4,7 @@
 // agree with the workflow's counts, so the full token arrays never travel through a payload.
 import { ApplicationFailure } from '@temporalio/common';
 import type { LocalBlobStore } from '../lib/blobstore.js';
+import { refuseForeignBlobRoot } from './blob-root.js';
 import { Sample } from '../lib/contract.js';
 import { appendGenerated, appendObservation, checkInvariants, startTrajectory, type EpisodeStatus, type TokenConventions } from '../lib/trajectory.js';
 import { toolSummaryOf, type EpisodeSummary } from '../workflows/episode-messages.js';
@@ -39,6 +40,8 @@ export interface StoreSampleInput {
   temperature: number;
   label: string;
   expected: { response_len: number; mask_sum: number };
+  /** The run's blob store; absent in histories recorded before episodes carried it. */
+  blob_root?: string;
 }
 
 export function sampleKey(episodeId: string): string {
@@ -48,6 +51,7 @@ export function sampleKey(episodeId: string): string {
 export function sampleActivities(deps: { store: LocalBlobStore }) {
   return {
     async storeSample(input: StoreSampleInput): Promise<{ sample_ref: string }> {
+      refuseForeignBlobRoot(deps.store, input.blob_root, `storeSample of episode ${input.episode_id}`);
       const prompt_ids = input.prompt_ref ? (await loadStoredPrompt(deps.store, input.prompt_ref)).prompt_ids : [];
       const t = startTrajectory(prompt_ids.length, input.limits);
       const routed: Array<string | null> = [];
@@ -101,7 +105,8 @@ export function sampleActivities(deps: { store: LocalBlobStore }) {
 
     /** The summary of an episode whose sample is already stored (a retried step), or null.
      *  `weight_version`: the episode's (its turns may hold null where the engine reported none). */
-    async loadEpisodeSummary(input: { episode_id: string; weight_version?: number }): Promise<EpisodeSummary | null> {
+    async loadEpisodeSummary(input: { episode_id: string; weight_version?: number; blob_root?: string }): Promise<EpisodeSummary | null> {
+      refuseForeignBlobRoot(deps.store, input.blob_root, `loadEpisodeSummary of episode ${input.episode_id}`);
       const ref = deps.store.namedRef(sampleKey(input.episode_id));
       if (!(await deps.store.exists(ref))) return null;
       const s = Sample.parse(await deps.store.getJson(ref));

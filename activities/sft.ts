@@ -16,6 +16,7 @@ import type { EpisodeMessage } from '../workflows/episode-messages.js';
 import type { DatasetInfo } from '../workflows/training-run-messages.js';
 import { Sample } from '../lib/contract.js';
 import { loadStoredPrompt, renderActivities, type RenderDeps } from './render.js';
+import { refuseForeignBlobRoot } from './blob-root.js';
 import { snapshotEval } from './run.js';
 
 const log = childLogger('sft');
@@ -56,6 +57,8 @@ export interface SftBatchInput {
   dataset_ref: string;
   indices: number[];
   limits: { max_response_len: number; max_context_len: number };
+  /** The run's blob store; absent in histories recorded before steps carried it. */
+  blob_root?: string;
 }
 export interface SftBatchResult {
   /** id: the sample's own id (sft/<run>/<step>/<i>); record_id: the SFT record it came from. */
@@ -173,6 +176,7 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
 
     /** One step's records → samples (blob:named/samples/sft/<run>/<step>/<i>.json); a record that does not fit is skipped with its reason. */
     async renderSftBatch(input: SftBatchInput): Promise<SftBatchResult> {
+      refuseForeignBlobRoot(deps.store, input.blob_root, `renderSftBatch of run ${input.run_id} step ${input.step}`);
       const rows = await deps.store.getJson<SftRow[]>(input.dataset_ref);
       const out: SftBatchResult = { samples: [], skipped: [] };
       for (const [k, index] of input.indices.entries()) {

@@ -1,14 +1,21 @@
 // Small activities about the worker itself, used by the round-trip and durability tests.
 import { existsSync, readFileSync } from 'node:fs';
 import { Context } from '@temporalio/activity';
+import type { LocalBlobStore } from '../lib/blobstore.js';
 import type { RolloutInfo } from '../lib/contract.js';
 
-export async function rolloutInfo(): Promise<RolloutInfo> {
-  return { node_version: process.version, platform: `${process.platform}-${process.arch}`, worker_pid: process.pid };
+export function systemActivities(deps: { store: LocalBlobStore }) {
+  return {
+    /** Which worker answered: its process and the blob store (the stack) it serves. */
+    async rolloutInfo(): Promise<RolloutInfo> {
+      return { node_version: process.version, platform: `${process.platform}-${process.arch}`, worker_pid: process.pid, blob_root: deps.store.root };
+    },
+    waitForFile,
+  };
 }
 
 /** Blocks (heartbeating) until `path` exists; returns its content and which attempt read it. */
-export async function waitForFile(input: { path: string; label: string }): Promise<string> {
+async function waitForFile(input: { path: string; label: string }): Promise<string> {
   const ctx = Context.current();
   for (;;) {
     if (existsSync(input.path)) return `${input.label}:${readFileSync(input.path, 'utf8').trim()}`;

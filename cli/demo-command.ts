@@ -9,7 +9,7 @@ import { REPO_ROOT } from '../lib/paths.js';
 import { writeReport } from '../lib/report.js';
 import { startOrContinueRun } from '../lib/run-client.js';
 import { serverStatus } from '../lib/server.js';
-import { ensureStack, stopStarted } from '../lib/stack.js';
+import { ensureStack, stopStarted, stopStartedOnSignal } from '../lib/stack.js';
 import { connectClient } from '../lib/temporal.js';
 import { ensureWarmStart } from '../lib/warm-start.js';
 import { readStepRecords, runDir } from '../activities/run.js';
@@ -67,6 +67,7 @@ export function register(program: Command): void {
         const lap = (name: string, since: number) => phases.push(`${name} ${((Date.now() - since) / 1000).toFixed(0)} s`);
         process.stderr.write('starting what is not running: Temporal server, engine, rollout and trainer workers…\n');
         const started = await ensureStack(cfg);
+        const disarmSignalStop = stopStartedOnSignal(cfg, started);
         lap('start-up', t0);
         try {
           const ui = (await serverStatus(cfg)).ui;
@@ -103,6 +104,7 @@ export function register(program: Command): void {
             ].join('\n'),
           );
         } finally {
+          disarmSignalStop();
           await stopStarted(cfg, started);
         }
       }),

@@ -1,10 +1,12 @@
 // tempo-rl train CONFIG [--run-id ID] [--detach] | status RUN [--json] | pause|resume|stop RUN
+// A detached run's record of what its start started lets `stop` stop that too (lib/detached-run.ts).
 import type { Command } from 'commander';
 import type { TempoConfig } from '../config/schema.js';
-import { connectToRuns, runHandle, runProgress, startOrContinueRun, controlRun } from '../lib/run-client.js';
-import { ensureStack, stopStarted } from '../lib/stack.js';
+import { detachedStart, recordDetachedStart, stopDetachedStart } from '../lib/detached-run.js';
+import { connectToRuns, runHandle, runIsRunning, runProgress, startOrContinueRun, controlRun } from '../lib/run-client.js';
+import { describeStarted, ensureStack, stopStarted, stopStartedOnSignal } from '../lib/stack.js';
 import { connectClient } from '../lib/temporal.js';
-import type { RunProgress, RunResult } from '../workflows/training-run-messages.js';
+import type { Ack, RunProgress, RunResult } from '../workflows/training-run-messages.js';
 import { action, configFrom, printJson } from './common.js';
 
 function bar(done: number, total: number, width = 24): string {
@@ -55,6 +57,8 @@ export function register(program: Command): void {
         const cfg = configFrom(cmd, file);
         const runId = opts.runId ?? `run-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`;
         const started = await ensureStack(cfg);
+        const disarmSignalStop = stopStartedOnSignal(cfg, started);
+        let detached = false;
         try {
           const client = await connectClient(cfg);
           const s = await startOrContinueRun(client, cfg, runId);
@@ -63,14 +67,18 @@ export function register(program: Command): void {
               : s.resumedFromStep !== null ? `run ${runId} continues at step ${s.resumedFromStep}\n` : `run ${runId} started\n`,
           );
           if (opts.detach) {
-            if (opts.json) printJson({ run_id: runId, detached: true });
+            recordDetachedStart(cfg, runId, started);
+            detached = true;
+            process.stderr.write(`\`tempo-rl stop ${runId}\` stops it and, once it has ended, what this command started (${describeStarted(started).join(', ') || 'nothing'})\n`);
+            if (opts.json) printJson({ run_id: runId, detached: true, started: describeStarted(started) });
             return;
           }
           const result = await followRun(cfg, runId);
           if (opts.json) printJson(result);
           else process.stdout.write(`run ${runId} ${result.status} after ${result.steps_done} steps (weight version ${result.weight_version})\n`);
         } finally {
-          if (!opts.detach) await stopStarted(cfg, started);
+          disarmSignalStop();
+          if (!detached) await stopStarted(cfg, started);
         }
       }),
     );
@@ -88,12 +96,37 @@ export function register(program: Command): void {
         for (const [k, v] of Object.entries(p.metrics)) process.stdout.write(`  ${k} = ${v}\n`);
       }),
     );
-  for (const what of ['pause', 'resume', 'stop'] as const) {
+  program
+    .command('stop')
+    .argument('<run>', 'run id')
+    .option('--json', 'one JSON object on stdout')
+    .description('stop a run after the current step; for a run started with train --detach, then stop what that start started')
+    .action(
+      action(async (runId: string, opts: { json?: boolean }, cmd: Command) => {
+        const cfg = configFrom(cmd);
+        const client = await connectToRuns(cfg);
+        const detached = detachedStart(cfg, runId) !== null;
+        // A detached run that has ended already needs no stop: only what its start started does.
+        const ack = detached && !(await runIsRunning(client, runId)) ? null : await controlRun(client, runId, 'stop');
+        const ackLine = (a: Ack) => `${a.accepted ? 'ok' : 'refused'}: ${a.message} (status ${a.status})\n`;
+        if (ack && !ack.accepted) {
+          if (opts.json) printJson(ack);
+          else process.stdout.write(ackLine(ack));
+          process.exitCode = 1;
+          return;
+        }
+        if (ack && !opts.json) process.stdout.write(ackLine(ack));
+        if (detached && !opts.json) process.stderr.write(`waiting for run ${runId} to end, then stopping what \`train --detach\` started for it\n`);
+        const stack = detached ? await stopDetachedStart(client, cfg, runId) : null;
+        if (opts.json) return printJson({ ...(ack ?? { accepted: true, message: 'the run had already ended' }), ...(stack ? { detached: stack } : {}) });
+        if (stack?.kept.length) process.stdout.write(`kept running for runs ${stack.kept_for.join(', ')} of this stack: ${stack.kept.join(', ')} (\`tempo-rl stop ${stack.kept_for[0]}\` stops them after it)\n`);
+        else if (stack) process.stdout.write(`stopped: ${stack.stopped.join(', ') || 'nothing (already stopped)'}\n`);
+      }),
+    );
+  for (const what of ['pause', 'resume'] as const) {
     const c = program.command(what).argument('<run>', 'run id').option('--json', 'one JSON object on stdout');
     if (what === 'pause') c.option('--now', 'cancel in-flight episodes at once (the step is redone on resume)');
-    c.description(
-      what === 'pause' ? 'pause a run after the current step (or --now)' : what === 'resume' ? 'resume a paused run' : 'stop a run after the current step',
-    ).action(
+    c.description(what === 'pause' ? 'pause a run after the current step (or --now)' : 'resume a paused run').action(
       action(async (runId: string, opts: { json?: boolean; now?: boolean }, cmd: Command) => {
         const cfg = configFrom(cmd);
         const ack = await controlRun(await connectToRuns(cfg), runId, what === 'pause' && opts.now ? 'pause-now' : what);

@@ -1,12 +1,13 @@
-// tempo-rl worker rollout|trainer
+// tempo-rl worker rollout|trainer (foreground) | stop|status [--json] (this stack's background workers)
 import type { Command } from 'commander';
-import { action, configFrom } from './common.js';
+import { stopWorkers, workerStatuses } from '../lib/stack.js';
+import { action, configFrom, printJson } from './common.js';
 
 export function register(program: Command): void {
-  const worker = program.command('worker').description('run a worker in the foreground');
+  const worker = program.command('worker').description('the workers: run one in the foreground, or stop or list the background ones');
   worker
     .command('rollout')
-    .description('the TypeScript worker: workflows and rollout activities (task queue "rollout")')
+    .description('the TypeScript worker: workflows and rollout activities (task queue temporal.task_queues.rollout)')
     .action(
       action(async (_opts: object, cmd: Command) => {
         const { runRolloutWorker } = await import('../workers/rollout-worker.js');
@@ -15,11 +16,33 @@ export function register(program: Command): void {
     );
   worker
     .command('trainer')
-    .description('the Python trainer worker (task queue "trainer")')
+    .description('the Python trainer worker (task queue temporal.task_queues.trainer)')
     .action(
       action(async (_opts: object, cmd: Command) => {
         const { runTrainerWorker } = await import('../workers/trainer-process.js');
         process.exitCode = await runTrainerWorker(configFrom(cmd));
+      }),
+    );
+  worker
+    .command('stop')
+    .description('stop the background workers this state directory started (train, demo)')
+    .option('--json', 'one JSON object on stdout')
+    .action(
+      action(async (opts: { json?: boolean }, cmd: Command) => {
+        const stopped = await stopWorkers(configFrom(cmd));
+        if (opts.json) printJson({ stopped });
+        else console.log(stopped.length ? `stopped the ${stopped.join(' and ')} worker${stopped.length > 1 ? 's' : ''}` : 'no worker of ours was running');
+      }),
+    );
+  worker
+    .command('status')
+    .description("this state directory's background workers and the task queues they poll")
+    .option('--json', 'one JSON object on stdout')
+    .action(
+      action(async (opts: { json?: boolean }, cmd: Command) => {
+        const workers = workerStatuses(configFrom(cmd));
+        if (opts.json) return printJson({ workers });
+        for (const w of workers) console.log(`${w.kind}: ${w.running ? `running (pid ${w.pid}, log ${w.log})` : 'not running'}, task queue ${w.task_queue}`);
       }),
     );
 }

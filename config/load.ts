@@ -4,13 +4,15 @@
 //   3. environment: the standard TEMPORAL_* variables, TEMPO_RL_MODEL / TEMPO_RL_DATASET /
 //      TEMPO_RL_NUM_GPUS, and TEMPO_RL__SECTION__KEY=value for any key (value parsed as YAML)
 //   4. CLI flags: --set section.key=value (value parsed as YAML)
+// Then the paths resolve: state_dir (default under XDG_STATE_HOME) and the task queues left empty
+// (named after the state dir, config/schema.ts stackTaskQueue).
 import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { decodeUtf8 } from '../lib/utf8.js';
-import { SECRET_KEYS, TempoConfig } from './schema.js';
+import { SECRET_KEYS, stackTaskQueue, TASK_QUEUE_BASES, TempoConfig, type TaskQueueKind } from './schema.js';
 
 export class ConfigError extends Error {
   readonly exitCode = 2;
@@ -247,6 +249,8 @@ export function loadConfig(opts: LoadOptions = {}): TempoConfig {
   const cfg = checked(merged, source);
   if (!cfg.state_dir) cfg.state_dir = defaultStateDir(env);
   cfg.state_dir = path.resolve(cfg.state_dir);
+  const queues = cfg.temporal.task_queues;
+  for (const kind of Object.keys(TASK_QUEUE_BASES) as TaskQueueKind[]) queues[kind] ||= stackTaskQueue(kind, cfg.state_dir);
   return cfg;
 }
 

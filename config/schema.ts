@@ -1,6 +1,7 @@
 // The one config tree of tempo-rl. Every key is snake_case (the same names in YAML, in the
 // TEMPO_RL__* environment variables and in the Python trainer's contract). Objects are strict: an
 // unknown key is an error, never ignored.
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import { REWARD_MATCHES } from '../lib/math/options.js';
 
@@ -9,6 +10,21 @@ const positiveInt = z.number().int().positive();
 /** A turn is a generate call: more than this is a typo, not a task. */
 export const MAX_TURNS = 64;
 export const MAX_STEPS_PER_WORKFLOW_RUN = 5;
+
+/** The task queues' names before the stack's suffix (temporal.task_queues). */
+export const TASK_QUEUE_BASES = { rollout: 'rollout', trainer: 'trainer' } as const;
+export type TaskQueueKind = keyof typeof TASK_QUEUE_BASES;
+
+/** The default name of a stack's task queue: the base name and a short stable hash of its resolved
+ *  state directory (the directory that holds its blob store and runs). */
+export function stackTaskQueue(kind: TaskQueueKind, stateDir: string): string {
+  return `${TASK_QUEUE_BASES[kind]}-${createHash('sha256').update(stateDir).digest('hex').slice(0, 8)}`;
+}
+
+const taskQueueName = z
+  .string()
+  .refine((q) => q.trim() === q, 'must not start or end with whitespace (leave it empty for a name of this stack\'s own)')
+  .default('');
 
 export const TemporalConfig = z
   .strictObject({
@@ -25,10 +41,13 @@ export const TemporalConfig = z
         server_name: z.string().default(''),
       })
       .prefault({}),
+    /** Empty (the default): a name of this stack's own, `rollout-<hash of the state dir>` (see
+     *  stackTaskQueue), so that workers of another stack on the same server and namespace never take its
+     *  tasks. A name given here is used as it is: stacks that share it share their tasks. */
     task_queues: z
       .strictObject({
-        rollout: z.string().min(1).default('rollout'),
-        trainer: z.string().min(1).default('trainer'),
+        rollout: taskQueueName,
+        trainer: taskQueueName,
       })
       .prefault({}),
   })

@@ -7,6 +7,8 @@ export const TrainerInfo = z.object({
   device: z.string(),
   cuda_available: z.boolean(),
   python_version: z.string(),
+  /** The blob store of the worker's stack (--blob-root); null when it was started without one. */
+  blob_root: z.string().nullable().optional(),
 });
 export type TrainerInfo = z.infer<typeof TrainerInfo>;
 
@@ -14,6 +16,7 @@ export const RolloutInfo = z.object({
   node_version: z.string(),
   platform: z.string(),
   worker_pid: z.number().int(),
+  blob_root: z.string(),
 });
 export type RolloutInfo = z.infer<typeof RolloutInfo>;
 

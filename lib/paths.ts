@@ -33,4 +33,6 @@ export const stateLayout = (stateDir: string) => ({
   blobs: path.join(stateDir, 'blobs'),
   runs: path.join(stateDir, 'runs'),
   workers: path.join(stateDir, 'workers'),
+  /** What `train --detach` started, per run (lib/detached-run.ts). */
+  detachedRuns: path.join(stateDir, 'workers', 'detached'),
 });

@@ -17,8 +17,9 @@ import {
   type RunState,
 } from '../workflows/training-run-messages.js';
 
-/** The state a new execution should start from: the last one's result, or its latest input. */
-async function lastState(client: Client, runId: string): Promise<{ state: RunState; running: boolean } | null> {
+/** The state a new execution should start from (the last one's result, or its latest input), and
+ *  the task queue it ran on. */
+async function lastState(client: Client, runId: string): Promise<{ state: RunState; running: boolean; taskQueue: string } | null> {
   const handle = client.workflow.getHandle(trainingRunWorkflowId(runId));
   let desc;
   try {
@@ -27,10 +28,11 @@ async function lastState(client: Client, runId: string): Promise<{ state: RunSta
     if (err instanceof WorkflowNotFoundError) return null;
     throw err;
   }
-  if (desc.status.name === 'RUNNING') return { state: null as unknown as RunState, running: true };
+  const taskQueue = desc.taskQueue;
+  if (desc.status.name === 'RUNNING') return { state: null as unknown as RunState, running: true, taskQueue };
   if (desc.status.name === 'COMPLETED') {
     const result = (await handle.result()) as RunResult;
-    return { state: result.state, running: false };
+    return { state: result.state, running: false, taskQueue };
   }
   // Failed, terminated, timed out: the input of the latest execution is the state after its last step.
   const latest = client.workflow.getHandle(trainingRunWorkflowId(runId), desc.runId);
@@ -38,7 +40,23 @@ async function lastState(client: Client, runId: string): Promise<{ state: RunSta
   const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
   const payload = started?.input?.payloads?.[0];
   if (!payload?.data) throw new Error(`run ${runId}: cannot read the state of its last execution`);
-  return { state: JSON.parse(Buffer.from(payload.data).toString('utf8')) as RunState, running: false };
+  return { state: JSON.parse(Buffer.from(payload.data).toString('utf8')) as RunState, running: false, taskQueue };
+}
+
+/**
+ * A run continues on the task queues it started on: only the workers of the stack that holds its
+ * samples and checkpoints (its blob root, its run dir) can serve it.
+ */
+function checkSameStack(runId: string, last: { state: RunState; taskQueue: string }, cfg: TempoConfig): void {
+  const queues = cfg.temporal.task_queues;
+  const plan = last.state.plan;
+  if (last.taskQueue === queues.rollout && plan.trainer_task_queue === queues.trainer) return;
+  const message =
+    `run ${runId} was started on task queues rollout=${last.taskQueue}, trainer=${plan.trainer_task_queue} ` +
+      `(blob root ${plan.blob_root}), but this config's workers poll rollout=${queues.rollout}, trainer=${queues.trainer} ` +
+      `(state dir ${cfg.state_dir}): continue it with the state_dir it started with, or set temporal.task_queues.rollout ` +
+      `and temporal.task_queues.trainer to its queues`;
+  throw Object.assign(new Error(message), { exitCode: 2 });
 }
 
 export interface StartedRun {
@@ -53,6 +71,7 @@ export async function startOrContinueRun(client: Client, cfg: TempoConfig, runId
   let state = initialRunState(cfg, runId);
   let resumedFromStep: number | null = null;
   if (last) {
+    checkSameStack(runId, last, cfg);
     // Continue exactly where it stopped; the config may extend the number of steps.
     state = { ...last.state, paused: false, engines_synced: false, plan: { ...last.state.plan, steps: Math.max(cfg.run.steps, last.state.plan.steps) } };
     resumedFromStep = state.step;
@@ -94,6 +113,11 @@ async function describeRun(client: Client, runId: string) {
     if (err instanceof WorkflowNotFoundError) throw new Error(`no run ${JSON.stringify(runId)} (no workflow ${trainingRunWorkflowId(runId)})`);
     throw err;
   }
+}
+
+/** Whether the run's workflow is running; a run that does not exist is an error naming it. */
+export async function runIsRunning(client: Client, runId: string): Promise<boolean> {
+  return (await describeRun(client, runId)).status.name === 'RUNNING';
 }
 
 /** Whether a run (its training-run workflow) exists. */

@@ -1,5 +1,6 @@
 // Brings up what a training run needs and is not running yet — the embedded Temporal server, the
-// engines, the rollout and trainer workers — and stops exactly what it started.
+// engines, the rollout and trainer workers — and stops exactly what it started. Workers are this
+// stack's (its state dir's): they poll its own task queues (config/schema.ts stackTaskQueue).
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
@@ -11,19 +12,49 @@ import { serverStatus, startServer, stopServer } from './server.js';
 import { trainerCommand } from '../workers/trainer-process.js';
 
 const log = childLogger('stack');
-export type WorkerKind = 'rollout' | 'trainer';
+export const WORKER_KINDS = ['rollout', 'trainer'] as const;
+export type WorkerKind = (typeof WORKER_KINDS)[number];
+// What a worker's command line holds, so that a recorded pid reused by another process is not "ours".
+const WORKER_COMMAND = { rollout: 'worker rollout', trainer: 'trainer.worker' } as const;
 
 function workerRecordPath(cfg: TempoConfig, kind: WorkerKind): string {
   return path.join(stateLayout(cfg.state_dir).workers, `${kind}.json`);
 }
 
-export function workerPid(cfg: TempoConfig, kind: WorkerKind): number | null {
+interface WorkerRecord {
+  pid: number;
+  log: string;
+  task_queue?: string;
+}
+
+function readWorkerRecord(cfg: TempoConfig, kind: WorkerKind): WorkerRecord | null {
   try {
-    const { pid } = JSON.parse(readFileSync(workerRecordPath(cfg, kind), 'utf8')) as { pid: number };
-    return isAlive(pid) && commandLine(pid).includes(kind === 'rollout' ? 'worker' : 'trainer.worker') ? pid : null;
+    return JSON.parse(readFileSync(workerRecordPath(cfg, kind), 'utf8')) as WorkerRecord;
   } catch {
     return null;
   }
+}
+
+export function workerPid(cfg: TempoConfig, kind: WorkerKind): number | null {
+  const rec = readWorkerRecord(cfg, kind);
+  return rec && isAlive(rec.pid) && commandLine(rec.pid).includes(WORKER_COMMAND[kind]) ? rec.pid : null;
+}
+
+export interface WorkerStatus {
+  kind: WorkerKind;
+  running: boolean;
+  pid: number | null;
+  task_queue: string;
+  log: string | null;
+}
+
+/** This stack's background workers: running or not, and the queue each polls (or would poll). */
+export function workerStatuses(cfg: TempoConfig): WorkerStatus[] {
+  return WORKER_KINDS.map((kind) => {
+    const pid = workerPid(cfg, kind);
+    const rec = pid ? readWorkerRecord(cfg, kind) : null;
+    return { kind, running: pid !== null, pid, task_queue: rec?.task_queue ?? cfg.temporal.task_queues[kind], log: rec?.log ?? null };
+  });
 }
 
 /** Starts a worker as a background process; the config travels as a resolved JSON (valid YAML) file. */
@@ -40,8 +71,9 @@ export function startWorker(cfg: TempoConfig, kind: WorkerKind): number {
           const { cmd, args, env } = trainerCommand(cfg);
           return spawnDetached(cmd, args, { log: logFile, env, cwd: REPO_ROOT });
         })();
-  writeFileSync(workerRecordPath(cfg, kind), JSON.stringify({ pid: spawned.pid, log: logFile }));
-  log.info({ kind, pid: spawned.pid, log: logFile }, 'worker started');
+  const rec: WorkerRecord = { pid: spawned.pid, log: logFile, task_queue: cfg.temporal.task_queues[kind] };
+  writeFileSync(workerRecordPath(cfg, kind), JSON.stringify(rec));
+  log.info({ kind, pid: spawned.pid, log: logFile, task_queue: rec.task_queue }, 'worker started');
   return spawned.pid;
 }
 
@@ -52,6 +84,12 @@ export async function stopWorker(cfg: TempoConfig, kind: WorkerKind, signal: 'gr
   if (signal === 'kill') process.kill(-pid, 'SIGKILL');
   else await stopProcess(pid, 15_000);
   return true;
+}
+
+/** Stops this stack's background workers; returns the kinds that were running. */
+export async function stopWorkers(cfg: TempoConfig): Promise<WorkerKind[]> {
+  const stopped = await Promise.all(WORKER_KINDS.map(async (kind) => ((await stopWorker(cfg, kind)) ? kind : null)));
+  return stopped.filter((k): k is WorkerKind => k !== null);
 }
 
 export interface Started {
@@ -68,7 +106,7 @@ export async function ensureStack(cfg: TempoConfig): Promise<Started> {
     const statuses = await engineStatuses(cfg);
     if (!statuses.length || statuses.some((s) => !s.healthy)) started.engines = (await startEngines(cfg)).started > 0;
   }
-  for (const kind of ['rollout', 'trainer'] as const) {
+  for (const kind of WORKER_KINDS) {
     if (!workerPid(cfg, kind)) {
       startWorker(cfg, kind);
       started[kind] = true;
@@ -77,9 +115,37 @@ export async function ensureStack(cfg: TempoConfig): Promise<Started> {
   return started;
 }
 
-export async function stopStarted(cfg: TempoConfig, started: Started): Promise<void> {
-  if (started.rollout) await stopWorker(cfg, 'rollout');
-  if (started.trainer) await stopWorker(cfg, 'trainer');
-  if (started.engines) await stopEngines(cfg);
-  if (started.server) await stopServer(cfg);
+/** Stops what `started` holds (workers first, the server last); returns what was still running then. */
+export async function stopStarted(cfg: TempoConfig, started: Started): Promise<string[]> {
+  const stopped: Started = { server: false, engines: false, rollout: false, trainer: false };
+  if (started.rollout) stopped.rollout = await stopWorker(cfg, 'rollout');
+  if (started.trainer) stopped.trainer = await stopWorker(cfg, 'trainer');
+  if (started.engines) stopped.engines = (await stopEngines(cfg)) > 0;
+  if (started.server) stopped.server = await stopServer(cfg);
+  return describeStarted(stopped);
+}
+
+const STARTED_NAMES = { server: 'Temporal server', engines: 'engines', rollout: 'rollout worker', trainer: 'trainer worker' } as const;
+
+/** The names of what `started` holds, for messages. */
+export function describeStarted(started: Started): string[] {
+  return (Object.keys(STARTED_NAMES) as Array<keyof Started>).filter((k) => started[k]).map((k) => STARTED_NAMES[k]);
+}
+
+/**
+ * Until the returned function is called, Ctrl-C or SIGTERM stops what `started` holds before the
+ * process exits: a foreground run's background workers must not outlive it and take the next
+ * stack's tasks.
+ */
+export function stopStartedOnSignal(cfg: TempoConfig, started: Started): () => void {
+  const onSignal = (sig: NodeJS.Signals) => {
+    process.stderr.write(`\n${sig}: stopping what this command started (${describeStarted(started).join(', ') || 'nothing'})\n`);
+    void stopStarted(cfg, started).finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return () => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  };
 }

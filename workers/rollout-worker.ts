@@ -1,4 +1,5 @@
-// The TypeScript worker: all workflows and the rollout activities, on task queue "rollout".
+// The TypeScript worker: all workflows and the rollout activities, on the stack's rollout task queue
+// (temporal.task_queues.rollout).
 import { fileURLToPath } from 'node:url';
 import { Worker } from '@temporalio/worker';
 import type { TempoConfig } from '../config/schema.js';

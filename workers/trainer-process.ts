@@ -1,8 +1,9 @@
-// Starts the Python trainer worker (workers/trainer) with the Temporal settings of the config.
+// Starts the Python trainer worker (workers/trainer) with the Temporal settings of the config and its
+// stack's task queue and blob root.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
-import { pythonBin, REPO_ROOT } from '../lib/paths.js';
+import { pythonBin, REPO_ROOT, stateLayout } from '../lib/paths.js';
 import { temporalAddress } from '../lib/temporal.js';
 
 export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[]; env: NodeJS.ProcessEnv } {
@@ -20,7 +21,10 @@ export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[];
   if (t.tls.client_key_path) env.TEMPORAL_TLS_CLIENT_KEY_PATH = t.tls.client_key_path;
   if (t.tls.server_ca_cert_path) env.TEMPORAL_TLS_SERVER_CA_CERT_PATH = t.tls.server_ca_cert_path;
   if (t.tls.server_name) env.TEMPORAL_TLS_SERVER_NAME = t.tls.server_name;
-  const args = ['-m', 'trainer.worker', '--address', temporalAddress(cfg), '--namespace', t.namespace, '--task-queue', t.task_queues.trainer];
+  const args = [
+    '-m', 'trainer.worker', '--address', temporalAddress(cfg), '--namespace', t.namespace,
+    '--task-queue', t.task_queues.trainer, '--blob-root', stateLayout(cfg.state_dir).blobs,
+  ];
   return { cmd: pythonBin(), args, env };
 }
 

@@ -47,6 +47,9 @@ export interface EpisodeInput {
   label: string;
   settings: EpisodeSettings;
   weight_version: number;
+  /** The run's blob store (plan.blob_root): a worker that does not reach it refuses the sample. Absent
+   *  in histories recorded before episodes carried it. */
+  blob_root?: string;
 }
 
 export interface EpisodeSummary {

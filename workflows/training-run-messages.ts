@@ -111,3 +111,8 @@ export function trainingRunWorkflowId(runId: string): string {
 
 /** The phase times every step records (seconds), in the order a step runs them. */
 export const STEP_TIME_KEYS = ['perf/rollout_time', 'perf/train_time', 'perf/weight_sync_time', 'perf/step_time'] as const;
+
+/** The run id of a training-run workflow id (the inverse of trainingRunWorkflowId). */
+export function runIdOf(workflowId: string): string {
+  return workflowId.replace(/^run\//, '');
+}

@@ -153,7 +153,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
     progress.phase = 'rollout';
     if (plan.algorithm === 'sft') {
-      const batch = await acts.renderSftBatch({ run_id: state.run_id, step: state.step, dataset_ref: dataset.train_ref, indices: pick.indices, limits: plan.episode });
+      const batch = await acts.renderSftBatch({ run_id: state.run_id, step: state.step, dataset_ref: dataset.train_ref, indices: pick.indices, limits: plan.episode, blob_root: plan.blob_root });
       await trainAndRecord(batch.samples.map((b) => ({ ref: b.sample_ref, reward: 0, group_id: b.record_id })), sftMetrics(batch),
         [...batch.samples.map((b) => ({ episode_id: b.id, trained: true })), ...batch.skipped.map((b) => ({ episode_id: b.id, trained: false }))], pick, stepStarted);
       if (stopRequested) return finish('stopped');
@@ -164,7 +164,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const inputs: EpisodeInput[] = [];
     prompts.forEach((p, promptIndex) => {
       for (let s = 0; s < plan.n_samples_per_prompt; s++)
-        inputs.push({ run_id: state.run_id, step: state.step, prompt_index: promptIndex, sample_index: s, prompt: p.prompt, label: p.label, settings: plan.episode, weight_version: state.weight_version });
+        inputs.push({ run_id: state.run_id, step: state.step, prompt_index: promptIndex, sample_index: s, prompt: p.prompt, label: p.label, settings: plan.episode, weight_version: state.weight_version, blob_root: plan.blob_root });
     });
     pauseNow = false;
     const summaries = await runEpisodes(inputs, plan.concurrency, (scope) => (episodeScope = scope), progress);
@@ -261,7 +261,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     // Keyed by the weight version evaluated: the start-of-run eval and each later one are distinct episodes.
     const evalInputs = prompts.map((p, i) => ({
       run_id: `${st.run_id}-eval`, step: patched(EVAL_BY_WEIGHT_VERSION) ? weightVersion : st.step, prompt_index: i, sample_index: 0, prompt: p.prompt, label: p.label,
-      settings: plan.eval_episode, weight_version: weightVersion,
+      settings: plan.eval_episode, weight_version: weightVersion, blob_root: plan.blob_root,
     }));
     const out = await runEpisodes(evalInputs, plan.concurrency, () => undefined, prog);
     return evalMetricsOf(out);
@@ -308,7 +308,7 @@ async function runOneEpisode(input: EpisodeInput): Promise<EpisodeSummary> {
     return await child.result();
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
-      const done = await acts.loadEpisodeSummary({ episode_id: id, weight_version: input.weight_version });
+      const done = await acts.loadEpisodeSummary({ episode_id: id, weight_version: input.weight_version, blob_root: input.blob_root });
       if (done) return done;
     }
     if (isCancellation(err)) throw err;

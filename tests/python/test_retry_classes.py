@@ -86,3 +86,42 @@ def test_the_trainer_raises_the_classes_the_activity_expects(make_input, mixed_r
     step1 = step0.model_copy(update={"step": 1})
     with pytest.raises(ckpt.CheckpointPruned, match="step 1 needs step 0's weights"):
         Trainer(device="cpu").ensure_state(step1)
+
+
+class Reached:
+    """Stands for the trainer: records that the activity let the step through."""
+
+    def __init__(self):
+        self.called = False
+
+    def train_step(self, inp, progress):
+        self.called = True
+        raise ckpt.CheckpointMissing("reached the trainer")
+
+
+def test_a_blob_root_of_another_stack_is_refused_retryably_naming_both(payload, tmp_path):
+    own = tmp_path / "own-blobs"
+    own.mkdir()
+    trainer = Reached()
+    with pytest.raises(ApplicationError) as info:
+        ActivityEnvironment().run(TrainerActivities(trainer, str(own)).train_step, payload)
+    assert not info.value.non_retryable and info.value.type == "BlobRootUnreachable"
+    assert payload["blob_root"] in info.value.message and str(own.resolve()) in info.value.message
+    assert not trainer.called
+
+
+def test_a_blob_root_missing_on_this_machine_is_refused_retryably(payload, tmp_path):
+    missing = str(tmp_path / "elsewhere" / "blobs")
+    trainer = Reached()
+    with pytest.raises(ApplicationError) as info:
+        ActivityEnvironment().run(TrainerActivities(trainer).train_step, {**payload, "blob_root": missing})
+    assert not info.value.non_retryable and info.value.type == "BlobRootUnreachable"
+    assert f"blob root {missing} does not exist on this machine" in info.value.message
+    assert "started without --blob-root" in info.value.message and not trainer.called
+
+
+def test_the_workers_own_blob_root_is_let_through(payload):
+    trainer = Reached()
+    with pytest.raises(ApplicationError) as info:
+        ActivityEnvironment().run(TrainerActivities(trainer, payload["blob_root"]).train_step, payload)
+    assert trainer.called and info.value.type == "CheckpointMissing"

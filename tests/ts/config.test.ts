@@ -31,6 +31,30 @@ test('precedence: defaults < file < environment < --set', () => {
   assert.equal(cfg.model.path, '/m');
 });
 
+test('task queues are named after the resolved state dir unless given, and a reloaded config keeps them', () => {
+  const a = loadConfig({ env: { TEMPO_RL_STATE_DIR: '/srv/a' } });
+  const b = loadConfig({ env: { TEMPO_RL_STATE_DIR: '/srv/b' } });
+  const aAgain = loadConfig({ env: { HOME: '/elsewhere' }, sets: ['state_dir=/srv/x/../a/'] });
+  assert.match(a.temporal.task_queues.rollout, /^rollout-[0-9a-f]{8}$/);
+  assert.match(a.temporal.task_queues.trainer, /^trainer-[0-9a-f]{8}$/);
+  assert.equal(a.temporal.task_queues.rollout.slice(-8), a.temporal.task_queues.trainer.slice(-8));
+  assert.notEqual(a.temporal.task_queues.rollout, b.temporal.task_queues.rollout);
+  assert.notEqual(a.temporal.task_queues.trainer, b.temporal.task_queues.trainer);
+  assert.deepEqual(aAgain.temporal.task_queues, a.temporal.task_queues);
+  const given = loadConfig({ env: { TEMPO_RL_STATE_DIR: '/srv/a', TEMPO_RL__TEMPORAL__TASK_QUEUES__TRAINER: 'gpu-trainers' } });
+  assert.equal(given.temporal.task_queues.trainer, 'gpu-trainers');
+  assert.equal(given.temporal.task_queues.rollout, a.temporal.task_queues.rollout);
+  // Background workers get the resolved config as a file: the names must come back as they were.
+  const file = path.join(tmp, 'resolved.json');
+  writeFileSync(file, JSON.stringify(a));
+  assert.deepEqual(loadConfig({ file, env: {} }).temporal.task_queues, a.temporal.task_queues);
+  assert.throws(() => loadConfig({ env: {}, sets: ['temporal.task_queues.rollout=" rollout"'] }), (err: unknown) => {
+    assert.ok(err instanceof ConfigError);
+    assert.match(err.message, /temporal\.task_queues\.rollout: must not start or end with whitespace.*given the string " rollout"/);
+    return true;
+  });
+});
+
 test('standard TEMPORAL_* variables configure the connection', () => {
   const cfg = loadConfig({
     env: { TEMPORAL_ADDRESS: 'prod.tmprl.cloud:7233', TEMPORAL_NAMESPACE: 'ns', TEMPORAL_API_KEY: 'sekrit', TEMPORAL_TLS: 'true' },

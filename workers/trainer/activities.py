@@ -1,4 +1,4 @@
-"""Temporal activities of task queue "trainer": train_step, sync_weights, trainer_info.
+"""Temporal activities of the trainer task queue: train_step, sync_weights, trainer_info, log_metrics.
 
 Synchronous activities (run in the worker's thread pool): the work is PyTorch and blocking HTTP.
 train_step, sync_weights and log_metrics heartbeat from a side thread all along (heartbeat.py), so a
@@ -12,7 +12,9 @@ Retries: an error that a retry cannot fix fails the activity at once (non-retrya
 type = the exception's class name): a payload or sample that breaks the contract, weights that
 run.keep_checkpoints pruned or a step
 asked for before the one it follows was committed, CUDA out of memory (the same batch would run out again). Everything else —
-other OSErrors (a transient filesystem error), engine errors — is raised as is and retried."""
+other OSErrors (a transient filesystem error), engine errors — is raised as is and retried. A step
+whose blob root this worker does not reach is refused before any work, retryably (BlobRootUnreachable:
+another worker may reach it)."""
 from __future__ import annotations
 
 import platform
@@ -23,7 +25,7 @@ import transformers
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from .blobs import BlobError
+from .blobs import BlobError, BlobRootUnreachable, check_blob_root
 from .checkpoint import CheckpointCorrupt, CheckpointMissing, CheckpointPruned
 from .contract import (SyncWeightsInput, SyncWeightsOutput, TrainerInfoOutput, TrainStepInput,
                        TrainStepOutput)
@@ -60,18 +62,24 @@ def _parse(model: type[pydantic.BaseModel], payload: dict):
 
 
 class TrainerActivities:
-    def __init__(self, trainer: Trainer):
+    def __init__(self, trainer: Trainer, blob_root: str | None = None):
+        """`blob_root`: the blob store of this worker's stack (None: any root that exists here)."""
         self.trainer = trainer
+        self.blob_root = blob_root
 
     @activity.defn(name="train_step")
     def train_step(self, payload: dict) -> dict:
         inp = None
         try:
             inp = TrainStepInput.model_validate(payload)
+            check_blob_root(inp.blob_root, self.blob_root)
             with activity.shield_thread_cancel_exception():
                 out: TrainStepOutput = self.trainer.train_step(inp, TemporalProgress())
         except StepCancelled as err:
             raise CancelledError(str(err)) from err
+        except BlobRootUnreachable as err:
+            activity.logger.error("train_step refused: %s", err)
+            raise ApplicationError(str(err), type="BlobRootUnreachable") from err
         except NON_RETRYABLE as err:
             raise _non_retryable(err) from err
         except torch.cuda.OutOfMemoryError as err:
@@ -103,6 +111,7 @@ class TrainerActivities:
             torch_version=torch.__version__, device=str(self.trainer.device), cuda_available=torch.cuda.is_available(),
             python_version=platform.python_version(), transformers_version=transformers.__version__,
             loaded_run=state.run_id if state else None, loaded_step=state.step if state else None,
+            blob_root=self.blob_root,
         ).model_dump()
 
     @activity.defn(name="log_metrics")

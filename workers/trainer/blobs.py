@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 BLOB_PREFIX = "blob:"
@@ -9,6 +10,21 @@ BLOB_PREFIX = "blob:"
 
 class BlobError(ValueError):
     pass
+
+
+class BlobRootUnreachable(Exception):
+    """The work's blob root is not one this worker reaches. Retryable: another worker may reach it."""
+
+
+def check_blob_root(given: str, own: str | Path | None) -> None:
+    """Refuses work whose blob store is not this worker's (`own`, None where the worker was not told
+    its root) or does not exist on this machine: its samples would be "not found" one by one."""
+    reach = f"this trainer worker's blob root is {Path(own).resolve()}" if own is not None else "this trainer worker was started without --blob-root"
+    if not Path(given).is_dir():
+        raise BlobRootUnreachable(f"blob root {given} does not exist on this machine ({socket.gethostname()}); {reach}")
+    if own is not None and Path(given).resolve() != Path(own).resolve():
+        raise BlobRootUnreachable(f"given blob root {given}, but {reach}: the task reached a worker of another stack "
+                                  "(give each stack its own temporal.task_queues: the default)")
 
 
 class BlobStore:

@@ -162,3 +162,4 @@ class TrainerInfoOutput(Strict):
     transformers_version: str
     loaded_run: str | None = None
     loaded_step: int | None = None
+    blob_root: str | None = None

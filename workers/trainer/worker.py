@@ -1,4 +1,7 @@
-"""The trainer worker: `python -m trainer.worker --address HOST:PORT --namespace NS --task-queue trainer`.
+"""The trainer worker: `python -m trainer.worker --address HOST:PORT --namespace NS --task-queue Q --blob-root DIR`.
+
+The task queue and the blob root are those of one stack (tempo-rl passes them, workers/trainer-process.ts):
+a train step whose blob root is not DIR is refused, retryably.
 
 TLS and API key come from the standard TEMPORAL_* environment variables (TEMPORAL_ADDRESS,
 TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
@@ -54,11 +57,11 @@ def tls_from_env() -> TLSConfig | bool:
         domain=name or None)
 
 
-async def run(address: str, namespace: str, task_queue: str) -> None:
+async def run(address: str, namespace: str, task_queue: str, blob_root: str | None = None) -> None:
     log = logging.getLogger("trainer.worker")
     client = await Client.connect(address, namespace=namespace, api_key=os.environ.get("TEMPORAL_API_KEY") or None,
                                   tls=tls_from_env())
-    activities = TrainerActivities(Trainer())
+    activities = TrainerActivities(Trainer(), blob_root)
     # One thread per activity slot. Train steps serialise on the trainer's lock (one model per
     # process) and each waiting one holds a slot, so there are slots to spare: a running step and a
     # retry waiting beside it must still leave sync_weights, log_metrics and trainer_info room.
@@ -70,17 +73,18 @@ async def run(address: str, namespace: str, task_queue: str) -> None:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         log.info("trainer worker started", extra={"address": address, "namespace": namespace, "task_queue": task_queue,
-                                                  "device": str(activities.trainer.device)})
+                                                  "blob_root": blob_root, "device": str(activities.trainer.device)})
         async with worker:
             await stop.wait()
         log.info("trainer worker stopped")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="tempo-rl trainer worker (Temporal task queue 'trainer')")
+    parser = argparse.ArgumentParser(description="tempo-rl trainer worker")
     parser.add_argument("--address", default=os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
     parser.add_argument("--namespace", default=os.environ.get("TEMPORAL_NAMESPACE", "default"))
-    parser.add_argument("--task-queue", default="trainer")
+    parser.add_argument("--task-queue", required=True, help="the stack's trainer queue (temporal.task_queues.trainer)")
+    parser.add_argument("--blob-root", default=None, help="the stack's blob store; train steps for another are refused")
     parser.add_argument("--log-level", default=os.environ.get("TEMPO_RL_LOG_LEVEL", "info"))
     args = parser.parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
@@ -88,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     level = {"trace": "DEBUG", "fatal": "CRITICAL", "silent": "CRITICAL", "warn": "WARNING"}.get(
         args.log_level.lower(), args.log_level.upper())
     logging.basicConfig(level=level, handlers=[handler], force=True)
-    asyncio.run(run(args.address, args.namespace, args.task_queue))
+    asyncio.run(run(args.address, args.namespace, args.task_queue, args.blob_root))
 
 
 if __name__ == "__main__":
