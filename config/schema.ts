@@ -17,8 +17,13 @@ export type TaskQueueKind = keyof typeof TASK_QUEUE_BASES;
 
 /** The default name of a stack's task queue: the base name and a short stable hash of its resolved
  *  state directory (the directory that holds its blob store and runs). */
+/** A short stable id of the stack of a (resolved) state directory. */
+export function stackId(stateDir: string): string {
+  return createHash('sha256').update(stateDir).digest('hex').slice(0, 8);
+}
+
 export function stackTaskQueue(kind: TaskQueueKind, stateDir: string): string {
-  return `${TASK_QUEUE_BASES[kind]}-${createHash('sha256').update(stateDir).digest('hex').slice(0, 8)}`;
+  return `${TASK_QUEUE_BASES[kind]}-${stackId(stateDir)}`;
 }
 
 const taskQueueName = z

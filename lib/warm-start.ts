@@ -7,7 +7,7 @@ import { existsSync, promises as fs, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { loadConfig } from '../config/load.js';
-import type { TempoConfig } from '../config/schema.js';
+import { type TempoConfig, stackId } from '../config/schema.js';
 import { LocalBlobStore } from './blobstore.js';
 import { loadDataset } from './data/load.js';
 import { writeSftRecords } from './data/sft.js';
@@ -64,7 +64,8 @@ export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: 
   const t0 = Date.now();
   const key = warmStartKey(rl);
   const dir = warmStartDir(key);
-  const runId = `warmstart-${key}`;
+  // Workflow ids are the server's: a stack of its own (another state dir) builds its own warm start.
+  const runId = `warmstart-${key}-${stackId(rl.state_dir)}`;
   if (existsSync(path.join(dir, '.complete'))) return { model_dir: dir, run_id: runId, built: false, seconds: 0 };
   const work = path.join(stateLayout(rl.state_dir).root, 'warmstart', key);
   const transcripts = path.join(work, 'transcripts.jsonl');
