@@ -1,11 +1,14 @@
 // The episode workflow (docs/ARCHITECTURE.md "Episode"): render once, then per turn generate →
 // stitch → env step → observation, then score and store the sample. Deterministic: all I/O is in
 // activities; the token stitching is the pure lib/trajectory.ts.
-import { ActivityFailure, ApplicationFailure, isCancellation, proxyActivities, setHandler } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, isCancellation, patched, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { RolloutActivities } from '../activities/index.js';
 import type { SampleTurnRecipe } from '../activities/sample.js';
 import { appendGenerated, appendObservation, forbiddenResponseTokens, remainingBudget, startTrajectory, type EpisodeStatus, type Stop, type Trajectory } from '../lib/trajectory.js';
 import { episodeId, episodeProgressQuery, toolSummaryOf, turnSeed, type EpisodeInput, type EpisodeProgress, type EpisodeSummary } from './episode-messages.js';
+
+// Gated so that histories recorded before it (a score activity after every episode) still replay.
+const ENV_GRADE_IS_THE_REWARD = 'env-grade-is-the-reward';
 
 const NON_RETRYABLE = ['ImagePlaceholderMismatch', 'TemplateNotPrefixStable', 'EngineRequestRejected', 'InvalidEngineAnswer', 'UnknownEnvironment', 'SampleMismatch', 'InvalidSampleRecipe', 'ObservationSpecialTokens'];
 
@@ -54,6 +57,8 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
   let stop: Stop | null = null;
   let done: { status: EpisodeStatus; reason: string | null } | null = null;
   let finalAnswer: string | null = null;
+  // The environment's grade of its final answer: the same grader the score step runs, so it is the reward.
+  let envReward: number | null = null;
   // The last turn's text, graded (its \boxed{}) when the episode ends without a final answer; null
   // once the environment has answered that turn (a rejected tool call does not score by its \boxed{}).
   let lastText: string | null = null;
@@ -100,6 +105,7 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
       Object.assign(recipe[recipe.length - 1]!, { tool_answer: answer, tool_score: answer === null ? null : env.score });
       if (env.done) {
         finalAnswer = env.final_answer;
+        if (finalAnswer !== null) envReward = env.score;
         const outOfTurns = env.reason.includes('out_of_turns');
         done = outOfTurns && s.truncate_status_when_out_of_turns ? { status: 'TRUNCATED', reason: 'out_of_turns' } : { status: 'COMPLETED', reason: null };
         break;
@@ -133,7 +139,9 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
   const scored =
     isFailedOrAborted(status)
       ? { reward: 0 as const, extracted: null, reason: status }
-      : await acts.scoreEpisode({ reward_fn: s.reward_fn ?? 'math', label: input.label, tolerance: s.reward_tolerance, match: s.reward_match, final_answer: finalAnswer, response_text: finalAnswer === null ? lastText : null });
+      : envReward !== null && (s.reward_fn ?? 'math') === 'math' && patched(ENV_GRADE_IS_THE_REWARD)
+        ? { reward: envReward }
+        : await acts.scoreEpisode({ reward_fn: s.reward_fn ?? 'math', label: input.label, tolerance: s.reward_tolerance, match: s.reward_match, final_answer: finalAnswer, response_text: finalAnswer === null ? lastText : null });
 
   progress.phase = 'store';
   const { sample_ref } = await acts.storeSample({

@@ -40,7 +40,7 @@ function assertTokenExact(sample: Sample, requests: EngineGenerateRequest[]) {
 }
 
 test('correct via tool: stop string without EOS → synthetic EOS (mask 0), COMPLETED, reward 1', async () => {
-  const { summary, sample, requests } = await run(() => ({ text: call('60') }));
+  const { id, summary, sample, requests } = await run(() => ({ text: call('60') }));
   assert.deepEqual([summary.status, summary.reward, summary.turns, summary.truncated_reason, summary.weight_version], ['COMPLETED', 1, 1, null, 3]);
   assert.equal(decode(sample.response_ids).endsWith('</tool_call><|im_end|>'), true);
   assert.equal(sample.loss_mask.at(-1), 0);
@@ -48,7 +48,13 @@ test('correct via tool: stop string without EOS → synthetic EOS (mask 0), COMP
   assert.equal(sample.prompt_ids.filter((t) => t === IMAGE_PAD).length, 4, 'image placeholders match the image');
   assertTokenExact(sample, requests);
   assert.equal(requests[0]!.sampling.max_tokens, 400);
+  assert.equal((await scheduledActivities(id)).includes('scoreEpisode'), false, 'the environment graded the answer: no second grading');
 });
+
+async function scheduledActivities(id: string): Promise<string[]> {
+  const history = await h.client.workflow.getHandle(episodeWorkflowId(id)).fetchHistory();
+  return (history.events ?? []).map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? '').filter(Boolean);
+}
 
 test('wrong until max_turns: feedback, a last chance, observations masked, TRUNCATED out_of_turns', async () => {
   const { id, summary, sample, requests } = await run((_r, n) => ({ text: call(String(10 + n)) }), { max_response_len: 2000 });
@@ -101,8 +107,9 @@ test('observations count against the budget: an observation that does not fit tr
 });
 
 test('single-turn mode: one generate, no tools, reward from \\boxed{}', async () => {
-  const { summary, requests, sample } = await run(() => ({ text: 'so \\boxed{60}' }), { multi_turn: false });
+  const { id, summary, requests, sample } = await run(() => ({ text: 'so \\boxed{60}' }), { multi_turn: false });
   assert.deepEqual([summary.status, summary.reward, summary.turns], ['COMPLETED', 1, 1]);
+  assert.ok((await scheduledActivities(id)).includes('scoreEpisode'), 'without an environment the score step grades');
   assert.deepEqual(requests[0]!.sampling.stop, []);
   assert.doesNotMatch(decode(sample.prompt_ids), /Tools/);
 });
