@@ -18,10 +18,15 @@ echo "== typecheck"
 npx tsc --noEmit -p . || status=1
 
 suite_state="$(mktemp -d -t tempo-rl-suite-XXXXXX)"
+# Every temporary directory a test makes (node's os.tmpdir(), pytest's tmp_path) lands here and goes
+# with the suite, whatever the test forgot to remove.
+export TMPDIR="$suite_state/tmp"
+mkdir -p "$TMPDIR"
 cleanup() {
   if [ -n "${TEMPO_RL_TEST_ENGINE_URLS:-}" ]; then
     TEMPO_RL_STATE_DIR="$suite_state" bin/tempo-rl engine stop >/dev/null 2>&1 || true
   fi
+  [ "${TEMPO_RL_KEEP_TEST_STATE:-}" = 1 ] || rm -rf "$TMPDIR"
 }
 trap cleanup EXIT
 if [ -f cli/engine-command.ts ] && [ -z "${TEMPO_RL_TEST_ENGINE_URLS:-}" ] && [ -z "${TEMPO_RL_TEST_NO_ENGINES:-}" ]; then

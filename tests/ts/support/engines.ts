@@ -20,10 +20,12 @@ export interface TestEngines {
   stop(): Promise<void>;
 }
 
-/** Claims a port for this process until released: a file per port, so that two test runs on one
- *  machine never pick the same free port while their engines (tens of seconds to bind) start. */
+/** Claims a port for this process until released: a file per port in the machine's /tmp (not the
+ *  suite's own TMPDIR), so that two test runs on one machine never pick the same free port while
+ *  their engines (tens of seconds to bind) start. */
+const PORT_CLAIMS = '/tmp';
 function claimPort(port: number): boolean {
-  const file = path.join(os.tmpdir(), `tempo-rl-test-port-${port}`);
+  const file = path.join(PORT_CLAIMS, `tempo-rl-test-port-${port}`);
   for (let attempt = 0; attempt < 2; attempt++) {
     try {
       writeFileSync(file, String(process.pid), { flag: 'wx' });
@@ -38,7 +40,7 @@ function claimPort(port: number): boolean {
 }
 
 function releasePorts(base: number, count: number): void {
-  for (let i = 0; i < count; i++) rmSync(path.join(os.tmpdir(), `tempo-rl-test-port-${base + i}`), { force: true });
+  for (let i = 0; i < count; i++) rmSync(path.join(PORT_CLAIMS, `tempo-rl-test-port-${base + i}`), { force: true });
 }
 
 function pidAlive(pid: number): boolean {
