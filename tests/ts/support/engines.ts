@@ -8,7 +8,7 @@ import sharp from 'sharp';
 import { loadConfig } from '../../../config/load.js';
 import { startEngines, stopEngines } from '../../../lib/engines.js';
 import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir } from '../../../lib/paths.js';
-import { portOpen } from '../../../lib/process.js';
+import { isAlive, portOpen } from '../../../lib/process.js';
 import { VllmClient } from '../../../lib/vllm/client.js';
 import { EnginePool } from '../../../lib/vllm/pool.js';
 import { removeTestState } from './state.js';
@@ -32,7 +32,7 @@ function claimPort(port: number): boolean {
       return true;
     } catch {
       const owner = Number(readFileSync(file, 'utf8'));
-      if (owner === process.pid || pidAlive(owner)) return false;
+      if (owner === process.pid || isAlive(owner)) return false;
       rmSync(file, { force: true }); // its owner is gone
     }
   }
@@ -41,15 +41,6 @@ function claimPort(port: number): boolean {
 
 function releasePorts(base: number, count: number): void {
   for (let i = 0; i < count; i++) rmSync(path.join(PORT_CLAIMS, `tempo-rl-test-port-${base + i}`), { force: true });
-}
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 async function freeRun(count: number): Promise<number> {
