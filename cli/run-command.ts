@@ -75,7 +75,7 @@ export function register(program: Command): void {
           }
           const result = await followRun(cfg, runId);
           if (opts.json) printJson(result);
-          else process.stdout.write(`run ${runId} ${result.status} after ${result.steps_done} steps (weight version ${result.weight_version})\n`);
+          else process.stdout.write(`run ${runId} ${result.status} after ${result.steps_done} steps (weight version ${result.weight_version})${result.reason ? `: ${result.reason}` : ''}\n`);
         } finally {
           disarmSignalStop();
           if (!detached) await stopStarted(cfg, started);

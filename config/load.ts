@@ -224,6 +224,14 @@ const CheckedConfig = TempoConfig.superRefine((cfg, ctx) => {
       path: ['run', 'keep_checkpoints'],
       message: `must be 0 or more than run.steps_per_workflow_run (${cfg.run.steps_per_workflow_run}): a resumed run may redo that many committed steps, and needs their weights`,
     });
+  if (cfg.run.keep_checkpoint_every > 0 && keep === 0)
+    ctx.addIssue({ code: 'custom', path: ['run', 'keep_checkpoint_every'], message: 'needs run.keep_checkpoints > 0 (0 keeps every checkpoint already)' });
+  if (cfg.run.keep_checkpoint_every > 0 && cfg.run.keep_checkpoint_every % cfg.run.checkpoint_interval !== 0)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['run', 'keep_checkpoint_every'],
+      message: `must be a multiple of run.checkpoint_interval (${cfg.run.checkpoint_interval}): only those steps have full checkpoints`,
+    });
   if (cfg.run.eval_at_start && cfg.run.eval_interval === 0)
     ctx.addIssue({ code: 'custom', path: ['run', 'eval_at_start'], message: 'needs run.eval_interval > 0 (eval is off)' });
   if (cfg.engines.max_model_len < cfg.rollout.max_context_len)

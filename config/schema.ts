@@ -207,10 +207,17 @@ export const RunConfig = z
     steps: positiveInt.default(3),
     /** Also evaluate the starting weights before step 0 (needs eval_interval > 0): the "before" of a run. */
     eval_at_start: z.boolean().default(false),
-    /** Keep the weights of the newest k checkpoints only (k ≥ 2; meta.json of every step stays for the audit). 0: keep all. */
+    /** Keep the weights of the newest k full checkpoints only (k ≥ 2; meta.json of every step stays for the audit). 0: keep all. */
     keep_checkpoints: z.number().int().nonnegative().refine((k) => k !== 1, 'must be 0 (keep all) or at least 2 (a retried step reloads the one before the newest)').default(0),
-    /** Every step commits a checkpoint (exactly-once needs it); a longer interval is not built yet. */
-    checkpoint_interval: z.literal(1, { error: 'only 1 is supported (the trainer commits a checkpoint every step)' }).default(1),
+    /** With keep_checkpoints: also keep the full checkpoints of steps N with (N + 1) a multiple of this. 0: none. */
+    keep_checkpoint_every: z.number().int().nonnegative().default(0),
+    /** Weights and optimizer state every k steps (and at the last step); the steps between commit a
+     *  small record and are replayed from it after a crash (docs/ARCHITECTURE.md). 1: every step. */
+    checkpoint_interval: positiveInt.default(1),
+    /** A step in which every episode failed is redone this many times (same prompts, new episodes),
+     *  waiting empty_step_wait_s × the try between; then the run ends 'failed', nothing skipped. */
+    empty_step_retries: z.number().int().nonnegative().default(3),
+    empty_step_wait_s: z.number().nonnegative().default(30),
     eval_interval: z.number().int().nonnegative().default(0),
     /** Held-out prompts per eval: the first ones of the eval split, at most all of it. */
     eval_prompts: z.number().int().nonnegative().default(8),

@@ -63,8 +63,14 @@ export const TrainStepInput = z.strictObject({
   data_cursor: DataCursor,
   /** sft: masked NLL on the samples' loss-mask tokens (rewards unused). Absent: grpo. */
   algorithm: z.enum(['grpo', 'sft']).optional(),
-  /** run.keep_checkpoints: only the newest k committed checkpoints keep their weights (0 or absent: all). */
+  /** run.keep_checkpoints: only the newest k full checkpoints keep their weights (0 or absent: all). */
   keep_checkpoints: z.number().int().nonnegative().optional(),
+  /** run.keep_checkpoint_every: also keep those of steps N with (N + 1) a multiple of it. */
+  keep_checkpoint_every: z.number().int().nonnegative().optional(),
+  /** run.checkpoint_interval: a full checkpoint when (N + 1) is a multiple of it; absent: 1 (every step). */
+  checkpoint_interval: z.number().int().positive().optional(),
+  /** A full checkpoint at this step whatever the interval (the run's last step). */
+  full_checkpoint: z.boolean().optional(),
 });
 export type TrainStepInput = z.infer<typeof TrainStepInput>;
 

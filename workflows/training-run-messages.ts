@@ -21,6 +21,12 @@ export interface RunPlan {
   /** Evaluate the starting weights before step 0 (reported in step 0's metrics as eval_start/*). */
   eval_at_start?: boolean;
   keep_checkpoints?: number;
+  keep_checkpoint_every?: number;
+  /** Absent: 1 (a full checkpoint every step). */
+  checkpoint_interval?: number;
+  /** run.empty_step_retries / run.empty_step_wait_s; absent (older plans): 0 retries, 30 s. */
+  empty_step_retries?: number;
+  empty_step_wait_s?: number;
   /** cosine: hyper.lr decays to a tenth over the run's steps (lib/lr-schedule.ts). Absent: constant. */
   lr_schedule?: 'constant' | 'cosine';
   /** GRPO's linear warm-up (grpo.lr_warmup_steps). Absent: none. */
@@ -65,6 +71,10 @@ export interface RunState {
   /** False when the engines may hold other weights (a new or resumed run): synced before step 1. */
   engines_synced: boolean;
   last_metrics: Record<string, number>;
+  /** Engines the last weight sync could not bring to the current version. */
+  engines_behind?: string[];
+  /** Tries of the current step in which every episode failed (its redo samples new episode ids). */
+  empty_redos?: number;
   /** The start-of-run eval (eval_start/*), kept until step 0 is recorded. */
   start_eval?: Record<string, number> | null;
 }
@@ -90,6 +100,8 @@ export interface RunResult {
   weight_version: number;
   checkpoint: string | null;
   last_metrics: Record<string, number>;
+  /** Why the run ended 'failed' (an empty step past run.empty_step_retries), or what a completed run left undone. */
+  reason?: string;
 }
 
 export interface Ack {

@@ -41,6 +41,11 @@ import { evalMetricsOf, groupFilter, groupKey, rolloutMetrics } from './rollout-
 const EVAL_BY_WEIGHT_VERSION = 'eval-episodes-keyed-by-weight-version';
 const CONTINUE_AS_NEW_SUGGESTED = 'continue-as-new-when-suggested';
 const SFT_SYNC_BEFORE_EVAL_ONLY = 'sft-sync-before-eval-only';
+const EMPTY_STEP_REDONE = 'empty-step-redone-not-committed';
+const FINAL_SYNC_REACHES_ALL = 'final-sync-reaches-every-engine';
+// The end of a run waits this long, at most, for engines the last sync missed.
+const FINAL_SYNC_TRIES = 20;
+const FINAL_SYNC_WAIT_MS = 15_000;
 
 const acts = proxyActivities<RolloutActivities>({
   startToCloseTimeout: '10 minutes',
@@ -64,7 +69,9 @@ function trainerActs(taskQueue: string) {
     heartbeatTimeout: '10 seconds',
     // Which trainer errors no retry can fix is decided in one place: workers/trainer/activities.py
     // raises them as non-retryable ApplicationErrors.
-    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds' },
+    // Bounded: a trainer or engines that never come back end the run (failed; `tempo-rl train` of the
+    // same run id continues it) instead of stalling it forever.
+    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 30 },
   });
 }
 
@@ -112,10 +119,10 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
   });
   setHandler(progressQuery, () => progress);
 
-  const finish = (final: RunStatus): RunResult => {
+  const finish = (final: RunStatus, reason?: string): RunResult => {
     progress.phase = 'idle';
     setStatus(final);
-    return { run_id: state.run_id, state: { ...state, paused: false }, status: final, steps_done: state.step, weight_version: state.weight_version, checkpoint: state.checkpoint, last_metrics: state.last_metrics };
+    return { run_id: state.run_id, state: { ...state, paused: false }, status: final, steps_done: state.step, weight_version: state.weight_version, checkpoint: state.checkpoint, last_metrics: state.last_metrics, ...(reason ? { reason } : {}) };
   };
 
   if (!state.dataset) {
@@ -139,6 +146,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
   }
 
   let stepsThisRun = 0;
+  let emptyTries = 0; // this workflow run's (a continued run gets its own tries)
   while (state.step < plan.steps) {
     if (state.paused) {
       setStatus('paused');
@@ -162,8 +170,11 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     }
     const prompts = await acts.episodePrompts({ dataset_ref: dataset.train_ref, indices: pick.indices, multi_turn: plan.episode.multi_turn, system_prompt: plan.system_prompt });
     const inputs: EpisodeInput[] = [];
+    // A redone empty step samples the same prompts again under new episode ids (the failed episodes
+    // completed, and a completed episode is never run twice): sample indices past the earlier tries'.
+    const firstSample = (state.empty_redos ?? 0) * plan.n_samples_per_prompt;
     prompts.forEach((p, promptIndex) => {
-      for (let s = 0; s < plan.n_samples_per_prompt; s++)
+      for (let s = firstSample; s < firstSample + plan.n_samples_per_prompt; s++)
         inputs.push({ run_id: state.run_id, step: state.step, prompt_index: promptIndex, sample_index: s, prompt: p.prompt, label: p.label, settings: plan.episode, weight_version: state.weight_version, blob_root: plan.blob_root });
     });
     pauseNow = false;
@@ -173,6 +184,23 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
 
     // 2. group filter, then train, sync, eval, record
     const groups = groupFilter(summaries, plan.zero_std_filter);
+    if (summaries.length > 0 && groups.failed === summaries.length && patched(EMPTY_STEP_REDONE)) {
+      // Every episode failed (engines down, workers gone): training on nothing would move the data
+      // cursor past these prompts for good. Redo the step after a wait; past the limit, stop the run.
+      state.empty_redos = (state.empty_redos ?? 0) + 1;
+      const tries = ++emptyTries;
+      if (tries > (plan.empty_step_retries ?? 0)) {
+        const why = summaries.find((e) => e.truncated_reason)?.truncated_reason ?? 'unknown';
+        return finish('failed', `step ${state.step}: all ${summaries.length} episodes failed in each of ${tries} tries (first reason: ${why});` +
+          ' nothing was trained and the data cursor did not move — fix the engines or workers, then continue the run');
+      }
+      progress.phase = 'idle';
+      await condition(() => stopRequested, (plan.empty_step_wait_s ?? 30) * tries * 1000);
+      if (stopRequested) return finish('stopped');
+      continue;
+    }
+    state.empty_redos = 0;
+    emptyTries = 0;
     await trainAndRecord(
       groups.kept.map((e) => ({ ref: e.sample_ref, reward: e.reward, group_id: groupKey(e) })),
       rolloutMetrics(summaries, groups),
@@ -181,6 +209,18 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     );
     if (stopRequested) return finish('stopped');
     await maybeContinueAsNew();
+  }
+  if (state.engines_behind?.length && patched(FINAL_SYNC_REACHES_ALL)) {
+    // The run's result is "every engine serves the final weights": an engine the last sync missed
+    // (dead then, restarted since) gets them now.
+    progress.phase = 'sync';
+    for (let i = 0; i < FINAL_SYNC_TRIES && state.engines_behind.length && !stopRequested; i++) {
+      await condition(() => stopRequested, FINAL_SYNC_WAIT_MS);
+      const out = await trainer.sync_weights({ run_id: state.run_id, weight_version: state.weight_version, checkpoint: state.checkpoint ?? plan.model_path, engines: await acts.listEngines() });
+      state.engines_behind = out.engines.filter((e) => !e.ok).map((e) => e.url);
+    }
+    if (state.engines_behind.length)
+      return finish('completed', `the final weights (version ${state.weight_version}) did not reach ${state.engines_behind.join(', ')} (labelled unusable there); the next run's start syncs them`);
   }
   return finish('completed');
 
@@ -198,6 +238,9 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
       hyper: { ...plan.hyper, lr: scheduledLr(plan.hyper.lr, plan.lr_schedule, state.step, plan.steps, plan.lr_warmup_steps), ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}) }, data_cursor: pick.next,
       ...(plan.algorithm === 'sft' ? { algorithm: 'sft' as const } : {}),
       ...(plan.keep_checkpoints ? { keep_checkpoints: plan.keep_checkpoints } : {}),
+      ...(plan.keep_checkpoint_every ? { keep_checkpoint_every: plan.keep_checkpoint_every } : {}),
+      // The last step is always full: the run's result is a model directory (exported, evaluated, resumed).
+      ...(plan.checkpoint_interval ? { checkpoint_interval: plan.checkpoint_interval, full_checkpoint: state.step === plan.steps - 1 } : {}),
     });
     const trainSeconds = (Date.now() - trainStarted) / 1000;
     const evalNow = plan.eval_interval > 0 && !!state.dataset!.eval_ref && (state.step + 1) % plan.eval_interval === 0;
@@ -207,7 +250,9 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     // (so for SFT, engines_synced means synced once in this run, and every eval syncs first).
     if (plan.algorithm !== 'sft' || evalNow || !patched(SFT_SYNC_BEFORE_EVAL_ONLY)) {
       const engines = await acts.listEngines();
-      await trainer.sync_weights({ run_id: state.run_id, weight_version: trained.weight_version, checkpoint: trained.checkpoint, engines });
+      const synced = await trainer.sync_weights({ run_id: state.run_id, weight_version: trained.weight_version, checkpoint: trained.checkpoint, engines });
+      // Labelled unusable by the sync (their tokens are retried elsewhere); the next sync tries them again.
+      state.engines_behind = synced.engines.filter((e) => !e.ok).map((e) => e.url);
     }
     const syncSeconds = (Date.now() - syncStarted) / 1000;
 
@@ -227,6 +272,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
       'perf/rollout_time': rolloutSeconds,
       'perf/train_time': trainSeconds,
       'perf/weight_sync_time': syncSeconds,
+      'sync/engines_failed': state.engines_behind?.length ?? 0,
       'perf/step_time': (Date.now() - stepStarted) / 1000,
     };
     metrics['perf/rollout_tokens_per_second'] = (metrics['rollout/total_response_tokens'] ?? 0) / Math.max(rolloutSeconds, 1e-9);

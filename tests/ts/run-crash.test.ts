@@ -1,8 +1,8 @@
-// Crash tests of real training runs (issue 7): SIGKILL the rollout worker, the trainer worker, or
-// the Temporal server mid-step; restart it; the run completes with every sample consumed exactly
+// Crash tests of real training runs (issue 7): SIGKILL the rollout worker, the trainer worker (also
+// between full checkpoints), or the Temporal server mid-step; restart it; the run completes with every sample consumed exactly
 // once, the configured number of optimizer steps, and no finished episode generated twice.
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { startOrContinueRun, runHandle } from '../../lib/run-client.js';
@@ -15,8 +15,10 @@ import { checkExactlyOnce, startRunFixture, waitForProgress, type RunFixture } f
 const recoveries: Record<string, number> = {};
 after(() => console.log(`recovery times (s): ${JSON.stringify(recoveries)}`));
 
-async function runWithCrash(name: string, crash: (fx: RunFixture, runId: string) => Promise<void>): Promise<void> {
-  const fx = await startRunFixture();
+/** `then` checks the finished run's state directory (the fixture removes it afterwards). */
+async function runWithCrash(name: string, crash: (fx: RunFixture, runId: string) => Promise<void>,
+  opts: { sets?: string[]; then?: (runDir: string) => void } = {}): Promise<void> {
+  const fx = await startRunFixture(opts.sets);
   try {
     const runId = `crash-${name}`;
     await startOrContinueRun(fx.client, fx.cfg, runId);
@@ -24,6 +26,7 @@ async function runWithCrash(name: string, crash: (fx: RunFixture, runId: string)
     const client = await connectClient(fx.cfg);
     const result = (await runHandle(client, runId).result()) as RunResult;
     await checkExactlyOnce(client, fx.cfg, runId, result);
+    opts.then?.(path.join(fx.cfg.state_dir, 'runs', runId));
   } finally {
     await fx.close();
   }
@@ -58,6 +61,29 @@ test('SIGKILL of the trainer worker during a train step: the step is trained exa
     await waitForProgress(fx.client, runId, (p) => p.step > atKill.step, 'the train step to finish after the crash');
     recoveries.trainer_worker = (Date.now() - t0) / 1000;
     await committed;
+  });
+});
+
+test('SIGKILL of the trainer between full checkpoints (run.checkpoint_interval): the light steps are replayed, not re-rolled', { timeout: 900_000 }, async () => {
+  await runWithCrash('trainer-light', async (fx, runId) => {
+    const runDir = path.join(fx.cfg.state_dir, 'runs', runId);
+    // Step 0 is light (its record only): the trainer that restarts in step 1 must rebuild step 0 from it.
+    const atKill = await waitForProgress(fx.client, runId, (p) => p.phase === 'train' && p.step === 1, 'train step 1', 600_000);
+    fx.trainer.kill('SIGKILL');
+    const t0 = Date.now();
+    assert.equal(existsSync(path.join(runDir, 'checkpoints', 'step-000001', 'meta.json')), false, 'the kill landed before step 1 was committed');
+    fx.trainer = fx.startTrainer();
+    await waitForProgress(fx.client, runId, (p) => p.step > atKill.step, 'train step 1 after the crash');
+    recoveries.trainer_worker_light_step = (Date.now() - t0) / 1000;
+  }, {
+    sets: ['run.steps=3', 'run.checkpoint_interval=5'],
+    then: (runDir) => {
+      const meta = (step: number) => JSON.parse(readFileSync(path.join(runDir, 'checkpoints', `step-00000${step}`, 'meta.json'), 'utf8'));
+      assert.deepEqual([0, 1, 2].map((s) => meta(s).full), [false, false, true], 'light, light, and the last step full');
+      assert.equal(existsSync(path.join(runDir, 'checkpoints', 'step-000000', 'model.safetensors')), false);
+      assert.equal(meta(1).metrics['train/replayed_steps'], 1, 'step 1 rebuilt step 0 from its record');
+      assert.equal(meta(1).metrics['train/replay_mismatches'], 0, 'the replayed weights are the recorded ones');
+    },
   });
 });
 

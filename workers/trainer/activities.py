@@ -1,7 +1,9 @@
 """Temporal activities of the trainer task queue: train_step, sync_weights, trainer_info, log_metrics.
 
 Synchronous activities (run in the worker's thread pool): the work is PyTorch and blocking HTTP.
-train_step, sync_weights and log_metrics heartbeat from a side thread all along (heartbeat.py), so a
+sync_weights fails only when no engine took the new version (weight_sync.py: an engine that failed is
+labelled unusable and tried again at the next sync). train_step, sync_weights and log_metrics
+heartbeat from a side thread all along (heartbeat.py), so a
 short heartbeat timeout detects a dead trainer without cutting a long checkpoint load, save, engine
 reload or W&B start.
 The SDK delivers a cancellation by raising inside the thread; the training is shielded from that and
@@ -96,12 +98,24 @@ class TrainerActivities:
             raise ApplicationError(f"transport {inp.transport!r} is not implemented in this worker",
                                    type="NotImplemented", non_retryable=True)
         with Heartbeater(TemporalProgress()) as beat:
-            out: SyncWeightsOutput = sync_weights_from_disk(inp, heartbeat=beat.heartbeat)
+            beat.heartbeat({"phase": "weights", "checkpoint": inp.checkpoint})
+            try:
+                weights = self.trainer.engine_weights(inp.checkpoint, beat)
+            except StepCancelled as err:
+                raise CancelledError(str(err)) from err
+            except NON_RETRYABLE as err:
+                raise _non_retryable(err) from err
+            out: SyncWeightsOutput = sync_weights_from_disk(inp.model_copy(update={"checkpoint": weights}),
+                                                            heartbeat=beat.heartbeat)
         failed = [e for e in out.engines if not e.ok]
+        message = "weight sync failed on " + "; ".join(f"{e.url}: {e.error}" for e in failed)
+        if failed and len(failed) == len(out.engines):
+            # Retryable (bounded by the workflow's policy): a retry re-syncs every engine, idempotently.
+            raise ApplicationError(message, out.model_dump(), type="EngineSyncError")
         if failed:
-            # Retryable: a retry re-syncs every engine, which is idempotent.
-            raise ApplicationError("weight sync failed on " + "; ".join(f"{e.url}: {e.error}" for e in failed),
-                                   out.model_dump(), type="EngineSyncError")
+            # The others serve the version; the failed ones are labelled unusable until the next sync.
+            activity.logger.error("%s; %d of %d engines serve version %d", message, len(out.engines) - len(failed),
+                                  len(out.engines), out.weight_version)
         return out.model_dump()
 
     @activity.defn(name="trainer_info")

@@ -96,14 +96,17 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module | None, optimizer: torch.optim.Optimizer | None,
                     *, weight_version: int, data_cursor: dict, metrics: dict, base_model_path: str | Path,
                     extra: dict | None = None) -> Path:
     """Commit step N (`extra` goes into meta.json: the sample refs consumed, the optimizer step count,
     the `attempt` token that names this attempt's temporary directory). If step N is already committed
     (a concurrent or earlier attempt), keep that one: the caller tells whose commit it is by meta.json's
     `attempt`. meta.json is strict JSON (no NaN or Infinity, which the TypeScript side cannot parse):
-    the caller drops such metrics."""
+    the caller drops such metrics.
+
+    model None: a light commit (run.checkpoint_interval) — the record only, `"full": false`; the state
+    after it is rebuilt from the last full checkpoint by replaying the recorded steps (replay.py)."""
     final = checkpoint_dir(run_dir, step)
     final.parent.mkdir(parents=True, exist_ok=True)
     if is_committed(final):
@@ -111,9 +114,12 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
     extra = {"attempt": uuid.uuid4().hex, **(extra or {})}
     tmp = temporary_dir(run_dir, step, extra["attempt"])
     try:
-        _write_checkpoint_files(tmp, model, optimizer, base_model_path)
+        if model is not None:
+            _write_checkpoint_files(tmp, model, optimizer, base_model_path)
+        else:
+            tmp.mkdir()
         meta = {"step": step, "weight_version": weight_version, "data_cursor": data_cursor, "metrics": metrics,
-                "base_model_path": str(base_model_path), **extra, "files": _manifest(tmp)}
+                "base_model_path": str(base_model_path), **extra, "full": model is not None, "files": _manifest(tmp)}
         (tmp / META).write_text(json.dumps(meta, indent=1, allow_nan=False))  # the commit record, last
         _fsync_tree(tmp)
         os.rename(tmp, final)  # the commit: atomic on one filesystem; fails once another attempt committed
@@ -132,14 +138,48 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module, opti
 
 def _write_checkpoint_files(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                             base_model_path: str | Path) -> None:
+    _write_model_dir(out, model, base_model_path)
+    torch.save(optimizer.state_dict(), out / "optimizer.pt")
+    torch.save(capture_rng(), out / "rng.pt")
+
+
+def _write_model_dir(out: Path, model: torch.nn.Module, base_model_path: str | Path) -> None:
     model.save_pretrained(out, safe_serialization=True)
     write_tied_lm_head(model, out)
     for f in Path(base_model_path).iterdir():
         if (f.is_file() and f.name not in _SKIP_FROM_BASE and not f.name.startswith(".")
                 and not f.name.endswith((".safetensors", ".bin", ".pt"))):
             shutil.copy2(f, out / f.name)
-    torch.save(optimizer.state_dict(), out / "optimizer.pt")
-    torch.save(capture_rng(), out / "rng.pt")
+
+
+def is_full(path: str | Path) -> bool:
+    """A committed step that holds weights and optimizer state (checkpoints from before
+    run.checkpoint_interval were all full)."""
+    return read_meta(path).get("full", True)
+
+
+def weights_dir(run_dir: str | Path, step: int) -> Path:
+    return Path(run_dir) / "weights" / f"step-{step:06d}"
+
+
+def export_weights(run_dir: str | Path, step: int, model: torch.nn.Module, base_model_path: str | Path) -> Path:
+    """The engines' copy of a light step's weights (a model directory, no optimizer): derived, not
+    durable — renamed into place whole, never fsynced, rebuilt by replay if lost; only the newest is kept."""
+    out = weights_dir(run_dir, step)
+    if out.is_dir():
+        return out
+    tmp = out.parent / f"{_TMP_PREFIX}{out.name}-{uuid.uuid4().hex}"
+    try:
+        _write_model_dir(tmp, model, base_model_path)
+        os.rename(tmp, out)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not out.is_dir():
+            raise
+    for old in out.parent.iterdir():
+        if old.name != out.name and not old.name.startswith(_TMP_PREFIX):
+            shutil.rmtree(old, ignore_errors=True)
+    return out
 
 
 def _manifest(root: Path) -> dict[str, int]:
@@ -222,16 +262,20 @@ def optimizer_steps(optimizer: torch.optim.Optimizer) -> int:
     return 0
 
 
-def prune_checkpoints(run_dir: str | Path, keep: int) -> list[Path]:
-    """Drops the weights and optimizer state of all but the newest `keep` committed checkpoints (0: keep
-    all). meta.json stays: a pruned step still counts as committed (exactly once) and keeps its audit
-    (the sample refs it consumed); only the last one is ever loaded again."""
+def prune_checkpoints(run_dir: str | Path, keep: int, keep_every: int = 0) -> list[Path]:
+    """Drops the weights and optimizer state of all but the newest `keep` full checkpoints (0: keep
+    all) and those of steps N with (N + 1) a multiple of `keep_every`. meta.json stays: a pruned step
+    still counts as committed (exactly once) and keeps its audit (the sample refs it consumed); only
+    the newest is ever loaded again."""
     if keep <= 0:
         return []
     root = Path(run_dir) / "checkpoints"
-    done = sorted((p for p in root.glob("step-*") if is_committed(p)), key=lambda p: int(p.name[len("step-"):]))
+    done = sorted((p for p in root.glob("step-*") if is_committed(p) and is_full(p)),
+                  key=lambda p: int(p.name[len("step-"):]))
     pruned = []
     for p in done[:-keep]:
+        if keep_every > 0 and (int(p.name[len("step-"):]) + 1) % keep_every == 0:
+            continue
         files = [f for f in p.iterdir() if f.name not in (META, PRUNED)]
         if not files:
             continue

@@ -74,8 +74,14 @@ class TrainStepInput(Strict):
     data_cursor: DataCursor = DataCursor()
     # "sft": masked NLL on the samples' loss-mask tokens (rewards and advantages unused).
     algorithm: Literal["grpo", "sft"] = "grpo"
-    # run.keep_checkpoints: after a commit, only the newest k keep their weights (0: all).
+    # run.keep_checkpoints: after a commit, only the newest k full checkpoints keep their weights (0: all),
+    # and run.keep_checkpoint_every: also those of steps N with (N + 1) a multiple of it (0: none).
     keep_checkpoints: int = Field(default=0, ge=0)
+    keep_checkpoint_every: int = Field(default=0, ge=0)
+    # run.checkpoint_interval: weights and optimizer state are saved when (N + 1) is a multiple of it
+    # (or full_checkpoint: the run's last step); every other step commits its record only (replay.py).
+    checkpoint_interval: int = Field(default=1, ge=1)
+    full_checkpoint: bool = False
 
 
 class TrainStepOutput(Strict):

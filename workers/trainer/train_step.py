@@ -2,10 +2,12 @@
 
 The model lives in the worker process between steps (`Trainer`). Step N:
 1. step N's checkpoint already committed → return its recorded metrics, train nothing;
-2. otherwise make sure the in-memory state is step N−1's (load checkpoint N−1, or the base model for
-   step 0) — after a crash, or after an attempt that failed between its optimizer step and its commit;
-3. forward/backward by micro-batches (cancellation honoured between them), one optimizer step, commit
-   checkpoint N atomically (checkpoint.py: each attempt in its own temporary directory, one rename wins).
+2. otherwise make sure the in-memory state is step N−1's (the newest full checkpoint, or the base
+   model, brought forward by replaying the light steps after it: replay.py) — after a crash, or after
+   an attempt that failed between its optimizer step and its commit;
+3. forward/backward by micro-batches (cancellation honoured between them), the optimizer updates,
+   commit step N atomically (checkpoint.py: each attempt in its own temporary directory, one rename
+   wins) — a full checkpoint every run.checkpoint_interval steps, the step's record otherwise.
 
 A side thread heartbeats all along (heartbeat.py), through the phases without progress points of
 their own: waiting for the trainer's lock, loading a checkpoint or the samples, saving.
@@ -37,6 +39,7 @@ from typing import Protocol
 import torch
 
 from . import checkpoint as ckpt
+from . import replay
 from .blobs import BlobStore
 from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
 from .grpo import aggregation_weights, group_advantages, only_active, policy_loss, sft_loss
@@ -200,37 +203,56 @@ class Trainer:
         self.lock = threading.Lock()
         self.state: TrainerState | None = None
         self._ref_model: tuple[str, torch.nn.Module] | None = None
+        # Light steps re-applied (and how many ended off their recorded weights) since the last commit.
+        self.replayed = [0, 0]
 
     @staticmethod
     def _vision(model, model_path: str) -> VisionProcessor | None:
         cfg = model.config
         return VisionProcessor(model_path, cfg) if hasattr(cfg, "vision_config") else None
 
-    def ensure_state(self, inp: TrainStepInput) -> TrainerState:
-        """In-memory state at step N−1 of this run, loading it if needed."""
+    def ensure_state(self, inp: TrainStepInput, progress: Progress = NoProgress()) -> TrainerState:
+        """In-memory state at step N−1 of this run: kept, or loaded from the newest full checkpoint
+        (the base model before any) and brought forward by replaying the light steps after it."""
         want = inp.step - 1
         s = self.state
         if s is not None and s.run_id == inp.run_id and s.step == want and s.model_path == inp.model_path:
             return s
         self.state = None  # drop the old model before loading another
-        if want < 0:
+        full = replay.newest_full_step(inp.run_dir, want) if want >= 0 else -1
+        if full < 0:
             model = load_policy(inp.model_path, self.device, self.dtype)
             optimizer = make_optimizer(model, inp.hyper)
         else:
-            prev = ckpt.checkpoint_dir(inp.run_dir, want)
-            if not ckpt.is_committed(prev):
-                raise ckpt.CheckpointMissing(f"step {inp.step} needs step {want}'s checkpoint, which is not committed: {prev}")
-            if ckpt.is_pruned(prev):
-                raise ckpt.CheckpointPruned(f"step {inp.step} needs step {want}'s weights, which run.keep_checkpoints"
-                                            f" pruned: {prev} (keep more checkpoints than run.steps_per_workflow_run)")
-            loaded = ckpt.load_checkpoint(prev, self.device, self.dtype)
+            loaded = ckpt.load_checkpoint(ckpt.checkpoint_dir(inp.run_dir, full), self.device, self.dtype)
             model = loaded.model.train()
             optimizer = make_optimizer(model, inp.hyper)
             optimizer.load_state_dict(loaded.optimizer_state)
             ckpt.restore_rng(loaded.rng_state)
-        self.state = TrainerState(inp.run_id, want, inp.model_path, model, optimizer,
-                                  self._vision(model, inp.model_path))
-        return self.state
+        state = TrainerState(inp.run_id, full, inp.model_path, model, optimizer, self._vision(model, inp.model_path))
+        for step in range(full + 1, want + 1):
+            progress.heartbeat({"phase": "replaying", "step": step, "from_full_checkpoint": full})
+            self._apply(state, replay.recorded_input(inp.run_dir, step), progress)
+            state.step = step
+            self.replayed[0] += 1
+            if not replay.digests_match(replay.param_digest(model), replay.recorded_digest(inp.run_dir, step)):
+                self.replayed[1] += 1
+        self.state = state
+        return state
+
+    def engine_weights(self, checkpoint: str, progress: Progress = NoProgress()) -> str:
+        """A model directory an engine can reload for `checkpoint`: itself, unless it is a light step's
+        record — then that step's weights, exported from memory (rebuilt by replay if need be)."""
+        light = replay.light_step_of(checkpoint)
+        if light is None:
+            return checkpoint
+        run_dir, step = light
+        if ckpt.weights_dir(run_dir, step).is_dir():
+            return str(ckpt.weights_dir(run_dir, step))
+        with self._locked(progress, step):
+            recorded = replay.recorded_input(run_dir, step)
+            state = self.ensure_state(recorded.model_copy(update={"step": step + 1}), progress)
+            return str(ckpt.export_weights(run_dir, step, state.model, recorded.model_path))
 
     def reference_model(self, model_path: str) -> torch.nn.Module:
         if self._ref_model is None or self._ref_model[0] != model_path:
@@ -267,18 +289,14 @@ class Trainer:
             return TrainStepOutput(step=inp.step, weight_version=meta["weight_version"], checkpoint=str(final),
                                    already_committed=True, metrics=finite_metrics(meta["metrics"])[0])
         progress.heartbeat({"phase": "loading_state", "step": inp.step})
-        state = self.ensure_state(inp)
+        state = self.ensure_state(inp, progress)
         if not inp.samples:
             # Nothing to learn from (all failed or filtered): commit the step without an update so
             # the run's step, checkpoint and weight-version chain stays unbroken.
             return self._commit(inp, state, {"train/skipped": 1.0, "train/n_samples": 0.0,
                                              "train/nonfinite_step": 0.0}, applied=False, progress=progress)
-        progress.heartbeat({"phase": "loading_samples", "step": inp.step, "n": len(inp.samples)})
-        samples = self.load_samples(inp, state)
         t0 = time.perf_counter()
-        set_hyper(state.optimizer, inp.hyper)
-        ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled and inp.algorithm != "sft" else None
-        sums, applied, skipped = self._updates(state, samples, inp, progress, ref)
+        sums, applied, skipped, samples = self._apply(state, inp, progress)
         seconds = time.perf_counter() - t0
         n_tokens = sum(s.n_tokens for s in samples)
         metrics = {**sums, "train/updates": float(applied), "train/nonfinite_step": 1.0 if skipped else 0.0,
@@ -288,6 +306,17 @@ class Trainer:
                    "train/n_tokens": float(n_tokens),
                    "train/n_response_tokens": float(sum(float(s.loss_mask.sum()) for s in samples))}
         return self._commit(inp, state, metrics, applied=applied > 0, progress=progress)
+
+    def _apply(self, state: TrainerState, inp: TrainStepInput, progress: Progress):
+        """Step `inp`'s updates on `state` (a new step, or a recorded one replayed): (metrics, updates
+        applied, updates skipped, the samples)."""
+        if not inp.samples:
+            return {}, 0, 0, []
+        progress.heartbeat({"phase": "loading_samples", "step": inp.step, "n": len(inp.samples)})
+        samples = self.load_samples(inp, state)
+        set_hyper(state.optimizer, inp.hyper)
+        ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled and inp.algorithm != "sft" else None
+        return (*self._updates(state, samples, inp, progress, ref), samples)
 
     def _updates(self, state: TrainerState, samples: list[TrainSample], inp: TrainStepInput, progress: Progress,
                  ref) -> tuple[dict[str, float], int, int]:
@@ -321,18 +350,21 @@ class Trainer:
                 applied: bool, progress: Progress) -> TrainStepOutput:
         """Commit step N from the in-memory state, or return the step N another attempt committed first."""
         progress.heartbeat({"phase": "committing", "step": inp.step})
-        metrics, dropped = finite_metrics(metrics)
+        metrics, dropped = finite_metrics({**metrics, "train/replayed_steps": float(self.replayed[0]),
+                                           "train/replay_mismatches": float(self.replayed[1])})
+        full = replay.is_full_step(inp)
         # Whose commit won is told by a token of this attempt, not by comparing metrics (timings differ
         # between attempts, and NaN != NaN made an attempt disown its own commit).
         attempt = uuid.uuid4().hex
         weight_version = inp.step + 1
-        path = ckpt.save_checkpoint(inp.run_dir, inp.step, state.model, state.optimizer,
+        path = ckpt.save_checkpoint(inp.run_dir, inp.step, state.model if full else None, state.optimizer if full else None,
                                     weight_version=weight_version, data_cursor=inp.data_cursor.model_dump(),
                                     metrics=metrics, base_model_path=inp.model_path,
                                     extra={"sample_refs": [s.ref for s in inp.samples],
                                            "optimizer_steps": ckpt.optimizer_steps(state.optimizer),
                                            "update_applied": applied, "nonfinite_metrics": dropped,
-                                           "attempt": attempt})
+                                           "attempt": attempt, "replay": inp.model_dump(mode="json"),
+                                           "param_digest": replay.param_digest(state.model)})
         recorded = ckpt.read_meta(path)
         if recorded.get("attempt") != attempt:
             # Another attempt committed step N first: that one is the truth; reload it next time.
@@ -340,7 +372,8 @@ class Trainer:
             return TrainStepOutput(step=inp.step, weight_version=recorded["weight_version"], checkpoint=str(path),
                                    already_committed=True, metrics=finite_metrics(recorded["metrics"])[0])
         state.step = inp.step
-        ckpt.prune_checkpoints(inp.run_dir, inp.keep_checkpoints)
+        self.replayed = [0, 0]
+        ckpt.prune_checkpoints(inp.run_dir, inp.keep_checkpoints, inp.keep_checkpoint_every)
         return TrainStepOutput(step=inp.step, weight_version=weight_version, checkpoint=str(path),
                                already_committed=False, metrics=metrics)
 

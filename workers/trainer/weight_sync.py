@@ -1,5 +1,11 @@
 """Weight sync: new weights from the trainer into every engine, then the engines report the new version.
 
+All engines move together, in phases (sync_weights_phased): pause all, load all, label the new version
+on those that loaded, resume all, read the labels back. An engine that failed any phase is labelled
+"unusable" (the rollout side retries its tokens elsewhere) and retried at the next sync; the activity
+fails (retryably) only when no engine took the version. A version never goes backwards: an engine that
+already serves a newer one (a stale retry arriving late) is left alone.
+
 Disk transport (CPU, or GPU engines that share the trainer's filesystem) — vLLM 0.32 routes, served
 when the engine runs with VLLM_SERVER_DEV_MODE=1 (vllm/entrypoints/rl/online/api_router.py and
 vllm/entrypoints/serve/dev/{rpc,cache}/api_router.py):
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
@@ -78,32 +85,76 @@ class EngineClient:
         return (self._call("GET", "/weight_info") or {}).get("weight_version")
 
 
-def sync_engine(client: EngineClient, inp: SyncWeightsInput, load: Callable[[EngineClient], None]) -> EngineSyncResult:
+# The label of an engine whose reload failed: not a number, so the rollout side reads its tokens as
+# of an unknown version and retries them on another engine (activities/generate.ts).
+UNUSABLE = "unusable"
+
+
+def _each(clients: list[EngineClient], fn: Callable[[EngineClient], None]) -> dict[str, str]:
+    """Runs fn on every engine at once; the errors by engine url."""
+    def one(c: EngineClient) -> str | None:
+        try:
+            fn(c)
+            return None
+        except (EngineSyncError, requests.RequestException) as err:
+            return str(err)
+
+    if not clients:
+        return {}
+    with ThreadPoolExecutor(max_workers=len(clients)) as pool:
+        return {c.url: e for c, e in zip(clients, pool.map(one, clients)) if e is not None}
+
+
+def _reported_version(client: EngineClient) -> int | None:
+    try:
+        label = client.weight_version()
+    except (EngineSyncError, requests.RequestException):
+        return None
+    return int(label) if label is not None and label.isdigit() else None
+
+
+def sync_weights_phased(inp: SyncWeightsInput, load: Callable[[EngineClient], None],
+                        heartbeat: Callable[[dict], None] = lambda d: None) -> SyncWeightsOutput:
+    """Version V onto every engine, all or nothing per engine: pause all → load all → reset the prefix
+    cache and label V on those that loaded → resume all → read every label back. An engine whose pause,
+    load or reset failed is labelled UNUSABLE before its resume (never V, nor its old version over
+    half-loaded weights), so no episode takes its tokens; the next sync tries it again. An engine that
+    already serves a newer version is left alone: versions never go backwards."""
     t0 = time.perf_counter()
     version = str(inp.weight_version)
-    try:
-        client.pause(inp.pause_mode)
-        try:
-            load(client)
-            client.reset_prefix_cache()
-            client.set_weight_version(version)
-        finally:
-            client.resume()  # never leave an engine paused, even when the load failed
-        reported = client.weight_version()
-        if reported != version:
-            raise EngineSyncError(f"{client.url} reports weight version {reported!r}, expected {version!r}")
-        return EngineSyncResult(url=client.url, ok=True, seconds=time.perf_counter() - t0, weight_version=reported)
-    except (EngineSyncError, requests.RequestException) as err:
-        return EngineSyncResult(url=client.url, ok=False, seconds=time.perf_counter() - t0, error=str(err))
+    clients = [EngineClient(u) for u in inp.engines]
+    newer = {c.url: v for c in clients if (v := _reported_version(c)) is not None and v > inp.weight_version}
+    targets = [c for c in clients if c.url not in newer]
+    heartbeat({"phase": "pausing", "engines": len(targets)})
+    errors = _each(targets, lambda c: c.pause(inp.pause_mode))
+    paused = [c for c in targets if c.url not in errors]
+    heartbeat({"phase": "reloading", "engines": len(paused)})
+    errors |= _each(paused, load)
+    errors |= _each([c for c in paused if c.url not in errors], lambda c: (c.reset_prefix_cache(), c.set_weight_version(version)))
+    _each([c for c in paused if c.url in errors], lambda c: c.set_weight_version(UNUSABLE))
+    heartbeat({"phase": "resuming", "engines": len(paused)})
+    errors |= {url: f"resume failed: {e}" for url, e in _each(paused, lambda c: c.resume()).items() if url not in errors}
+    results = []
+    for c in clients:
+        if c.url in newer:
+            results.append(EngineSyncResult(url=c.url, ok=True, seconds=0.0, weight_version=str(newer[c.url]),
+                                            error=f"serves version {newer[c.url]}, newer than {version}: left as it is"))
+            continue
+        reported = None
+        if c.url not in errors:
+            try:
+                reported = c.weight_version()
+            except (EngineSyncError, requests.RequestException) as err:
+                errors[c.url] = f"version check failed: {err}"
+        if c.url not in errors and reported != version:
+            errors[c.url] = f"{c.url} reports weight version {reported!r}, expected {version!r}"
+        results.append(EngineSyncResult(url=c.url, ok=c.url not in errors, seconds=time.perf_counter() - t0,
+                                        weight_version=reported, error=errors.get(c.url)))
+    return SyncWeightsOutput(weight_version=inp.weight_version, engines=results)
 
 
 def sync_weights_from_disk(inp: SyncWeightsInput, heartbeat: Callable[[dict], None] = lambda d: None) -> SyncWeightsOutput:
-    results = []
-    for url in inp.engines:
-        heartbeat({"phase": "reloading", "engine": url})
-        results.append(sync_engine(EngineClient(url), inp, lambda c: c.reload_weights(inp.checkpoint)))
-        heartbeat({"engine": url, "ok": results[-1].ok})
-    return SyncWeightsOutput(weight_version=inp.weight_version, engines=results)
+    return sync_weights_phased(inp, lambda c: c.reload_weights(inp.checkpoint), heartbeat)
 
 
 class NcclWeightSender:

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
 import { loadConfig } from '../../../config/load.js';
-import { startEngines, stopEngines } from '../../../lib/engines.js';
+import { readEngineRecords, startEngines, stopEngines } from '../../../lib/engines.js';
 import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir } from '../../../lib/paths.js';
 import { isAlive, portOpen } from '../../../lib/process.js';
 import { VllmClient } from '../../../lib/vllm/client.js';
@@ -18,6 +18,9 @@ export interface TestEngines {
   /** True when this file started them (and stop() ends them; for the suite's shared ones it restores the tiny model). */
   owned: boolean;
   stop(): Promise<void>;
+  /** Engines started here only: their pids, and a restart of the dead ones (waits until healthy). */
+  pids?(): number[];
+  restart?(): Promise<void>;
 }
 
 /** Claims a port for this process until released: a file per port in the machine's /tmp (not the
@@ -77,7 +80,11 @@ export async function testEngines(count = 2): Promise<TestEngines> {
   };
   try {
     const { statuses } = await startEngines(cfg);
-    return { urls: statuses.map((s) => s.url), owned: true, stop };
+    return {
+      urls: statuses.map((s) => s.url), owned: true, stop,
+      pids: () => readEngineRecords(cfg).map((r) => r.pid),
+      restart: async () => void (await startEngines(cfg)),
+    };
   } catch (err) {
     await stop();
     throw err;

@@ -14,7 +14,7 @@ import { trainerCommand } from '../../../workers/trainer-process.js';
 import type { RunProgress, RunResult } from '../../../workflows/training-run-messages.js';
 import { readStepRecords } from '../../../activities/run.js';
 import { startTestServer, stopChild, type TestServer } from './temporal.js';
-import { testEngines } from './engines.js';
+import { type TestEngines, testEngines } from './engines.js';
 
 export interface RunFixture {
   server: TestServer;
@@ -35,8 +35,9 @@ export const SMALL_RUN = [
   'run.steps=2', 'run.eval_interval=0', 'grpo.lr=1e-4',
 ];
 
-export async function startRunFixture(sets: string[] = []): Promise<RunFixture> {
-  const engines = await testEngines(1);
+/** `engines`: the caller's (kept running by close()); else one engine of the suite's or started here. */
+export async function startRunFixture(sets: string[] = [], given?: TestEngines): Promise<RunFixture> {
+  const engines = given ?? (await testEngines(1));
   const server = await startTestServer([...SMALL_RUN, `engines.urls=${JSON.stringify(engines.urls)}`, ...sets]);
   const cfg = server.cfg;
   const workerDir = path.join(server.stateDir, 'workers');
@@ -57,7 +58,7 @@ export async function startRunFixture(sets: string[] = []): Promise<RunFixture> 
     close: async () => {
       await Promise.all([stopChild(fx.rollout), stopChild(fx.trainer)]);
       await server.stop();
-      await engines.stop();
+      if (!given) await engines.stop();
     },
   };
   return fx;
