@@ -63,8 +63,8 @@ def engines():
         e.server.server_close()
 
 
-def sync(version: int, *engines: FakeEngine):
-    return sync_weights_from_disk(SyncWeightsInput(run_id="r", weight_version=version, checkpoint="/ckpt",
+def sync(version: int, *engines: FakeEngine, run_id: str = "r"):
+    return sync_weights_from_disk(SyncWeightsInput(run_id=run_id, weight_version=version, checkpoint="/ckpt",
                                                    engines=[e.url for e in engines]))
 
 
@@ -94,13 +94,16 @@ def test_an_engine_whose_reload_fails_is_labelled_unusable_and_resumed(engines):
     assert ("b", "/reset_prefix_cache") not in CALLS
 
 
-def test_a_sync_never_takes_an_engine_backwards(engines):
-    a, b = engines("a", version="7"), engines("b", version="4")
-    out = sync(5, a, b)
+def test_a_sync_never_takes_an_engine_backwards_within_a_run(engines):
+    a, b = engines("a"), engines("b")
+    sync(7, a, run_id="late")
+    CALLS.clear()
+    out = sync(5, a, b, run_id="late")  # a stale attempt of version 5 arriving after version 7
     assert [e.ok for e in out.engines] == [True, True]
     assert a.version == "7" and b.version == "5"
     assert not any(name == "a" for name, _ in CALLS), "the newer engine was not touched"
     assert "newer" in out.engines[0].error
+    assert sync(0, a, run_id="next").engines[0].ok and a.version == "0", "another run numbers its own versions"
 
 
 def test_a_dead_engine_fails_its_sync_and_the_others_move_on(engines):

@@ -34,6 +34,7 @@ one GPU shared with the trainer would also work through the CUDA-IPC backend ("i
 """
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -89,6 +90,13 @@ class EngineClient:
 # of an unknown version and retries them on another engine (activities/generate.ts).
 UNUSABLE = "unusable"
 
+# What this process last put on each engine, (run id, version): versions are numbered per run, so
+# "never backwards" holds within a run. One sync at a time: a timed-out attempt that is still running
+# and its retry never interleave their pause / reload / resume on one engine (a trainer that died
+# cannot sync any more; its retry runs in the new process).
+_SYNCED: dict[str, tuple[str, int]] = {}
+_SYNC_LOCK = threading.Lock()
+
 
 def _each(clients: list[EngineClient], fn: Callable[[EngineClient], None]) -> dict[str, str]:
     """Runs fn on every engine at once; the errors by engine url."""
@@ -105,25 +113,28 @@ def _each(clients: list[EngineClient], fn: Callable[[EngineClient], None]) -> di
         return {c.url: e for c, e in zip(clients, pool.map(one, clients)) if e is not None}
 
 
-def _reported_version(client: EngineClient) -> int | None:
-    try:
-        label = client.weight_version()
-    except (EngineSyncError, requests.RequestException):
-        return None
-    return int(label) if label is not None and label.isdigit() else None
-
-
 def sync_weights_phased(inp: SyncWeightsInput, load: Callable[[EngineClient], None],
                         heartbeat: Callable[[dict], None] = lambda d: None) -> SyncWeightsOutput:
     """Version V onto every engine, all or nothing per engine: pause all → load all → reset the prefix
     cache and label V on those that loaded → resume all → read every label back. An engine whose pause,
     load or reset failed is labelled UNUSABLE before its resume (never V, nor its old version over
     half-loaded weights), so no episode takes its tokens; the next sync tries it again. An engine that
-    already serves a newer version is left alone: versions never go backwards."""
+    already has a newer version of the same run from this process is left alone: versions never go
+    backwards."""
+    with _SYNC_LOCK:
+        out = _sync_locked(inp, load, heartbeat)
+        for e in out.engines:
+            if e.ok and e.error is None:
+                _SYNCED[e.url] = (inp.run_id, inp.weight_version)
+        return out
+
+
+def _sync_locked(inp: SyncWeightsInput, load: Callable[[EngineClient], None],
+                 heartbeat: Callable[[dict], None]) -> SyncWeightsOutput:
     t0 = time.perf_counter()
     version = str(inp.weight_version)
     clients = [EngineClient(u) for u in inp.engines]
-    newer = {c.url: v for c in clients if (v := _reported_version(c)) is not None and v > inp.weight_version}
+    newer = {c.url: v for c in clients if (r := _SYNCED.get(c.url)) and r[0] == inp.run_id and (v := r[1]) > inp.weight_version}
     targets = [c for c in clients if c.url not in newer]
     heartbeat({"phase": "pausing", "engines": len(targets)})
     errors = _each(targets, lambda c: c.pause(inp.pause_mode))

@@ -57,8 +57,9 @@ async function freeRun(count: number): Promise<number> {
   throw new Error('no free port run in 8170-8199');
 }
 
-export async function testEngines(count = 2): Promise<TestEngines> {
-  const fromEnv = (process.env.TEMPO_RL_TEST_ENGINE_URLS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+/** `own`: always engines started here (a test that kills them must not touch the suite's). */
+export async function testEngines(count = 2, opts: { own?: boolean } = {}): Promise<TestEngines> {
+  const fromEnv = opts.own ? [] : (process.env.TEMPO_RL_TEST_ENGINE_URLS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   if (fromEnv.length >= count) {
     const urls = fromEnv.slice(0, count);
     // The suite's engines are shared: hand them back serving the tiny model, as later files expect.

@@ -1,0 +1,22 @@
+// The chaos suite (issue 13), measured: N trials (default 20) of a small run on the CPU config with
+// two engines, each SIGKILLing a random component at a random moment and restarting it; prints each
+// trial, then kills and recovery p50/p95 per component and every violation (tests/ts/support/chaos.ts).
+//
+//   node --import tsx bench/chaos.ts [--trials 20] [--seed 1] [--json]
+import { parseArgs } from 'node:util';
+import { chaosTable, startChaos, type TrialResult } from '../tests/ts/support/chaos.js';
+
+const { values } = parseArgs({ options: { trials: { type: 'string', default: '20' }, seed: { type: 'string', default: '1' }, json: { type: 'boolean', default: false } } });
+const chaos = await startChaos(Number(values.seed));
+const results: TrialResult[] = [];
+try {
+  for (let i = 0; i < Number(values.trials); i++) {
+    const r = await chaos.trial(i);
+    results.push(r);
+    console.log(`trial ${i}: ${r.component} at ${r.moment}: ${r.killed ? `recovered in ${r.recovery_s?.toFixed(1)} s` : 'not killed (the run ended first)'}; ${r.violations.length} violations; ${r.seconds.toFixed(0)} s`);
+  }
+} finally {
+  await chaos.close();
+}
+console.log(values.json ? JSON.stringify(results) : chaosTable(results));
+process.exit(results.some((r) => r.violations.length) ? 1 : 0);

@@ -1,0 +1,204 @@
+// Chaos trials (issue 13): small training runs on the CPU config with two engines, each SIGKILLing
+// one random component — rollout worker, trainer, Temporal server, an engine — at a random moment
+// (mid-rollout, mid-train, inside a checkpoint save, inside a weight sync), then restarting it. After
+// each run: completed, one commit per step, every sample consumed once, no episode run twice, the
+// optimizer's step count, finite final weights, every engine on the final version.
+// bench/chaos.ts runs N trials and prints the table; tests/ts/chaos.test.ts runs 2.
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import { runHandle, runProgress, startOrContinueRun } from '../../../lib/run-client.js';
+import { serverStatus, startServer } from '../../../lib/server.js';
+import { connectClient } from '../../../lib/temporal.js';
+import type { RunProgress, RunResult } from '../../../workflows/training-run-messages.js';
+import { type TestEngines, testEngines } from './engines.js';
+import { checkExactlyOnce, SMALL_RUN, startRunFixture, type RunFixture } from './run.js';
+
+export const COMPONENTS = ['rollout_worker', 'trainer', 'temporal_server', 'engine'] as const;
+export type Component = (typeof COMPONENTS)[number];
+type Moment = 'rollout' | 'train' | 'checkpoint_save' | 'sync';
+const MOMENTS: Record<Component, Moment[]> = {
+  rollout_worker: ['rollout', 'train', 'sync'],
+  trainer: ['train', 'checkpoint_save', 'sync'],
+  temporal_server: ['rollout', 'train', 'sync'],
+  engine: ['rollout', 'sync'],
+};
+const STEPS = 3;
+// Full checkpoints at steps 1 and 2 (the last); step 0 is light, so kills also land between them.
+const TRIAL_RUN = [...SMALL_RUN, `run.steps=${STEPS}`, 'run.checkpoint_interval=2'];
+
+export interface TrialResult {
+  trial: number;
+  component: Component;
+  moment: string;
+  /** false: the run ended before the moment came (no kill). */
+  killed: boolean;
+  /** Kill → the run moving again (a step, phase or episode further). */
+  recovery_s: number | null;
+  violations: string[];
+  seconds: number;
+}
+
+export interface Chaos {
+  trial(i: number): Promise<TrialResult>;
+  close(): Promise<void>;
+}
+
+/** A random number generator from a seed (mulberry32): trials are reproducible by --seed. */
+export function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const pick = <T>(rng: () => number, xs: readonly T[]): T => xs[Math.floor(rng() * xs.length)]!;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function startChaos(seed: number, components: readonly Component[] = COMPONENTS): Promise<Chaos> {
+  const rng = seeded(seed);
+  // Two engines of its own (one is SIGKILLed and restarted), never the suite's shared ones.
+  const engines: TestEngines = await testEngines(2, { own: true });
+  let fx: RunFixture;
+  try {
+    fx = await startRunFixture([...TRIAL_RUN, `engines.urls=${JSON.stringify(engines.urls)}`], engines);
+  } catch (err) {
+    await engines.stop();
+    throw err;
+  }
+  let client: Client = fx.client;
+  let engineRestart: Promise<void> = Promise.resolve();
+  const runDirOf = (runId: string) => path.join(fx.cfg.state_dir, 'runs', runId);
+
+  const progress = (runId: string) => runProgress(client, runId).catch(() => null);
+
+  /** Resolves with the progress at the moment, or null if the run finished first. */
+  async function reach(runId: string, moment: Moment, step: number): Promise<RunProgress | null> {
+    const deadline = Date.now() + 600_000;
+    while (Date.now() < deadline) {
+      if (moment === 'checkpoint_save') {
+        const dir = path.join(runDirOf(runId), 'checkpoints');
+        let names: string[] = [];
+        try {
+          names = readdirSync(dir);
+        } catch {}
+        if (names.some((n) => n.startsWith(`.tmp-step-${String(step).padStart(6, '0')}-`))) return progress(runId);
+        if (names.includes(`step-${String(step).padStart(6, '0')}`)) return null; // committed before we saw it
+        await sleep(10);
+        continue;
+      }
+      const p = await progress(runId);
+      if (p && p.workflow_status !== 'RUNNING') return null;
+      if (p && (p.step > step || (p.step === step && p.phase === moment))) return p.step === step ? p : null;
+      await sleep(moment === 'sync' ? 10 : 100);
+    }
+    return null;
+  }
+
+  async function kill(component: Component): Promise<void> {
+    if (component === 'rollout_worker') {
+      fx.rollout.kill('SIGKILL');
+      await sleep(500);
+      fx.rollout = fx.startRollout();
+    } else if (component === 'trainer') {
+      fx.trainer.kill('SIGKILL');
+      await sleep(500);
+      fx.trainer = fx.startTrainer();
+    } else if (component === 'temporal_server') {
+      const { pid } = await serverStatus(fx.cfg);
+      if (pid) process.kill(pid, 'SIGKILL');
+      await sleep(500);
+      await startServer(fx.cfg);
+      await client.connection.close().catch(() => undefined);
+      client = await connectClient(fx.cfg);
+    } else {
+      const pids = engines.pids!();
+      process.kill(pick(rng, pids), 'SIGKILL');
+      engineRestart = engineRestart.then(() => engines.restart!()); // in the background: the run goes on
+    }
+  }
+
+  async function violations(runId: string, result: RunResult): Promise<string[]> {
+    const found: string[] = [];
+    try {
+      await checkExactlyOnce(client, fx.cfg, runId, result);
+    } catch (err) {
+      found.push(`exactly once: ${(err as Error).message.split('\n')[0]}`);
+    }
+    if (result.reason) found.push(`run: ${result.reason}`);
+    try {
+      const meta = JSON.parse(readFileSync(path.join(runDirOf(runId), 'checkpoints', `step-${String(STEPS - 1).padStart(6, '0')}`, 'meta.json'), 'utf8'));
+      if (!meta.full) found.push('the last step has no full checkpoint');
+      if (!Array.isArray(meta.param_digest)) found.push('the final weights are not finite');
+    } catch (err) {
+      found.push(`final checkpoint: ${(err as Error).message}`);
+    }
+    for (const url of engines.urls) {
+      const info = await fetch(`${url}/weight_info`).then((r) => r.json() as Promise<{ weight_version?: string }>).catch(() => null);
+      if (info?.weight_version !== String(STEPS)) found.push(`${url} serves version ${info?.weight_version ?? 'none'}, not ${STEPS}`);
+    }
+    return found;
+  }
+
+  return {
+    async trial(i) {
+      const t0 = Date.now();
+      await engineRestart; // the engine a previous trial killed is back
+      const component = pick(rng, components);
+      const moment = pick(rng, MOMENTS[component]);
+      // A light step's save is a few milliseconds: saves are caught in the full ones (steps 1 and 2).
+      const step = moment === 'checkpoint_save' ? 1 + Math.floor(rng() * (STEPS - 1)) : Math.floor(rng() * STEPS);
+      const delay = moment === 'rollout' ? rng() * 3000 : moment === 'train' ? rng() * 1500 : 0;
+      const runId = `chaos-${seed}-${i}`;
+      await startOrContinueRun(client, fx.cfg, runId);
+      const at = await reach(runId, moment, step);
+      let recovery: number | null = null;
+      if (at) {
+        await sleep(delay);
+        const before = (await progress(runId)) ?? at;
+        const tKill = Date.now();
+        await kill(component);
+        for (let p = await progress(runId); Date.now() - tKill < 900_000; p = await progress(runId)) {
+          if (p && (p.workflow_status !== 'RUNNING' || p.step > before.step || p.phase !== before.phase || p.episodes_done > before.episodes_done)) break;
+          await sleep(100);
+        }
+        recovery = (Date.now() - tKill) / 1000;
+      }
+      const result = (await runHandle(client, runId).result()) as RunResult;
+      await engineRestart;
+      return {
+        trial: i, component, moment: `${moment} of step ${step}${delay ? ` +${Math.round(delay)} ms` : ''}`, killed: at !== null,
+        recovery_s: recovery, violations: await violations(runId, result), seconds: (Date.now() - t0) / 1000,
+      };
+    },
+    async close() {
+      await engineRestart.catch(() => undefined);
+      await fx.close();
+      await engines.stop();
+    },
+  };
+}
+
+const quantile = (xs: number[], q: number) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length ? s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)]! : Number.NaN;
+};
+
+/** The table: trials, kills and recovery p50/p95 per component, violations. */
+export function chaosTable(results: TrialResult[]): string {
+  const lines = ['| component | trials | kills | recovery p50 (s) | recovery p95 (s) | violations |', '| --- | --- | --- | --- | --- | --- |'];
+  for (const c of COMPONENTS) {
+    const rs = results.filter((r) => r.component === c);
+    if (!rs.length) continue;
+    const rec = rs.flatMap((r) => (r.recovery_s === null ? [] : [r.recovery_s]));
+    lines.push(`| ${c} | ${rs.length} | ${rs.filter((r) => r.killed).length} | ${quantile(rec, 0.5).toFixed(1)} | ${quantile(rec, 0.95).toFixed(1)} | ${rs.reduce((n, r) => n + r.violations.length, 0)} |`);
+  }
+  const v = results.reduce((n, r) => n + r.violations.length, 0);
+  lines.push('', `${results.length} trials, ${results.filter((r) => r.killed).length} kills, ${v} violations`);
+  for (const r of results) for (const x of r.violations) lines.push(`  trial ${r.trial} (${r.component}, ${r.moment}): ${x}`);
+  return lines.join('\n');
+}
