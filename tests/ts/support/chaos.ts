@@ -10,6 +10,7 @@ import type { Client } from '@temporalio/client';
 import { runHandle, runProgress, startOrContinueRun } from '../../../lib/run-client.js';
 import { serverStatus, startServer } from '../../../lib/server.js';
 import { connectClient } from '../../../lib/temporal.js';
+import { isAlive, waitFor } from '../../../lib/process.js';
 import type { RunProgress, RunResult } from '../../../workflows/training-run-messages.js';
 import { type TestEngines, testEngines } from './engines.js';
 import { checkExactlyOnce, SMALL_RUN, startRunFixture, type RunFixture } from './run.js';
@@ -116,9 +117,12 @@ export async function startChaos(seed: number, components: readonly Component[] 
       await client.connection.close().catch(() => undefined);
       client = await connectClient(fx.cfg);
     } else {
-      const pids = engines.pids!();
-      process.kill(pick(rng, pids), 'SIGKILL');
-      engineRestart = engineRestart.then(() => engines.restart!()); // in the background: the run goes on
+      // The whole engine (its process group: API server, engine core, workers), as when its host dies;
+      // SIGKILL of the API process alone leaves vLLM's engine core and workers running as orphans.
+      const pid = pick(rng, engines.pids!());
+      process.kill(-pid, 'SIGKILL');
+      await waitFor(async () => !isAlive(pid), `engine pid ${pid} to exit`, 30_000, 100);
+      engineRestart = engineRestart.catch(() => undefined).then(() => engines.restart!()); // in the background: the run goes on
     }
   }
 
