@@ -10,7 +10,7 @@ import type { Client } from '@temporalio/client';
 import { runHandle, runProgress, startOrContinueRun } from '../../../lib/run-client.js';
 import { serverStatus, startServer } from '../../../lib/server.js';
 import { connectClient } from '../../../lib/temporal.js';
-import { isAlive, waitFor } from '../../../lib/process.js';
+import { isAlive, portOpen, waitFor } from '../../../lib/process.js';
 import type { RunProgress, RunResult } from '../../../workflows/training-run-messages.js';
 import { type TestEngines, testEngines } from './engines.js';
 import { checkExactlyOnce, SMALL_RUN, startRunFixture, type RunFixture } from './run.js';
@@ -119,9 +119,12 @@ export async function startChaos(seed: number, components: readonly Component[] 
     } else {
       // The whole engine (its process group: API server, engine core, workers), as when its host dies;
       // SIGKILL of the API process alone leaves vLLM's engine core and workers running as orphans.
-      const pid = pick(rng, engines.pids!());
+      const i = Math.floor(rng() * engines.urls.length);
+      const pid = engines.pids!()[i]!;
       process.kill(-pid, 'SIGKILL');
-      await waitFor(async () => !isAlive(pid), `engine pid ${pid} to exit`, 30_000, 100);
+      // Its engine core and workers hold the listening socket a moment longer than the API process.
+      const { port } = new URL(engines.urls[i]!);
+      await waitFor(async () => !isAlive(pid) && !(await portOpen('127.0.0.1', Number(port), 300)), `engine ${engines.urls[i]} to be gone`, 60_000, 200);
       engineRestart = engineRestart.catch(() => undefined).then(() => engines.restart!()); // in the background: the run goes on
     }
   }
@@ -151,7 +154,7 @@ export async function startChaos(seed: number, components: readonly Component[] 
   return {
     async trial(i) {
       const t0 = Date.now();
-      await engineRestart; // the engine a previous trial killed is back
+      await engineRestart.catch(() => engines.restart!()); // the engine a previous trial killed is back
       const component = pick(rng, components);
       const moment = pick(rng, MOMENTS[component]);
       // A light step's save is a few milliseconds: saves are caught in the full ones (steps 1 and 2).
