@@ -9,6 +9,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { runHandle, runProgress, startOrContinueRun } from '../../../lib/run-client.js';
 import { serverStatus, startServer } from '../../../lib/server.js';
+import { seededRandom } from '../../../lib/prompt-order.js';
 import { connectClient } from '../../../lib/temporal.js';
 import { isAlive, portOpen, waitFor } from '../../../lib/process.js';
 import type { RunProgress, RunResult } from '../../../workflows/training-run-messages.js';
@@ -45,23 +46,11 @@ export interface Chaos {
   close(): Promise<void>;
 }
 
-/** A random number generator from a seed (mulberry32): trials are reproducible by --seed. */
-export function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const pick = <T>(rng: () => number, xs: readonly T[]): T => xs[Math.floor(rng() * xs.length)]!;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 export async function startChaos(seed: number, components: readonly Component[] = COMPONENTS): Promise<Chaos> {
-  const rng = seeded(seed);
+  const rng = seededRandom(seed); // trials are reproducible by --seed
   // Two engines of its own (one is SIGKILLed and restarted), never the suite's shared ones.
   const engines: TestEngines = await testEngines(2, { own: true });
   let fx: RunFixture;
