@@ -42,7 +42,7 @@ export function register(program: Command): void {
       action(async (opts: { json?: boolean }, cmd: Command) => {
         const workers = workerStatuses(configFrom(cmd));
         if (opts.json) return printJson({ workers });
-        for (const w of workers) console.log(`${w.kind}: ${w.running ? `running (pid ${w.pid}, log ${w.log})` : 'not running'}, task queue ${w.task_queue}`);
+        for (const w of workers) console.log(`${w.kind}: ${w.running ? `running (pid ${w.pid}${w.standby_pids.length ? `, standby ${w.standby_pids.join(' ')}` : ''}, log ${w.log})` : 'not running'}, task queue ${w.task_queue}`);
       }),
     );
 }

@@ -217,6 +217,10 @@ export const RunConfig = z
     /** A step in which every episode failed is redone this many times (same prompts, new episodes),
      *  waiting empty_step_wait_s × the try between; then the run ends 'failed', nothing skipped. */
     empty_step_retries: z.number().int().nonnegative().default(3),
+    /** Trainer processes a stack keeps warm beside the active one (imports done, polling nothing); one
+     *  takes over the moment the active trainer dies (workers/trainer/worker.py). 0: a dead trainer
+     *  waits for its restart. */
+    trainer_standbys: z.number().int().nonnegative().max(4).default(1),
     empty_step_wait_s: z.number().nonnegative().default(30),
     eval_interval: z.number().int().nonnegative().default(0),
     /** Held-out prompts per eval: the first ones of the eval split, at most all of it. */

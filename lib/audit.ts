@@ -1,7 +1,7 @@
 // The audit view of an episode, rebuilt from its Temporal history (what each activity was asked
 // and answered: turn text, token ids, finish reasons, engines) and the blob store (the sample).
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { defaultPayloadConverter } from '@temporalio/common';
+import { decodeTimeoutType, defaultPayloadConverter } from '@temporalio/common';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { z } from 'zod';
 import type { LocalBlobStore } from './blobstore.js';
@@ -15,7 +15,18 @@ export interface ActivityCall {
   result: unknown;
   /** Attempt that completed (or the last started), from the history. */
   attempt: number | null;
+  /** Why the attempt before it ended, when it was retried: the failure's type (WorkerDied: its worker
+   *  process died and a successor failed it over) or the timeout's (heartbeat, start_to_close…). */
+  retried_after: string | null;
   outcome: 'completed' | 'failed' | 'timed_out' | 'canceled' | 'pending';
+}
+
+type Failure = NonNullable<NonNullable<NonNullable<History['events']>[number]['activityTaskStartedEventAttributes']>['lastFailure']>;
+function failureKind(f: Failure | null | undefined): string | null {
+  if (!f) return null;
+  const timeout = f.timeoutFailureInfo?.timeoutType;
+  if (timeout !== undefined && timeout !== null) return `timeout: ${(decodeTimeoutType(timeout) ?? String(timeout)).toLowerCase()}`;
+  return f.applicationFailureInfo?.type || f.message || 'failure';
 }
 
 export interface AuditedTurn {
@@ -70,11 +81,11 @@ export function activityCalls(history: History): ActivityCall[] {
   for (const ev of history.events ?? []) {
     const id = String(ev.eventId);
     const sched = ev.activityTaskScheduledEventAttributes;
-    if (sched) bySchedule.set(id, { type: sched.activityType?.name ?? '?', input: decode(sched.input), result: undefined, attempt: null, outcome: 'pending' });
+    if (sched) bySchedule.set(id, { type: sched.activityType?.name ?? '?', input: decode(sched.input), result: undefined, attempt: null, retried_after: null, outcome: 'pending' });
     const started = ev.activityTaskStartedEventAttributes;
     if (started) {
       const c = bySchedule.get(String(started.scheduledEventId));
-      if (c) c.attempt = started.attempt ?? null;
+      if (c) Object.assign(c, { attempt: started.attempt ?? null, retried_after: failureKind(started.lastFailure) });
     }
     const done = ev.activityTaskCompletedEventAttributes;
     if (done) {

@@ -33,6 +33,10 @@ export const stateLayout = (stateDir: string) => ({
   blobs: path.join(stateDir, 'blobs'),
   runs: path.join(stateDir, 'runs'),
   workers: path.join(stateDir, 'workers'),
+  /** Each worker kind's in-flight ledger (lib/inflight.ts, workers/trainer/inflight.py). */
+  inflight: (kind: 'rollout' | 'trainer') => path.join(stateDir, 'workers', 'inflight', kind),
+  /** The lock the active trainer holds; standbys wait on it (workers/trainer/worker.py). */
+  trainerLock: path.join(stateDir, 'workers', 'trainer.lock'),
   /** What `train --detach` started, per run (lib/detached-run.ts). */
   detachedRuns: path.join(stateDir, 'workers', 'detached'),
 });

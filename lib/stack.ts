@@ -9,7 +9,7 @@ import { childLogger } from './log.js';
 import { REPO_ROOT, stateLayout } from './paths.js';
 import { commandLine, isAlive, spawnDetached, stopProcess } from './process.js';
 import { serverStatus, startServer, stopServer } from './server.js';
-import { trainerCommand } from '../workers/trainer-process.js';
+import { activeTrainerPid, trainerCommand } from '../workers/trainer-process.js';
 
 const log = childLogger('stack');
 export const WORKER_KINDS = ['rollout', 'trainer'] as const;
@@ -23,9 +23,13 @@ function workerRecordPath(cfg: TempoConfig, kind: WorkerKind): string {
 
 interface WorkerRecord {
   pid: number;
+  /** Every process of the kind: the trainer's standbys beside the first (run.trainer_standbys). */
+  pids?: number[];
   log: string;
   task_queue?: string;
 }
+
+const ours = (pid: number, kind: WorkerKind) => isAlive(pid) && commandLine(pid).includes(WORKER_COMMAND[kind]);
 
 function readWorkerRecord(cfg: TempoConfig, kind: WorkerKind): WorkerRecord | null {
   try {
@@ -35,15 +39,26 @@ function readWorkerRecord(cfg: TempoConfig, kind: WorkerKind): WorkerRecord | nu
   }
 }
 
-export function workerPid(cfg: TempoConfig, kind: WorkerKind): number | null {
+/** The live processes of a kind this stack started (the trainer's standbys too). */
+function workerPids(cfg: TempoConfig, kind: WorkerKind): number[] {
   const rec = readWorkerRecord(cfg, kind);
-  return rec && isAlive(rec.pid) && commandLine(rec.pid).includes(WORKER_COMMAND[kind]) ? rec.pid : null;
+  return rec ? (rec.pids ?? [rec.pid]).filter((pid) => ours(pid, kind)) : [];
+}
+
+/** A live process of the kind (the active trainer when it is one of ours), or null. */
+export function workerPid(cfg: TempoConfig, kind: WorkerKind): number | null {
+  const pids = workerPids(cfg, kind);
+  const active = kind === 'trainer' ? activeTrainerPid(cfg) : null;
+  return active !== null && pids.includes(active) ? active : pids[0] ?? null;
 }
 
 export interface WorkerStatus {
   kind: WorkerKind;
   running: boolean;
+  /** The active process (the trainer holding its lock). */
   pid: number | null;
+  /** The kind's other live processes: the trainer's standbys. */
+  standby_pids: number[];
   task_queue: string;
   log: string | null;
 }
@@ -53,7 +68,10 @@ export function workerStatuses(cfg: TempoConfig): WorkerStatus[] {
   return WORKER_KINDS.map((kind) => {
     const pid = workerPid(cfg, kind);
     const rec = pid ? readWorkerRecord(cfg, kind) : null;
-    return { kind, running: pid !== null, pid, task_queue: rec?.task_queue ?? cfg.temporal.task_queues[kind], log: rec?.log ?? null };
+    return {
+      kind, running: pid !== null, pid, standby_pids: workerPids(cfg, kind).filter((p) => p !== pid),
+      task_queue: rec?.task_queue ?? cfg.temporal.task_queues[kind], log: rec?.log ?? null,
+    };
   });
 }
 
@@ -64,26 +82,31 @@ export function startWorker(cfg: TempoConfig, kind: WorkerKind): number {
   const cfgFile = path.join(dir, 'config.json');
   writeFileSync(cfgFile, JSON.stringify(cfg));
   const logFile = path.join(dir, `${kind}.log`);
-  const spawned =
+  const spawn = () =>
     kind === 'rollout'
       ? spawnDetached(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), '-c', cfgFile, 'worker', 'rollout'], { log: logFile, cwd: REPO_ROOT })
       : (() => {
           const { cmd, args, env } = trainerCommand(cfg);
           return spawnDetached(cmd, args, { log: logFile, env, cwd: REPO_ROOT });
         })();
-  const rec: WorkerRecord = { pid: spawned.pid, log: logFile, task_queue: cfg.temporal.task_queues[kind] };
+  const count = kind === 'trainer' ? 1 + cfg.run.trainer_standbys : 1;
+  const pids = Array.from({ length: count }, () => spawn().pid);
+  const rec: WorkerRecord = { pid: pids[0]!, pids, log: logFile, task_queue: cfg.temporal.task_queues[kind] };
   writeFileSync(workerRecordPath(cfg, kind), JSON.stringify(rec));
-  log.info({ kind, pid: spawned.pid, log: logFile, task_queue: rec.task_queue }, 'worker started');
-  return spawned.pid;
+  log.info({ kind, pids, log: logFile, task_queue: rec.task_queue }, 'worker started');
+  return pids[0]!;
 }
 
 export async function stopWorker(cfg: TempoConfig, kind: WorkerKind, signal: 'graceful' | 'kill' = 'graceful'): Promise<boolean> {
-  const pid = workerPid(cfg, kind);
+  // Standbys first: stopping the active trainer first would hand its lock to one of them.
+  const active = workerPid(cfg, kind);
+  const pids = workerPids(cfg, kind).sort((a, b) => Number(a === active) - Number(b === active));
   rmSync(workerRecordPath(cfg, kind), { force: true });
-  if (!pid) return false;
-  if (signal === 'kill') process.kill(-pid, 'SIGKILL');
-  else await stopProcess(pid, 15_000);
-  return true;
+  for (const pid of pids) {
+    if (signal === 'kill') process.kill(-pid, 'SIGKILL');
+    else await stopProcess(pid, 15_000);
+  }
+  return pids.length > 0;
 }
 
 /** Stops this stack's background workers; returns the kinds that were running. */

@@ -1,32 +1,56 @@
 // The TypeScript worker: all workflows and the rollout activities, on the stack's rollout task queue
 // (temporal.task_queues.rollout).
 import { fileURLToPath } from 'node:url';
+import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import type { TempoConfig } from '../config/schema.js';
+import { InflightLedger, WORKER_DIED } from '../lib/inflight.js';
 import { childLogger } from '../lib/log.js';
-import { connectWorker } from '../lib/temporal.js';
+import { stateLayout } from '../lib/paths.js';
+import { connectClient, connectWorker } from '../lib/temporal.js';
 import { installTemporalRuntime } from '../lib/temporal-runtime.js';
 import { createActivities, rolloutDeps, type RolloutDeps } from '../activities/index.js';
 
 const log = childLogger('rollout-worker');
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+// A killed worker's sticky workflow tasks move to the shared queue after this (the SDK's default is
+// 10 s); a live but busy worker loses nothing but a replay of a short history.
+const STICKY_TIMEOUT = '3 seconds';
+
+/** Fails the activities that dead rollout workers of this stack left running on this host (lib/inflight.ts). */
+async function failOverDeadWorkers(cfg: TempoConfig, ledger: InflightLedger): Promise<void> {
+  const client = await connectClient(cfg);
+  try {
+    const done = await ledger.failOverDead((token, reason) => client.activity.fail(token, ApplicationFailure.retryable(reason, WORKER_DIED)));
+    if (done.length) log.warn({ activities: done.map((e) => `${e.workflow_id}/${e.activity_type}`) }, 'failed over the activities of a dead rollout worker');
+  } finally {
+    await client.connection.close();
+  }
+}
 
 export async function createRolloutWorker(cfg: TempoConfig, deps: RolloutDeps = rolloutDeps(cfg)): Promise<Worker> {
   installTemporalRuntime();
+  const ledger = new InflightLedger(stateLayout(cfg.state_dir).inflight('rollout'));
+  const failedOver = failOverDeadWorkers(cfg, ledger).catch((err) => log.warn({ err: (err as Error).message }, 'could not fail over dead workers\' activities'));
   const connection = await connectWorker(cfg);
-  return Worker.create({
+  const worker = await Worker.create({
     connection,
     namespace: cfg.temporal.namespace,
     taskQueue: cfg.temporal.task_queues.rollout,
     workflowsPath: WORKFLOWS_PATH,
     activities: createActivities(deps),
+    interceptors: { activity: [ledger.interceptor()] },
     maxConcurrentActivityTaskExecutions: Math.max(4, cfg.rollout.concurrency * 2),
+    stickyQueueScheduleToStartTimeout: STICKY_TIMEOUT,
     bundlerOptions: { ignoreModules: [] },
   });
+  await failedOver;
+  return worker;
 }
 
 export async function runRolloutWorker(cfg: TempoConfig): Promise<void> {
   const worker = await createRolloutWorker(cfg);
   log.info({ taskQueue: cfg.temporal.task_queues.rollout, pid: process.pid }, 'rollout worker running');
   await worker.run();
+  new InflightLedger(stateLayout(cfg.state_dir).inflight('rollout')).close();
 }

@@ -1,9 +1,11 @@
 // Starts the Python trainer worker (workers/trainer) with the Temporal settings of the config and its
 // stack's task queue and blob root.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
 import { pythonBin, REPO_ROOT, stateLayout } from '../lib/paths.js';
+import { isAlive } from '../lib/process.js';
 import { temporalAddress } from '../lib/temporal.js';
 
 export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[]; env: NodeJS.ProcessEnv } {
@@ -24,8 +26,20 @@ export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[];
   const args = [
     '-m', 'trainer.worker', '--address', temporalAddress(cfg), '--namespace', t.namespace,
     '--task-queue', t.task_queues.trainer, '--blob-root', stateLayout(cfg.state_dir).blobs,
+    // The stack's trainer processes: one active (holds the lock), the others standing by (worker.py).
+    '--lock-file', stateLayout(cfg.state_dir).trainerLock, '--inflight-dir', stateLayout(cfg.state_dir).inflight('trainer'),
   ];
   return { cmd: pythonBin(), args, env };
+}
+
+/** The pid of the stack's active trainer (the one holding the trainer lock), or null. */
+export function activeTrainerPid(cfg: TempoConfig): number | null {
+  try {
+    const pid = Number(readFileSync(stateLayout(cfg.state_dir).trainerLock, 'utf8').trim());
+    return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : null;
+  } catch {
+    return null;
+  }
 }
 
 /** Runs the trainer worker in the foreground; resolves with its exit code. */

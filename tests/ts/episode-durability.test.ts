@@ -65,6 +65,8 @@ test('SIGKILL during turn 2: a new worker finishes the episode; turn 1 is genera
     assert.equal(generates.length, 2);
     assert.equal((generates[0]!.result as { attempt: number }).attempt, 1);
     assert.ok((generates[1]!.result as { attempt: number }).attempt >= 2, 'turn 2 was retried after the kill');
+    // The new worker found the dead one's turn in the in-flight ledger and failed it over at once (lib/inflight.ts).
+    assert.equal(generates[1]!.retried_after, 'WorkerDied', 'failed over by the next worker, not left to the heartbeat timeout');
     assert.equal(calls.filter((c) => c.type === 'renderPrompt').length, 1, 'the prompt was rendered once');
     await recordHistory(client, opts.workflowId, 'episode-worker-killed-in-turn-2');
   } finally {

@@ -10,14 +10,16 @@ import { waitFor } from '../../lib/process.js';
 import { serverStatus, startServer } from '../../lib/server.js';
 import { connectClient } from '../../lib/temporal.js';
 import type { RunResult } from '../../workflows/training-run-messages.js';
-import { checkExactlyOnce, startRunFixture, waitForProgress, type RunFixture } from './support/run.js';
+import { activityCalls } from '../../lib/audit.js';
+import { activeTrainerPid } from '../../workers/trainer-process.js';
+import { checkExactlyOnce, runHistories, startRunFixture, waitForProgress, type RunFixture } from './support/run.js';
 
 const recoveries: Record<string, number> = {};
 after(() => console.log(`recovery times (s): ${JSON.stringify(recoveries)}`));
 
 /** `then` checks the finished run's state directory (the fixture removes it afterwards). */
 async function runWithCrash(name: string, crash: (fx: RunFixture, runId: string) => Promise<void>,
-  opts: { sets?: string[]; then?: (runDir: string) => void } = {}): Promise<void> {
+  opts: { sets?: string[]; then?: (runDir: string, fx: RunFixture) => void | Promise<void> } = {}): Promise<void> {
   const fx = await startRunFixture(opts.sets);
   try {
     const runId = `crash-${name}`;
@@ -26,7 +28,7 @@ async function runWithCrash(name: string, crash: (fx: RunFixture, runId: string)
     const client = await connectClient(fx.cfg);
     const result = (await runHandle(client, runId).result()) as RunResult;
     await checkExactlyOnce(client, fx.cfg, runId, result);
-    opts.then?.(path.join(fx.cfg.state_dir, 'runs', runId));
+    await opts.then?.(path.join(fx.cfg.state_dir, 'runs', runId), fx);
   } finally {
     await fx.close();
   }
@@ -46,21 +48,37 @@ test('SIGKILL of the rollout worker mid-step: a new worker finishes the run', { 
   });
 });
 
-test('SIGKILL of the trainer worker during a train step: the step is trained exactly once', { timeout: 900_000 }, async () => {
+/** The train_step calls of a run, each with the attempt that completed it and why the one before ended. */
+async function trainStepCalls(fx: RunFixture, runId: string) {
+  return (await runHistories(fx.client, runId)).flatMap((h) => activityCalls(h).filter((c) => c.type === 'train_step'));
+}
+
+test('SIGKILL of the active trainer during a train step: its standby takes over, fails the step over at once, and trains it exactly once', { timeout: 900_000 }, async () => {
+  let atKill = -1;
   await runWithCrash('trainer', async (fx, runId) => {
     // Kill as soon as the first train step is seen in flight (loading the model and training take seconds).
-    const atKill = await waitForProgress(fx.client, runId, (p) => p.phase === 'train', 'a train step', 600_000);
-    fx.trainer.kill('SIGKILL');
+    atKill = (await waitForProgress(fx.client, runId, (p) => p.phase === 'train', 'a train step', 600_000)).step;
+    const standbys = fx.trainers.map((t) => t.pid);
+    const killed = await fx.killTrainer();
     const t0 = Date.now();
-    const ckpt = path.join(fx.cfg.state_dir, 'runs', runId, 'checkpoints', `step-${String(atKill.step).padStart(6, '0')}`);
+    const ckpt = path.join(fx.cfg.state_dir, 'runs', runId, 'checkpoints', `step-${String(atKill).padStart(6, '0')}`);
     assert.equal(existsSync(path.join(ckpt, 'meta.json')), false, 'the kill landed before the step was committed');
-    fx.trainer = fx.startTrainer();
+    let active: number | null = null;
+    await waitFor(async () => (active = activeTrainerPid(fx.cfg)) !== null && active !== killed, 'a standby to take over', 120_000, 50);
+    assert.ok(standbys.includes(active!), `the standby that was already warm took over (${active}), not the process started in place of the killed one`);
     // Two measures: until the step is committed again, and until the run has moved past it (weight sync, records).
     const committed = waitFor(async () => existsSync(path.join(ckpt, 'meta.json')), 'the step committed after the crash', 600_000, 100)
       .then(() => { recoveries.trainer_worker_commit = (Date.now() - t0) / 1000; });
-    await waitForProgress(fx.client, runId, (p) => p.step > atKill.step, 'the train step to finish after the crash');
+    await waitForProgress(fx.client, runId, (p) => p.step > atKill, 'the train step to finish after the crash');
     recoveries.trainer_worker = (Date.now() - t0) / 1000;
     await committed;
+  }, {
+    sets: ['run.trainer_standbys=1'],
+    then: async (_runDir, fx) => {
+      const redone = (await trainStepCalls(fx, 'crash-trainer'))[atKill]!;
+      assert.ok(redone.attempt! >= 2, `step ${atKill} was retried (attempt ${redone.attempt})`);
+      assert.equal(redone.retried_after, 'WorkerDied', 'the dead trainer\'s attempt was failed over by its successor, not left to the heartbeat timeout');
+    },
   });
 });
 
@@ -69,10 +87,9 @@ test('SIGKILL of the trainer between full checkpoints (run.checkpoint_interval):
     const runDir = path.join(fx.cfg.state_dir, 'runs', runId);
     // Step 0 is light (its record only): the trainer that restarts in step 1 must rebuild step 0 from it.
     const atKill = await waitForProgress(fx.client, runId, (p) => p.phase === 'train' && p.step === 1, 'train step 1', 600_000);
-    fx.trainer.kill('SIGKILL');
+    await fx.killTrainer();
     const t0 = Date.now();
     assert.equal(existsSync(path.join(runDir, 'checkpoints', 'step-000001', 'meta.json')), false, 'the kill landed before step 1 was committed');
-    fx.trainer = fx.startTrainer();
     await waitForProgress(fx.client, runId, (p) => p.step > atKill.step, 'train step 1 after the crash');
     recoveries.trainer_worker_light_step = (Date.now() - t0) / 1000;
   }, {

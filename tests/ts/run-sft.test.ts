@@ -36,10 +36,9 @@ test('an SFT run on tool transcripts: rollout token layout, falling NLL, exactly
   const runId = 'sft-crash';
   await startOrContinueRun(fx.client, fx.cfg, runId);
   const atKill = await waitForProgress(fx.client, runId, (p) => p.phase === 'train' && p.step === 1, 'the second SFT step in training', 600_000);
-  fx.trainer.kill('SIGKILL');
+  await fx.killTrainer();
   const runDir = path.join(fx.cfg.state_dir, 'runs', runId);
   assert.equal(existsSync(path.join(runDir, 'checkpoints', `step-${String(atKill.step).padStart(6, '0')}`, 'meta.json')), false, 'killed before the commit');
-  fx.trainer = fx.startTrainer();
   const result = (await runHandle(fx.client, runId).result()) as RunResult;
   assert.equal(result.status, 'completed');
   assert.equal(result.steps_done, STEPS);

@@ -65,14 +65,16 @@ test('worker stop stops this stack\'s background workers and leaves another stac
   const started = await ensureStack(cfg);
   assert.deepEqual(started, { server: false, engines: false, rollout: true, trainer: true });
   await workersAnswer();
-  const pids = [workerPid(cfg, 'rollout'), workerPid(cfg, 'trainer')];
-  assert.ok(pids.every((p) => p !== null), `both recorded: ${pids}`);
+  const standbys = workerStatuses(cfg).find((w) => w.kind === 'trainer')!.standby_pids;
+  assert.equal(standbys.length, cfg.run.trainer_standbys, 'the trainer\'s standbys run beside it');
+  const pids = [workerPid(cfg, 'rollout'), workerPid(cfg, 'trainer'), ...standbys];
+  assert.ok(pids.every((p) => p !== null), `all recorded: ${pids}`);
   assert.deepEqual(workerStatuses(cfg).map((w) => [w.kind, w.running, w.task_queue]), [
     ['rollout', true, cfg.temporal.task_queues.rollout], ['trainer', true, cfg.temporal.task_queues.trainer],
   ]);
 
   assert.deepEqual(cli('worker', 'stop', '--json'), { stopped: ['rollout', 'trainer'] });
-  assert.ok(pids.every((p) => !isAlive(p!)), 'both worker processes are gone');
+  assert.ok(pids.every((p) => !isAlive(p!)), 'every worker process is gone, the trainer\'s standby too');
   assert.deepEqual(cli('worker', 'status', '--json').workers, workerStatuses(cfg));
   assert.ok(workerStatuses(cfg).every((w) => !w.running));
   assert.ok(isAlive(otherPid) && workerPid(other, 'rollout') === otherPid, 'the other stack\'s worker still runs');

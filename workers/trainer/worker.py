@@ -1,7 +1,15 @@
-"""The trainer worker: `python -m trainer.worker --address HOST:PORT --namespace NS --task-queue Q --blob-root DIR`.
+"""The trainer worker: `python -m trainer.worker --address HOST:PORT --namespace NS --task-queue Q --blob-root DIR
+[--lock-file F --inflight-dir D]`.
 
 The task queue and the blob root are those of one stack (tempo-rl passes them, workers/trainer-process.ts):
 a train step whose blob root is not DIR is refused, retryably.
+
+Active and standby: with --lock-file, the process that holds an exclusive lock on F is the stack's
+active trainer (it writes its pid into F); any other waits on the lock with its imports done (torch,
+transformers, the SDK: most of a trainer's start-up) and polls nothing. The kernel frees the lock the
+moment the active process dies, SIGKILL included, so a standby takes over at once. Whoever becomes
+active first fails the activities that dead trainers left in the in-flight ledger (--inflight-dir,
+inflight.py), so their retries start now instead of after the heartbeat timeout.
 
 TLS and API key come from the standard TEMPORAL_* environment variables (TEMPORAL_ADDRESS,
 TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
@@ -11,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import fcntl
 import json
 import logging
 import os
@@ -21,9 +30,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from temporalio.client import Client, TLSConfig
+from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from .activities import TrainerActivities
+from .inflight import WORKER_DIED, InflightLedger
 from .train_step import Trainer
 
 ACTIVITY_SLOTS = 8
@@ -57,17 +68,51 @@ def tls_from_env() -> TLSConfig | bool:
         domain=name or None)
 
 
-async def run(address: str, namespace: str, task_queue: str, blob_root: str | None = None) -> None:
+def become_active(lock_file: str) -> int:
+    """Blocks until this process holds the stack's trainer lock (at once when no other trainer does);
+    returns the lock's file descriptor, which must stay open as long as the process is active."""
+    log = logging.getLogger("trainer.worker")
+    Path(lock_file).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        log.info("standby: waiting for the active trainer", extra={"active_pid": holder, "lock_file": lock_file})
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        log.info("taking over as the active trainer", extra={"previous_pid": holder})
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+    return fd
+
+
+async def fail_over_dead_trainers(client: Client, ledger: InflightLedger) -> None:
+    async def fail(token: bytes, reason: str) -> None:
+        await client.get_async_activity_handle(task_token=token).fail(ApplicationError(reason, type=WORKER_DIED))
+
+    done = await ledger.fail_over_dead(fail)
+    if done:
+        logging.getLogger("trainer.worker").warning(
+            "failed over the activities of a dead trainer",
+            extra={"activities": [f"{e['workflow_id']}/{e['activity_type']}" for e in done]})
+
+
+async def run(address: str, namespace: str, task_queue: str, blob_root: str | None = None,
+              inflight_dir: str | None = None) -> None:
     log = logging.getLogger("trainer.worker")
     client = await Client.connect(address, namespace=namespace, api_key=os.environ.get("TEMPORAL_API_KEY") or None,
                                   tls=tls_from_env())
+    ledger = InflightLedger(inflight_dir) if inflight_dir else None
+    if ledger is not None:
+        await fail_over_dead_trainers(client, ledger)
     activities = TrainerActivities(Trainer(), blob_root)
     # One thread per activity slot. Train steps serialise on the trainer's lock (one model per
     # process) and each waiting one holds a slot, so there are slots to spare: a running step and a
     # retry waiting beside it must still leave sync_weights, log_metrics and trainer_info room.
     with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS) as pool:
         worker = Worker(client, task_queue=task_queue, activities=activities.all(), activity_executor=pool,
-                        max_concurrent_activities=ACTIVITY_SLOTS)
+                        max_concurrent_activities=ACTIVITY_SLOTS,
+                        interceptors=[ledger.interceptor()] if ledger is not None else [])
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -76,6 +121,8 @@ async def run(address: str, namespace: str, task_queue: str, blob_root: str | No
                                                   "blob_root": blob_root, "device": str(activities.trainer.device)})
         async with worker:
             await stop.wait()
+        if ledger is not None:
+            ledger.close()
         log.info("trainer worker stopped")
 
 
@@ -85,6 +132,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--namespace", default=os.environ.get("TEMPORAL_NAMESPACE", "default"))
     parser.add_argument("--task-queue", required=True, help="the stack's trainer queue (temporal.task_queues.trainer)")
     parser.add_argument("--blob-root", default=None, help="the stack's blob store; train steps for another are refused")
+    parser.add_argument("--lock-file", default=None, help="the stack's trainer lock: its holder is active, others stand by")
+    parser.add_argument("--inflight-dir", default=None, help="the stack's in-flight ledger of trainer activities")
     parser.add_argument("--log-level", default=os.environ.get("TEMPO_RL_LOG_LEVEL", "info"))
     args = parser.parse_args(argv)
     handler = logging.StreamHandler(sys.stderr)
@@ -92,7 +141,8 @@ def main(argv: list[str] | None = None) -> None:
     level = {"trace": "DEBUG", "fatal": "CRITICAL", "silent": "CRITICAL", "warn": "WARNING"}.get(
         args.log_level.lower(), args.log_level.upper())
     logging.basicConfig(level=level, handlers=[handler], force=True)
-    asyncio.run(run(args.address, args.namespace, args.task_queue, args.blob_root))
+    lock = become_active(args.lock_file) if args.lock_file else None  # noqa: F841 - held until exit
+    asyncio.run(run(args.address, args.namespace, args.task_queue, args.blob_root, args.inflight_dir))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ const MOMENTS: Record<Component, Moment[]> = {
 };
 const STEPS = 3;
 // Full checkpoints at steps 1 and 2 (the last); step 0 is light, so kills also land between them.
-const TRIAL_RUN = [...SMALL_RUN, `run.steps=${STEPS}`, 'run.checkpoint_interval=2'];
+const TRIAL_RUN = [...SMALL_RUN, `run.steps=${STEPS}`, 'run.checkpoint_interval=2', 'run.trainer_standbys=1'];
 
 export interface TrialResult {
   trial: number;
@@ -95,9 +95,7 @@ export async function startChaos(seed: number, components: readonly Component[] 
       await sleep(500);
       fx.rollout = fx.startRollout();
     } else if (component === 'trainer') {
-      fx.trainer.kill('SIGKILL');
-      await sleep(500);
-      fx.trainer = fx.startTrainer();
+      await fx.killTrainer(); // the active one; its standby takes over, the new process stands by
     } else if (component === 'temporal_server') {
       const { pid } = await serverStatus(fx.cfg);
       if (pid) process.kill(pid, 'SIGKILL');

@@ -10,8 +10,10 @@ import type { TempoConfig } from '../../../config/schema.js';
 import { REPO_ROOT } from '../../../lib/paths.js';
 import { runProgress } from '../../../lib/run-client.js';
 import { connectClient } from '../../../lib/temporal.js';
-import { trainerCommand } from '../../../workers/trainer-process.js';
-import type { RunProgress, RunResult } from '../../../workflows/training-run-messages.js';
+import { waitFor } from '../../../lib/process.js';
+import { activeTrainerPid, trainerCommand } from '../../../workers/trainer-process.js';
+import type { History } from '@temporalio/common/lib/proto-utils.js';
+import { trainingRunWorkflowId, type RunProgress, type RunResult } from '../../../workflows/training-run-messages.js';
 import { readStepRecords } from '../../../activities/run.js';
 import { startTestServer, stopChild, type TestServer } from './temporal.js';
 import { type TestEngines, testEngines } from './engines.js';
@@ -21,9 +23,12 @@ export interface RunFixture {
   cfg: TempoConfig;
   client: Client;
   rollout: ChildProcess;
-  trainer: ChildProcess;
+  /** The trainer processes: 1 + run.trainer_standbys (one active, the others standing by). */
+  trainers: ChildProcess[];
   startRollout(): ChildProcess;
-  startTrainer(): ChildProcess;
+  /** SIGKILLs the active trainer (the one holding the stack's trainer lock) and starts a process in its
+   *  place, which stands by while another lives; returns the pid killed. */
+  killTrainer(): Promise<number>;
   close(): Promise<void>;
 }
 
@@ -33,6 +38,8 @@ export const SMALL_RUN = [
   'rollout.prompts_per_step=2', 'rollout.n_samples_per_prompt=2', 'rollout.max_turns=2',
   'rollout.max_response_len=16', 'rollout.max_context_len=2048', 'rollout.concurrency=4',
   'run.steps=2', 'run.eval_interval=0', 'grpo.lr=1e-4',
+  // A standby trainer costs a Python start-up per fixture: the tests that kill the trainer ask for one.
+  'run.trainer_standbys=0',
 ];
 
 /** `engines`: the caller's (kept running by close()); else one engine of the suite's or started here. */
@@ -54,9 +61,19 @@ export async function startRunFixture(sets: string[] = [], given?: TestEngines):
     return spawn(cmd, args, { cwd: REPO_ROOT, env: tenv, stdio: ['ignore', 'ignore', 'inherit'] });
   };
   const fx: RunFixture = {
-    server, cfg, client: await connectClient(cfg), rollout: startRollout(), trainer: startTrainer(), startRollout, startTrainer,
+    server, cfg, client: await connectClient(cfg), rollout: startRollout(),
+    trainers: Array.from({ length: 1 + cfg.run.trainer_standbys }, startTrainer), startRollout,
+    killTrainer: async () => {
+      let pid: number | null = null;
+      await waitFor(async () => (pid = activeTrainerPid(cfg)) !== null, 'an active trainer', 600_000, 50);
+      const i = fx.trainers.findIndex((t) => t.pid === pid);
+      assert.ok(i >= 0, `the active trainer ${pid} is one of the fixture's`);
+      fx.trainers[i]!.kill('SIGKILL');
+      fx.trainers[i] = startTrainer();
+      return pid!;
+    },
     close: async () => {
-      await Promise.all([stopChild(fx.rollout), stopChild(fx.trainer)]);
+      await Promise.all([stopChild(fx.rollout), ...fx.trainers.map((t) => stopChild(t))]);
       await server.stop();
       if (!given) await engines.stop();
     },
@@ -70,6 +87,17 @@ export function startDemoRunFixture(sets: string[] = []): Promise<RunFixture> {
   const demo = YAML.parse(readFileSync(path.join(REPO_ROOT, 'configs', 'cpu-tiny.yaml'), 'utf8')) as Record<string, Record<string, unknown>>;
   const sections = ['dataset', 'rollout', 'grpo', 'run'].map((k) => `${k}=${JSON.stringify(demo[k])}`);
   return startRunFixture([...sections, `engines.max_model_len=${demo.engines!.max_model_len}`, ...sets]);
+}
+
+/** The histories of a run's workflow, oldest first: each step is a workflow run of its own (continue-as-new). */
+export async function runHistories(client: Client, runId: string): Promise<History[]> {
+  const out: History[] = [];
+  for (let run: string | undefined = undefined; ;) {
+    const history = await client.workflow.getHandle(trainingRunWorkflowId(runId), run).fetchHistory();
+    out.unshift(history);
+    run = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+    if (!run) return out;
+  }
 }
 
 /** Polls the run's progress query until `pred` holds. */
