@@ -2,12 +2,18 @@
 // two engines, each SIGKILLing a random component at a random moment and restarting it; prints each
 // trial, then kills and recovery p50/p95 per component and every violation (tests/ts/support/chaos.ts).
 //
-//   node --import tsx bench/chaos.ts [--trials 20] [--seed 1] [--json]
+//   node --import tsx bench/chaos.ts [--trials 20] [--seed 1] [--components trainer,rollout_worker] [--json]
 import { parseArgs } from 'node:util';
-import { chaosTable, startChaos, type TrialResult } from '../tests/ts/support/chaos.js';
+import { chaosTable, COMPONENTS, type Component, startChaos, type TrialResult } from '../tests/ts/support/chaos.js';
 
-const { values } = parseArgs({ options: { trials: { type: 'string', default: '20' }, seed: { type: 'string', default: '1' }, json: { type: 'boolean', default: false } } });
-const chaos = await startChaos(Number(values.seed));
+const { values } = parseArgs({ options: { trials: { type: 'string', default: '20' }, seed: { type: 'string', default: '1' }, components: { type: 'string', default: COMPONENTS.join(',') }, json: { type: 'boolean', default: false } } });
+const components = values.components.split(',') as Component[];
+const unknown = components.filter((c) => !COMPONENTS.includes(c));
+if (unknown.length) {
+  console.error(`--components: unknown ${unknown.join(', ')} (known: ${COMPONENTS.join(', ')})`);
+  process.exit(2);
+}
+const chaos = await startChaos(Number(values.seed), components);
 const results: TrialResult[] = [];
 try {
   for (let i = 0; i < Number(values.trials); i++) {

@@ -3,6 +3,7 @@ import { Client, WorkflowNotFoundError } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
 import { portOpen } from './process.js';
 import { initialRunState } from './run-plan.js';
+import { WORKFLOW_TASK_TIMEOUT } from '../workflows/episode-messages.js';
 import { connectClient, temporalAddress } from './temporal.js';
 import {
   pauseUpdate,
@@ -79,6 +80,7 @@ export async function startOrContinueRun(client: Client, cfg: TempoConfig, runId
   await client.workflow.start(TRAINING_RUN_WORKFLOW_TYPE, {
     taskQueue: cfg.temporal.task_queues.rollout,
     workflowId: trainingRunWorkflowId(runId),
+    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
     args: [state],
   });
   return { runId, resumedFromStep, alreadyRunning: false };

@@ -5,6 +5,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import type { TempoConfig } from '../config/schema.js';
 import { InflightLedger, WORKER_DIED } from '../lib/inflight.js';
+import { cachedWorkflowBundle } from '../lib/workflow-bundle.js';
 import { childLogger } from '../lib/log.js';
 import { stateLayout } from '../lib/paths.js';
 import { connectClient, connectWorker } from '../lib/temporal.js';
@@ -21,7 +22,11 @@ const STICKY_TIMEOUT = '3 seconds';
 async function failOverDeadWorkers(cfg: TempoConfig, ledger: InflightLedger): Promise<void> {
   const client = await connectClient(cfg);
   try {
-    const done = await ledger.failOverDead((token, reason) => client.activity.fail(token, ApplicationFailure.retryable(reason, WORKER_DIED)));
+    const done = await ledger.failOverDead(async (token, reason, entry) => {
+      // The workflow's next task goes to the shared queue at once, not to the dead worker's sticky queue.
+      await client.workflowService.resetStickyTaskQueue({ namespace: cfg.temporal.namespace, execution: { workflowId: entry.workflow_id } }).catch(() => undefined);
+      await client.activity.fail(token, ApplicationFailure.retryable(reason, WORKER_DIED));
+    });
     if (done.length) log.warn({ activities: done.map((e) => `${e.workflow_id}/${e.activity_type}`) }, 'failed over the activities of a dead rollout worker');
   } finally {
     await client.connection.close();
@@ -37,12 +42,11 @@ export async function createRolloutWorker(cfg: TempoConfig, deps: RolloutDeps = 
     connection,
     namespace: cfg.temporal.namespace,
     taskQueue: cfg.temporal.task_queues.rollout,
-    workflowsPath: WORKFLOWS_PATH,
+    workflowBundle: await cachedWorkflowBundle(WORKFLOWS_PATH),
     activities: createActivities(deps),
     interceptors: { activity: [ledger.interceptor()] },
     maxConcurrentActivityTaskExecutions: Math.max(4, cfg.rollout.concurrency * 2),
     stickyQueueScheduleToStartTimeout: STICKY_TIMEOUT,
-    bundlerOptions: { ignoreModules: [] },
   });
   await failedOver;
   return worker;

@@ -132,8 +132,12 @@ export function turnSeed(seed: number, id: string, turn: number): number {
  * policy under which an episode that already completed is never run again — a retried step gets
  * WorkflowExecutionAlreadyStarted and reads the summary back (activity `loadEpisodeSummary`).
  */
+/** A workflow task that a killed worker held is handed to another after this (Temporal's default is
+ *  10 s); tempo-rl's workflow tasks take well under a second even replaying a whole step. */
+export const WORKFLOW_TASK_TIMEOUT = '4 seconds';
+
 export function episodeStartOptions(id: string) {
-  return { workflowId: episodeWorkflowId(id), workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY' as const };
+  return { workflowId: episodeWorkflowId(id), workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY' as const, workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT };
 }
 
 /** The summary's tool fields from an episode's turns — as the workflow records them, or as the stored

@@ -71,7 +71,7 @@ function trainerActs(taskQueue: string) {
     // raises them as non-retryable ApplicationErrors.
     // Bounded: a trainer or engines that never come back end the run (failed; `tempo-rl train` of the
     // same run id continues it) instead of stalling it forever.
-    retry: { initialInterval: '2 seconds', maximumInterval: '30 seconds', maximumAttempts: 30 },
+    retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 30 },
   });
 }
 

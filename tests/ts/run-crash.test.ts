@@ -2,7 +2,7 @@
 // between full checkpoints), or the Temporal server mid-step; restart it; the run completes with every sample consumed exactly
 // once, the configured number of optimizer steps, and no finished episode generated twice.
 import assert from 'node:assert/strict';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { startOrContinueRun, runHandle } from '../../lib/run-client.js';
@@ -11,6 +11,7 @@ import { serverStatus, startServer } from '../../lib/server.js';
 import { connectClient } from '../../lib/temporal.js';
 import type { RunResult } from '../../workflows/training-run-messages.js';
 import { activityCalls } from '../../lib/audit.js';
+import { stateLayout } from '../../lib/paths.js';
 import { activeTrainerPid } from '../../workers/trainer-process.js';
 import { checkExactlyOnce, runHistories, startRunFixture, waitForProgress, type RunFixture } from './support/run.js';
 
@@ -48,6 +49,19 @@ test('SIGKILL of the rollout worker mid-step: a new worker finishes the run', { 
   });
 });
 
+/** Whether a trainer process of the fixture is running an activity of this type (its in-flight ledger). */
+function trainerRunning(fx: RunFixture, type: string): boolean {
+  const root = stateLayout(fx.cfg.state_dir).inflight('trainer');
+  const dirs = existsSync(root) ? readdirSync(root) : [];
+  return dirs.some((d) => readdirSync(path.join(root, d)).some((f) => {
+    try {
+      return JSON.parse(readFileSync(path.join(root, d, f), 'utf8')).activity_type === type;
+    } catch {
+      return false;
+    }
+  }));
+}
+
 /** The train_step calls of a run, each with the attempt that completed it and why the one before ended. */
 async function trainStepCalls(fx: RunFixture, runId: string) {
   return (await runHistories(fx.client, runId)).flatMap((h) => activityCalls(h).filter((c) => c.type === 'train_step'));
@@ -58,6 +72,7 @@ test('SIGKILL of the active trainer during a train step: its standby takes over,
   await runWithCrash('trainer', async (fx, runId) => {
     // Kill as soon as the first train step is seen in flight (loading the model and training take seconds).
     atKill = (await waitForProgress(fx.client, runId, (p) => p.phase === 'train', 'a train step', 600_000)).step;
+    await waitFor(async () => trainerRunning(fx, 'train_step'), 'the active trainer to run the step', 600_000, 50);
     const standbys = fx.trainers.map((t) => t.pid);
     const killed = await fx.killTrainer();
     const t0 = Date.now();

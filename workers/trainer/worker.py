@@ -25,6 +25,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -97,14 +98,34 @@ async def fail_over_dead_trainers(client: Client, ledger: InflightLedger) -> Non
             extra={"activities": [f"{e['workflow_id']}/{e['activity_type']}" for e in done]})
 
 
+async def _active(lock_file: str, stop: asyncio.Event) -> bool:
+    """Waits (in a daemon thread: a standby may be stopped while it waits) until this process is the
+    active trainer; False if `stop` came first."""
+    loop = asyncio.get_running_loop()
+    got: asyncio.Future = loop.create_future()
+
+    def wait() -> None:
+        fd = become_active(lock_file)
+        loop.call_soon_threadsafe(lambda: got.done() or got.set_result(fd))
+
+    threading.Thread(target=wait, name="trainer-lock", daemon=True).start()
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait([got, stopped], return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    return got.done()
+
+
 async def run(address: str, namespace: str, task_queue: str, blob_root: str | None = None,
-              inflight_dir: str | None = None) -> None:
+              inflight_dir: str | None = None, lock_file: str | None = None) -> None:
     log = logging.getLogger("trainer.worker")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    # Everything up to polling is done before waiting for the lock: a standby that takes over only polls.
     client = await Client.connect(address, namespace=namespace, api_key=os.environ.get("TEMPORAL_API_KEY") or None,
                                   tls=tls_from_env())
     ledger = InflightLedger(inflight_dir) if inflight_dir else None
-    if ledger is not None:
-        await fail_over_dead_trainers(client, ledger)
     activities = TrainerActivities(Trainer(), blob_root)
     # One thread per activity slot. Train steps serialise on the trainer's lock (one model per
     # process) and each waiting one holds a slot, so there are slots to spare: a running step and a
@@ -113,10 +134,11 @@ async def run(address: str, namespace: str, task_queue: str, blob_root: str | No
         worker = Worker(client, task_queue=task_queue, activities=activities.all(), activity_executor=pool,
                         max_concurrent_activities=ACTIVITY_SLOTS,
                         interceptors=[ledger.interceptor()] if ledger is not None else [])
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        if lock_file is not None and not await _active(lock_file, stop):
+            log.info("standby stopped")
+            return
+        if ledger is not None:
+            await fail_over_dead_trainers(client, ledger)
         log.info("trainer worker started", extra={"address": address, "namespace": namespace, "task_queue": task_queue,
                                                   "blob_root": blob_root, "device": str(activities.trainer.device)})
         async with worker:
@@ -141,8 +163,7 @@ def main(argv: list[str] | None = None) -> None:
     level = {"trace": "DEBUG", "fatal": "CRITICAL", "silent": "CRITICAL", "warn": "WARNING"}.get(
         args.log_level.lower(), args.log_level.upper())
     logging.basicConfig(level=level, handlers=[handler], force=True)
-    lock = become_active(args.lock_file) if args.lock_file else None  # noqa: F841 - held until exit
-    asyncio.run(run(args.address, args.namespace, args.task_queue, args.blob_root, args.inflight_dir))
+    asyncio.run(run(args.address, args.namespace, args.task_queue, args.blob_root, args.inflight_dir, args.lock_file))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,38 @@
+// The workflow bundle, built once per source and kept in the cache: a restarted rollout worker (or
+// a test's) loads it instead of running webpack again (~1.5 s of its start-up on 2 cores).
+// The key hashes every TypeScript source the workflows could import (workflows/, lib/, activities/,
+// config/), the lock file and the SDK version, so any change that could reach the bundle builds a new one.
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { bundleWorkflowCode } from '@temporalio/worker';
+import { cacheDir, REPO_ROOT } from './paths.js';
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? sources(p) : e.name.endsWith('.ts') ? [p] : [];
+  });
+}
+
+export function workflowBundleKey(): string {
+  const h = createHash('sha256');
+  const files = [...['workflows', 'lib', 'activities', 'config'].flatMap((d) => sources(path.join(REPO_ROOT, d))), path.join(REPO_ROOT, 'package-lock.json')].sort();
+  for (const f of files) h.update(path.relative(REPO_ROOT, f)).update('\0').update(readFileSync(f)).update('\0');
+  h.update(JSON.parse(readFileSync(path.join(REPO_ROOT, 'node_modules', '@temporalio', 'worker', 'package.json'), 'utf8')).version);
+  return h.digest('hex').slice(0, 16);
+}
+
+/** The bundle's path for the workflows at `workflowsPath`, built first when the cache has none. */
+export async function cachedWorkflowBundle(workflowsPath: string): Promise<{ codePath: string }> {
+  const dir = path.join(cacheDir(), 'workflow-bundles');
+  const codePath = path.join(dir, `${workflowBundleKey()}.js`);
+  if (!existsSync(codePath)) {
+    const { code } = await bundleWorkflowCode({ workflowsPath, ignoreModules: [] });
+    mkdirSync(dir, { recursive: true });
+    const tmp = `${codePath}.tmp-${process.pid}`;
+    writeFileSync(tmp, code);
+    renameSync(tmp, codePath);
+  }
+  return { codePath };
+}
