@@ -102,13 +102,21 @@ def main(argv=None) -> dict:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--entropy-coef", type=float, default=0.0)
+    ap.add_argument("--lm-head", choices=["fused", "autograd"], default="fused",
+                    help="fused: log-probs with the logits recomputed in backward (trainer/lm_head.py, the worker's path);"
+                         " autograd: log_softmax through autograd a chunk at a time (the path before it)")
     ap.add_argument("--peak-flops", type=float, default=H200_BF16_PEAK)
     args = ap.parse_args(argv)
 
     device = torch.device(args.device)
     precision = args.precision or ("amp" if device.type == "cuda" else "fp32")
+    if args.lm_head == "autograd":
+        import trainer.model as model_mod
+
+        model_mod.linear_logprobs = lambda h, w, t, temp, allowed, ent: model_mod._chunked_logprobs(
+            lambda x: x @ w.T, h, t, temp, None, ent, False)
     result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-              "precision": precision, "preset": args.preset, "torch": torch.__version__,
+              "precision": precision, "preset": args.preset, "lm_head": args.lm_head, "torch": torch.__version__,
               "tempo_rl": run(args, device, precision, plain=False)}
     if args.plain:
         result["plain"] = run(args, device, precision, plain=True)

@@ -3,7 +3,7 @@ get logprob 0 and entropy 0, and every mask-1 token gets exactly the logprob of 
 import pytest
 import torch
 
-from trainer import model as model_mod
+from trainer import lm_head, model as model_mod
 from trainer.model import TrainSample, forward_response, load_policy
 
 TEMPERATURE = 0.6
@@ -23,9 +23,9 @@ def test_mask_zero_positions_skip_the_lm_head_and_mask_one_positions_match_the_f
     other = TrainSample(input_ids=prompt + response[:3], prompt_len=len(prompt), loss_mask=torch.ones(3),
                         rollout_logprobs=torch.zeros(3), advantage=0.0)
     rows_seen = []
-    real = model_mod._chunked_logprobs
-    monkeypatch.setattr(model_mod, "_chunked_logprobs", lambda head, hidden, *a: rows_seen.append(hidden.shape[0]) or real(head, hidden, *a))
-    monkeypatch.setattr(model_mod, "LOGIT_CHUNK_ROWS", 2)  # several chunks, one of them partial
+    real = model_mod.linear_logprobs
+    monkeypatch.setattr(model_mod, "linear_logprobs", lambda hidden, *a: rows_seen.append(hidden.shape[0]) or real(hidden, *a))
+    monkeypatch.setattr(lm_head, "CHUNK_ROWS", 2)  # several chunks, one of them partial
     with torch.no_grad():
         out = forward_response(policy, [s, other], TEMPERATURE, with_entropy=True)
         logits = policy(input_ids=torch.tensor([prompt + response])).logits[0].float() / TEMPERATURE

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
+from .lm_head import linear_logprobs
+
 if TYPE_CHECKING:
     from .blobs import BlobStore
     from .contract import Sample
@@ -152,12 +154,18 @@ def restrict_logits(logits: torch.Tensor, allowed_token_ids: list[int] | None) -
     from when the rollout restricted sampling (vLLM's allowed_token_ids). None: unchanged."""
     if allowed_token_ids is None:
         return logits
-    allowed = torch.zeros(logits.shape[-1], dtype=torch.bool, device=logits.device)
-    allowed[torch.tensor(allowed_token_ids, dtype=torch.long, device=logits.device)] = True
-    return logits.masked_fill(~allowed, float("-inf"))
+    return logits.masked_fill(~_allowed_mask(allowed_token_ids, logits.new_empty(logits.shape[-1], 0)), float("-inf"))
 
 
 LOGIT_CHUNK_ROWS = 1024
+
+
+def _allowed_mask(allowed_token_ids: list[int] | None, weight: torch.Tensor) -> torch.Tensor | None:
+    if allowed_token_ids is None:
+        return None
+    allowed = torch.zeros(weight.shape[0], dtype=torch.bool, device=weight.device)
+    allowed[torch.tensor(allowed_token_ids, dtype=torch.long, device=weight.device)] = True
+    return allowed
 
 
 def _chunked_logprobs(lm_head, hidden: torch.Tensor, targets: torch.Tensor, temperature: float,
@@ -215,8 +223,14 @@ def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperatu
         targets.append(torch.tensor(s.input_ids[s.prompt_len:], dtype=torch.long)[keep])
         flat.append(keep + starts[i])
     rows_t, cols_t, flat_t = torch.cat(rows).to(device), torch.cat(cols).to(device), torch.cat(flat).to(device)
-    picked, picked_entropy = _chunked_logprobs(model.lm_head, hidden[rows_t, cols_t], torch.cat(targets).to(device),
-                                               temperature, allowed_token_ids, with_entropy, entropy_grad)
+    kept, kept_targets = hidden[rows_t, cols_t], torch.cat(targets).to(device)
+    if (with_entropy and entropy_grad and torch.is_grad_enabled()) or getattr(model.lm_head, "bias", None) is not None:
+        picked, picked_entropy = _chunked_logprobs(model.lm_head, kept, kept_targets, temperature, allowed_token_ids,
+                                                   with_entropy, entropy_grad)
+    else:
+        # The common case (no entropy bonus): logits recomputed in backward, never kept (lm_head.py).
+        picked, picked_entropy = linear_logprobs(kept, model.lm_head.weight, kept_targets, temperature,
+                                                 _allowed_mask(allowed_token_ids, model.lm_head.weight), with_entropy)
 
     def per_sample(values: torch.Tensor) -> list[torch.Tensor]:
         # the kept positions' values in place, 0 at every mask-0 position, split back per sample

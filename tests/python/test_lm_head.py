@@ -1,0 +1,72 @@
+"""The LM head's log-probabilities without [tokens, vocab] kept for backward (issue 12, lm_head.py):
+equal to log_softmax over the full logits — values, entropy and the gradients of the hidden states
+and of the (tied) weight — to 1e-5 in fp32 on CPU, with a temperature, a token restriction, and more
+rows than one chunk."""
+import pytest
+import torch
+
+from trainer import lm_head, model as model_mod
+from trainer.lm_head import linear_logprobs
+from trainer.model import TrainSample, forward_response, load_policy
+
+
+def _reference(hidden, weight, targets, temperature, allowed):
+    z = (hidden @ weight.T) / temperature
+    if allowed is not None:
+        z = z.masked_fill(~allowed, float("-inf"))
+    logp_all = torch.log_softmax(z, -1)
+    p = logp_all.exp()
+    entropy = -(p * logp_all.masked_fill(~torch.isfinite(logp_all), 0.0)).sum(-1)
+    return logp_all.gather(-1, targets[:, None]).squeeze(-1), entropy
+
+
+@pytest.mark.parametrize("restricted", [False, True])
+def test_values_entropy_and_gradients_equal_the_full_softmax(monkeypatch, restricted):
+    monkeypatch.setattr(lm_head, "CHUNK_ROWS", 7)  # several chunks, the last one short
+    torch.manual_seed(0)
+    n, h, v = 30, 16, 97
+    hidden = torch.randn(n, h, dtype=torch.float64).float().requires_grad_()
+    weight = torch.randn(v, h).mul(0.5).requires_grad_()
+    allowed = None
+    targets = torch.randint(0, v, (n,))
+    if restricted:
+        allowed = torch.zeros(v, dtype=torch.bool)
+        allowed[torch.randperm(v)[:40]] = True
+        allowed[targets] = True
+    coef = torch.randn(n)
+
+    logp, entropy = linear_logprobs(hidden, weight, targets, 0.6, allowed, with_entropy=True)
+    (logp * coef).sum().backward()
+    got = (logp.detach(), entropy, hidden.grad.clone(), weight.grad.clone())
+    hidden.grad, weight.grad = None, None
+    ref_logp, ref_entropy = _reference(hidden, weight, targets, 0.6, allowed)
+    (ref_logp * coef).sum().backward()
+    want = (ref_logp.detach(), ref_entropy.detach(), hidden.grad, weight.grad)
+    for name, a, b in zip(("logp", "entropy", "grad hidden", "grad weight"), got, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
+    assert not entropy.requires_grad, "the entropy carries no gradient on this path"
+
+
+def test_forward_response_matches_the_autograd_path_on_the_tiny_model(tiny_model, monkeypatch):
+    """The model's own path (tied LM head, a multi-turn mask) against _chunked_logprobs, gradients of every parameter included."""
+    policy = load_policy(tiny_model).eval()
+    sample = TrainSample(input_ids=[100, 200, 300, 400, 64, 65, 151645, 198, 151644, 872, 66, 67, 151645], prompt_len=4,
+                         loss_mask=torch.tensor([1, 1, 1, 0, 0, 0, 1, 1, 1], dtype=torch.float32),
+                         rollout_logprobs=torch.zeros(9), advantage=1.0, vision=None, name="s")
+
+    def run(path):
+        policy.zero_grad(set_to_none=True)
+        if path == "autograd":
+            monkeypatch.setattr(model_mod, "linear_logprobs", lambda h, w, t, temp, allowed, ent: model_mod._chunked_logprobs(
+                policy.lm_head, h, t, temp, None, ent, False))
+        out = forward_response(policy, [sample], 0.6, with_entropy=True)
+        (out.logprobs[0] * torch.arange(9.0)).sum().backward()
+        monkeypatch.undo()
+        return out.logprobs[0].detach(), out.entropy[0].detach(), {n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None}
+
+    fused, ref = run("fused"), run("autograd")
+    torch.testing.assert_close(fused[0], ref[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(fused[1], ref[1], atol=1e-5, rtol=1e-5)
+    assert fused[2].keys() == ref[2].keys() and len(ref[2]) > 5
+    for name in ref[2]:
+        torch.testing.assert_close(fused[2][name], ref[2][name], atol=1e-5, rtol=1e-4, msg=name)
