@@ -1,7 +1,7 @@
 // Starts the Python trainer worker (workers/trainer) with the Temporal settings of the config and its
 // stack's task queue and blob root.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
 import { pythonBin, REPO_ROOT, stateLayout } from '../lib/paths.js';
@@ -32,13 +32,22 @@ export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[];
   return { cmd: pythonBin(), args, env };
 }
 
-/** The pid of the stack's active trainer (the one holding the trainer lock), or null. */
+/** The pid of the stack's active trainer (the one holding the trainer lock: workers/trainer/standby.py), or null. */
 export function activeTrainerPid(cfg: TempoConfig): number | null {
   try {
-    const pid = Number(readFileSync(stateLayout(cfg.state_dir).trainerLock, 'utf8').trim());
+    const pid = Number(readFileSync(stateLayout(cfg.state_dir).trainerLock, 'utf8').trim().split(' ')[0]);
     return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : null;
   } catch {
     return null;
+  }
+}
+
+/** The trainer processes of the stack that stand by, ready (imports done, waiting on the lock). */
+export function readyTrainerStandbys(cfg: TempoConfig): number[] {
+  try {
+    return readdirSync(`${stateLayout(cfg.state_dir).trainerLock}.standby`).map(Number).filter((pid) => Number.isInteger(pid) && isAlive(pid));
+  } catch {
+    return [];
   }
 }
 

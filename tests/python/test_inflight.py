@@ -10,7 +10,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from trainer.inflight import InflightLedger, process_start_time
-from trainer.worker import become_active
+from trainer.standby import TrainerLock
 
 
 def _info(token: bytes, activity_type: str = "train_step"):
@@ -93,18 +93,24 @@ def test_the_interceptor_notes_an_activity_while_it_runs(tmp_path):
 def test_a_standby_waits_for_the_lock_and_takes_over_when_the_active_trainer_dies(tmp_path):
     lock = tmp_path / "trainer.lock"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from trainer.worker import become_active;"
-         " become_active(sys.argv[1]); print('active', flush=True); time.sleep(600)", str(lock)],
+        [sys.executable, "-c", "import sys, time; from trainer.standby import TrainerLock; l = TrainerLock(sys.argv[1]);"
+         " l.acquire(); print('active', flush=True); time.sleep(1.5); l.mark_polling(); time.sleep(600)", str(lock)],
         stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "workers")})
     try:
         assert holder.stdout.readline().strip() == "active"
         assert lock.read_text().strip() == str(holder.pid)
+        standby = TrainerLock(lock)
+        assert not standby.try_acquire()
+        standby.wait_until_active_polls()
+        assert lock.read_text().strip() == f"{holder.pid} ready", "a standby imports only once the active trainer polls"
         took = threading.Event()
-        threading.Thread(target=lambda: (become_active(str(lock)), took.set()), daemon=True).start()
+        threading.Thread(target=lambda: (standby.acquire(), took.set()), daemon=True).start()
         assert not took.wait(1.0), "the standby waits while the active trainer lives"
+        assert [p.name for p in standby.standby_dir.iterdir()] == [str(os.getpid())], "it is listed as a ready standby"
         holder.kill()
         holder.wait()
         assert took.wait(10.0), "the standby takes over once the active trainer is gone"
         assert lock.read_text().strip() == str(os.getpid())
+        assert list(standby.standby_dir.iterdir()) == [], "no longer a standby"
     finally:
         holder.kill()

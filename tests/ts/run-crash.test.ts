@@ -12,7 +12,7 @@ import { connectClient } from '../../lib/temporal.js';
 import type { RunResult } from '../../workflows/training-run-messages.js';
 import { activityCalls } from '../../lib/audit.js';
 import { stateLayout } from '../../lib/paths.js';
-import { activeTrainerPid } from '../../workers/trainer-process.js';
+import { activeTrainerPid, readyTrainerStandbys } from '../../workers/trainer-process.js';
 import { checkExactlyOnce, runHistories, startRunFixture, waitForProgress, type RunFixture } from './support/run.js';
 
 const recoveries: Record<string, number> = {};
@@ -73,6 +73,7 @@ test('SIGKILL of the active trainer during a train step: its standby takes over,
     // Kill as soon as the first train step is seen in flight (loading the model and training take seconds).
     atKill = (await waitForProgress(fx.client, runId, (p) => p.phase === 'train', 'a train step', 600_000)).step;
     await waitFor(async () => trainerRunning(fx, 'train_step'), 'the active trainer to run the step', 600_000, 50);
+    await waitFor(async () => readyTrainerStandbys(fx.cfg).length > 0, 'the standby to be ready', 600_000, 50);
     const standbys = fx.trainers.map((t) => t.pid);
     const killed = await fx.killTrainer();
     const t0 = Date.now();

@@ -4,12 +4,13 @@
 The task queue and the blob root are those of one stack (tempo-rl passes them, workers/trainer-process.ts):
 a train step whose blob root is not DIR is refused, retryably.
 
-Active and standby: with --lock-file, the process that holds an exclusive lock on F is the stack's
-active trainer (it writes its pid into F); any other waits on the lock with its imports done (torch,
-transformers, the SDK: most of a trainer's start-up) and polls nothing. The kernel frees the lock the
-moment the active process dies, SIGKILL included, so a standby takes over at once. Whoever becomes
-active first fails the activities that dead trainers left in the in-flight ledger (--inflight-dir,
-inflight.py), so their retries start now instead of after the heartbeat timeout.
+Active and standby (standby.py): with --lock-file, the process that holds an exclusive lock on F is
+the stack's active trainer; any other waits on the lock with its imports done (torch, transformers,
+the SDK: most of a trainer's start-up), its client connected and its worker built, polling nothing.
+The kernel frees the lock the moment the active process dies, SIGKILL included, so a standby takes
+over at once. Whoever becomes active first fails the activities that dead trainers left in the
+in-flight ledger (--inflight-dir, inflight.py), so their retries start now instead of after the
+heartbeat timeout.
 
 TLS and API key come from the standard TEMPORAL_* environment variables (TEMPORAL_ADDRESS,
 TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import fcntl
 import json
 import logging
 import os
@@ -34,9 +34,8 @@ from temporalio.client import Client, TLSConfig
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
-from .activities import TrainerActivities
 from .inflight import WORKER_DIED, InflightLedger
-from .train_step import Trainer
+from .standby import TrainerLock
 
 ACTIVITY_SLOTS = 8
 
@@ -69,24 +68,6 @@ def tls_from_env() -> TLSConfig | bool:
         domain=name or None)
 
 
-def become_active(lock_file: str) -> int:
-    """Blocks until this process holds the stack's trainer lock (at once when no other trainer does);
-    returns the lock's file descriptor, which must stay open as long as the process is active."""
-    log = logging.getLogger("trainer.worker")
-    Path(lock_file).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
-        log.info("standby: waiting for the active trainer", extra={"active_pid": holder, "lock_file": lock_file})
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        log.info("taking over as the active trainer", extra={"previous_pid": holder})
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
-
-
 async def fail_over_dead_trainers(client: Client, ledger: InflightLedger) -> None:
     async def fail(token: bytes, reason: str) -> None:
         await client.get_async_activity_handle(task_token=token).fail(ApplicationError(reason, type=WORKER_DIED))
@@ -98,15 +79,15 @@ async def fail_over_dead_trainers(client: Client, ledger: InflightLedger) -> Non
             extra={"activities": [f"{e['workflow_id']}/{e['activity_type']}" for e in done]})
 
 
-async def _active(lock_file: str, stop: asyncio.Event) -> bool:
+async def _active(lock: TrainerLock, stop: asyncio.Event) -> bool:
     """Waits (in a daemon thread: a standby may be stopped while it waits) until this process is the
     active trainer; False if `stop` came first."""
     loop = asyncio.get_running_loop()
     got: asyncio.Future = loop.create_future()
 
     def wait() -> None:
-        fd = become_active(lock_file)
-        loop.call_soon_threadsafe(lambda: got.done() or got.set_result(fd))
+        lock.acquire()
+        loop.call_soon_threadsafe(lambda: got.done() or got.set_result(True))
 
     threading.Thread(target=wait, name="trainer-lock", daemon=True).start()
     stopped = asyncio.ensure_future(stop.wait())
@@ -116,7 +97,10 @@ async def _active(lock_file: str, stop: asyncio.Event) -> bool:
 
 
 async def run(address: str, namespace: str, task_queue: str, blob_root: str | None = None,
-              inflight_dir: str | None = None, lock_file: str | None = None) -> None:
+              inflight_dir: str | None = None, lock: TrainerLock | None = None) -> None:
+    from .activities import TrainerActivities  # torch, transformers: a standby imports them before it waits
+    from .train_step import Trainer
+
     log = logging.getLogger("trainer.worker")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -134,11 +118,13 @@ async def run(address: str, namespace: str, task_queue: str, blob_root: str | No
         worker = Worker(client, task_queue=task_queue, activities=activities.all(), activity_executor=pool,
                         max_concurrent_activities=ACTIVITY_SLOTS,
                         interceptors=[ledger.interceptor()] if ledger is not None else [])
-        if lock_file is not None and not await _active(lock_file, stop):
+        if lock is not None and not await _active(lock, stop):
             log.info("standby stopped")
             return
         if ledger is not None:
             await fail_over_dead_trainers(client, ledger)
+        if lock is not None:
+            lock.mark_polling()
         log.info("trainer worker started", extra={"address": address, "namespace": namespace, "task_queue": task_queue,
                                                   "blob_root": blob_root, "device": str(activities.trainer.device)})
         async with worker:
@@ -163,7 +149,10 @@ def main(argv: list[str] | None = None) -> None:
     level = {"trace": "DEBUG", "fatal": "CRITICAL", "silent": "CRITICAL", "warn": "WARNING"}.get(
         args.log_level.lower(), args.log_level.upper())
     logging.basicConfig(level=level, handlers=[handler], force=True)
-    asyncio.run(run(args.address, args.namespace, args.task_queue, args.blob_root, args.inflight_dir, args.lock_file))
+    lock = TrainerLock(args.lock_file) if args.lock_file else None
+    if lock is not None and not lock.try_acquire():
+        lock.wait_until_active_polls()  # another trainer is active or starting: let it start first
+    asyncio.run(run(args.address, args.namespace, args.task_queue, args.blob_root, args.inflight_dir, lock))
 
 
 if __name__ == "__main__":

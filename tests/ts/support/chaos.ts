@@ -14,6 +14,7 @@ import { connectClient } from '../../../lib/temporal.js';
 import { isAlive, portOpen, waitFor } from '../../../lib/process.js';
 import type { RunProgress, RunResult } from '../../../workflows/training-run-messages.js';
 import { type TestEngines, testEngines } from './engines.js';
+import { readyTrainerStandbys } from '../../../workers/trainer-process.js';
 import { checkExactlyOnce, SMALL_RUN, startRunFixture, type RunFixture } from './run.js';
 
 export const COMPONENTS = ['rollout_worker', 'trainer', 'temporal_server', 'engine'] as const;
@@ -142,6 +143,8 @@ export async function startChaos(seed: number, components: readonly Component[] 
     async trial(i) {
       const t0 = Date.now();
       await engineRestart.catch(() => engines.restart!()); // the engine a previous trial killed is back
+      // ...and the trainer started in place of one a previous trial killed stands by again
+      await waitFor(async () => readyTrainerStandbys(fx.cfg).length >= fx.cfg.run.trainer_standbys, 'a ready trainer standby', 300_000, 200);
       const component = pick(rng, components);
       const moment = pick(rng, MOMENTS[component]);
       // A light step's save is a few milliseconds: saves are caught in the full ones (steps 1 and 2).
