@@ -39,7 +39,7 @@ function printAudit(a: EpisodeAudit): void {
   console.log(`status ${a.status ?? '-'}${a.truncated_reason ? ` (${a.truncated_reason})` : ''}  reward ${a.reward ?? '-'}  weight version ${a.weight_version ?? '-'}  prompt ${a.prompt_len ?? '-'} tokens`);
   for (const t of a.turns) {
     const lp = t.mean_logprob === null ? '-' : t.mean_logprob.toFixed(3);
-    console.log(`\n── turn ${t.turn}: ${t.generated_tokens} generated${t.synthetic_eos ? ' + synthetic EOS' : ''}, ${t.observation_tokens} observation tokens, finish ${t.finish_reason}, mean logprob ${lp}, engine ${t.engine}, weights v${t.weight_version ?? '-'}${t.env_reason ? `, env: ${t.env_reason}` : ''}`);
+    console.log(`\n── turn ${t.turn}: ${t.generated_tokens} generated${t.synthetic_eos ? ' + synthetic EOS' : ''}, ${t.observation_tokens} observation tokens, finish ${t.finish_reason}, mean logprob ${lp}, engine ${t.engine}, weights v${t.weight_version ?? '-'}${(t.generate_attempt ?? 1) > 1 ? `, attempt ${t.generate_attempt} after ${t.generate_retried_after ?? 'a failure'}` : ''}${t.env_reason ? `, env: ${t.env_reason}` : ''}`);
     console.log(t.text);
     if (t.observation) console.log(`[observation] ${t.observation}`);
   }

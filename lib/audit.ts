@@ -26,7 +26,9 @@ function failureKind(f: Failure | null | undefined): string | null {
   if (!f) return null;
   const timeout = f.timeoutFailureInfo?.timeoutType;
   if (timeout !== undefined && timeout !== null) return `timeout: ${(decodeTimeoutType(timeout) ?? String(timeout)).toLowerCase()}`;
-  return f.applicationFailureInfo?.type || f.message || 'failure';
+  const type = f.applicationFailureInfo?.type;
+  // a plain Error says more by its message than by its type
+  return (type && type !== 'Error' ? type : f.message) || type || 'failure';
 }
 
 export interface AuditedTurn {
@@ -41,6 +43,8 @@ export interface AuditedTurn {
   engine: string;
   weight_version: number | null;
   generate_attempt: number | null;
+  /** Why the attempt before ended, when the turn's generate was retried (ActivityCall.retried_after). */
+  generate_retried_after: string | null;
   env_reason: string | null;
 }
 
@@ -144,6 +148,7 @@ export async function auditFromHistory(episodeId: string, history: History, stor
         engine: out.engine,
         weight_version: out.weight_version ?? summary?.weight_version ?? null,
         generate_attempt: c.attempt,
+        generate_retried_after: c.retried_after,
         env_reason: null,
       });
     } else if (c.type === 'envStep' && c.outcome === 'completed' && turns.length > 0) {

@@ -60,8 +60,13 @@ export class InflightLedger {
     });
   }
 
+  private made = false;
+
   private note(info: Context['info']): string {
-    mkdirSync(this.dir, { recursive: true });
+    if (!this.made) {
+      mkdirSync(this.dir, { recursive: true });
+      this.made = true;
+    }
     const token = Buffer.from(info.taskToken);
     const file = path.join(this.dir, `${createHash('sha256').update(token).digest('hex').slice(0, 32)}.json`);
     const entry: Entry = { task_token: token.toString('base64'), activity_type: info.activityType, activity_id: info.activityId, workflow_id: info.workflowExecution?.workflowId ?? '' };

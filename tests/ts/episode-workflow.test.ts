@@ -131,6 +131,7 @@ test('a dead engine: the retry goes to another engine', async () => {
   const audit = await auditEpisode(h.client, h.store, id);
   assert.equal(audit.turns[0]!.engine, 'http://double-b');
   assert.equal(audit.turns[0]!.generate_attempt, 2);
+  assert.match(audit.turns[0]!.generate_retried_after ?? '', /ECONNREFUSED/, 'the audit says why the turn was retried');
   assert.equal(audit.generate_calls, 1, 'one scheduled generate, two attempts');
 });
 
