@@ -70,3 +70,29 @@ def test_forward_response_matches_the_autograd_path_on_the_tiny_model(tiny_model
     assert fused[2].keys() == ref[2].keys() and len(ref[2]) > 5
     for name in ref[2]:
         torch.testing.assert_close(fused[2][name], ref[2][name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the device machine); CI has none")
+def test_on_a_gpu_under_bf16_autocast_it_matches_the_autograd_path():
+    """Qwen's vocabulary and a 0.5B width, more rows than one GPU chunk: the same bf16 logits, so the
+    log-probabilities agree to fp32 round-off and the gradients to bf16's."""
+    torch.manual_seed(0)
+    n, h, v = 5000, 896, 151936
+    hidden = (torch.randn(n, h, device="cuda") * 0.5).requires_grad_()
+    weight = (torch.randn(v, h, device="cuda") * 0.02).requires_grad_()
+    targets = torch.randint(0, v, (n,), device="cuda")
+    coef = torch.randn(n, device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        logp, entropy = linear_logprobs(hidden, weight, targets, 0.7, None, with_entropy=True)
+    (logp * coef).sum().backward()
+    got = (logp.detach(), entropy, hidden.grad.clone(), weight.grad.clone())
+    hidden.grad, weight.grad = None, None
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        z = (hidden @ weight.T).float() / 0.7
+    ref_all = torch.log_softmax(z, -1)
+    ref = ref_all.gather(-1, targets[:, None]).squeeze(-1)
+    (ref * coef).sum().backward()
+    torch.testing.assert_close(got[0], ref.detach(), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got[1], -(ref_all.exp() * ref_all).sum(-1).detach(), atol=1e-3, rtol=1e-3)
+    for a, b in ((got[2], hidden.grad), (got[3], weight.grad)):
+        assert float((a - b).norm() / b.norm()) < 2e-2
