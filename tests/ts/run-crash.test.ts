@@ -24,6 +24,8 @@ async function runWithCrash(name: string, crash: (fx: RunFixture, runId: string)
   const fx = await startRunFixture(opts.sets);
   try {
     const runId = `crash-${name}`;
+    // The run starts once the stack is whole: its standby trainers ready (imports done, on the lock).
+    await waitFor(async () => readyTrainerStandbys(fx.cfg).length >= fx.cfg.run.trainer_standbys, 'the standby trainers to be ready', 600_000, 100);
     await startOrContinueRun(fx.client, fx.cfg, runId);
     await crash(fx, runId);
     const client = await connectClient(fx.cfg);
@@ -73,7 +75,6 @@ test('SIGKILL of the active trainer during a train step: its standby takes over,
     // Kill as soon as the first train step is seen in flight (loading the model and training take seconds).
     atKill = (await waitForProgress(fx.client, runId, (p) => p.phase === 'train', 'a train step', 600_000)).step;
     await waitFor(async () => trainerRunning(fx, 'train_step'), 'the active trainer to run the step', 600_000, 50);
-    await waitFor(async () => readyTrainerStandbys(fx.cfg).length > 0, 'the standby to be ready', 600_000, 50);
     const standbys = fx.trainers.map((t) => t.pid);
     const killed = await fx.killTrainer();
     const t0 = Date.now();
