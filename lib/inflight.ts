@@ -51,27 +51,33 @@ export class InflightLedger {
           try {
             return await next(input);
           } finally {
-            try {
-              unlinkSync(file);
-            } catch {}
+            if (file)
+              try {
+                unlinkSync(file);
+              } catch {}
           }
         },
       },
     });
   }
 
-  private made = false;
-
-  private note(info: Context['info']): string {
-    if (!this.made) {
-      mkdirSync(this.dir, { recursive: true });
-      this.made = true;
-    }
+  /** The note's path, or null when it could not be written: the ledger only speeds recovery up, so
+   *  a full disk or a removed folder never fails the activity itself. */
+  private note(info: Context['info']): string | null {
     const token = Buffer.from(info.taskToken);
     const file = path.join(this.dir, `${createHash('sha256').update(token).digest('hex').slice(0, 32)}.json`);
     const entry: Entry = { task_token: token.toString('base64'), activity_type: info.activityType, activity_id: info.activityId, workflow_id: info.workflowExecution?.workflowId ?? '' };
-    writeFileSync(file, JSON.stringify(entry));
-    return file;
+    for (let tries = 0; tries < 2; tries++) {
+      try {
+        writeFileSync(file, JSON.stringify(entry));
+        return file;
+      } catch {
+        try {
+          mkdirSync(this.dir, { recursive: true });
+        } catch {}
+      }
+    }
+    return null;
   }
 
   /** Fails, through `fail`, every activity that a dead process of this host left in the ledger, then

@@ -54,12 +54,18 @@ class InflightLedger:
         self.root = Path(root)
         self.dir = self.root / f"{os.getpid()}-{process_start_time(os.getpid())}-{socket.gethostname()}"
 
-    def note(self, info: activity.Info) -> Path:
-        self.dir.mkdir(parents=True, exist_ok=True)
+    def note(self, info: activity.Info) -> Path | None:
+        """The note's path, or None when it could not be written: the ledger only speeds recovery up,
+        so a full disk never fails the activity itself."""
         file = self.dir / f"{hashlib.sha256(info.task_token).hexdigest()[:32]}.json"
-        file.write_text(json.dumps({"task_token": base64.b64encode(info.task_token).decode(),
-                                    "activity_type": info.activity_type, "activity_id": info.activity_id,
-                                    "workflow_id": info.workflow_id}))
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            file.write_text(json.dumps({"task_token": base64.b64encode(info.task_token).decode(),
+                                        "activity_type": info.activity_type, "activity_id": info.activity_id,
+                                        "workflow_id": info.workflow_id}))
+        except OSError as err:
+            log.warning("could not note an activity in the in-flight ledger", extra={"error": str(err)})
+            return None
         return file
 
     async def fail_over_dead(self, fail: Callable[[bytes, str], Awaitable[Any]]) -> list[dict]:
@@ -103,7 +109,8 @@ class InflightLedger:
                 try:
                     return await self.next.execute_activity(input)
                 finally:
-                    file.unlink(missing_ok=True)
+                    if file is not None:
+                        file.unlink(missing_ok=True)
 
         class _Interceptor(Interceptor):
             def intercept_activity(self, next: ActivityInboundInterceptor) -> ActivityInboundInterceptor:
