@@ -9,21 +9,23 @@ compute under autocast; the GPU default), fp32 (the CPU default), bf16-weights (
 state held in bf16: fast, but at RL learning rates most updates round away — reported as
 weights_moved, the share of weights a run of --steps steps at lr 1e-6 changed).
 --plain: a plain transformers language-model step at the same shape and precision (full-vocabulary
-loss on every position, the same padded micro-batches), and the ratio.
+loss on every position, SDPA, padded micro-batches of the same token budget), and the ratio.
 --variable: a realistic GRPO batch instead of the fixed shape: --samples (e.g. 256) with prompts of
 300–1500 tokens and responses of 50–4000, log-normal around 600 (seeded); `padding_efficiency` is the
-share of the micro-batches' padded tokens that are real.
+share of the plain step's padded tokens that are real (the trainer packs: 1).
 
-Random init (no download). Samples are text-only and all the same length, so the micro-batches carry
-no padding (the same tokens as packing them). Each step is the trainer's own path:
-trainer.train_step.accumulate_gradients (micro-batches, forward_response, GRPO loss, backward), gradient
-clipping and one AdamW step. FLOPs per step: 6·N·tokens for the decoder (N = non-embedding parameters)
+Random init (no download). On the fixed shape the samples are text-only and all the same length.
+Each step is the trainer's own path: the model set up as the worker sets it up (trainer.model.
+for_training: on a GPU varlen attention and torch.compile'd decoder layers; TEMPO_RL_COMPILE=0 measures
+them eager), trainer.train_step.accumulate_gradients (packed micro-batches, forward_response, GRPO loss,
+backward), gradient clipping and one AdamW step. FLOPs per step: 6·N·tokens for the decoder (N = non-embedding parameters)
 + 6·V·H·(response tokens) for the LM head (which runs only on response positions) + causal attention
 6·L·H·T per token (QKᵀ and AV, forward 2·2·T/2·H, ×3 for backward)."""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,8 +36,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workers"))
 
 from trainer.contract import Hyper  # noqa: E402
 from trainer.grpo import group_advantages  # noqa: E402
-from trainer.model import TrainSample, micro_batches  # noqa: E402
-from trainer.train_step import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
+from trainer import varlen_attention  # noqa: E402
+from trainer.model import TrainSample, for_training, padded_micro_batches  # noqa: E402
+from trainer.train_step import NoProgress, accumulate_gradients, compute_precision, make_optimizer, read_metrics  # noqa: E402
 
 H200_BF16_PEAK = 790e12
 
@@ -100,12 +103,13 @@ def main(argv=None) -> dict:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--micro-batch-tokens", type=int, default=16384)
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--warmup", type=int, default=3, help="steps before timing (the first ones compile, on a GPU)")
     ap.add_argument("--entropy-coef", type=float, default=0.0)
     ap.add_argument("--lm-head", choices=["fused", "autograd"], default="fused",
                     help="fused: log-probs with the logits recomputed in backward (trainer/lm_head.py, the worker's path);"
                          " autograd: log_softmax through autograd a chunk at a time (the path before it)")
     ap.add_argument("--peak-flops", type=float, default=H200_BF16_PEAK)
+    ap.add_argument("--profile", action="store_true", help="print each path's top kernels (torch.profiler, one step) to stderr")
     args = ap.parse_args(argv)
 
     device = torch.device(args.device)
@@ -129,7 +133,7 @@ def plain_step(model, samples: list[TrainSample], micro_batch_tokens: int, compu
     """A plain transformers LM step: full-vocabulary loss on every position, the same padded micro-batches."""
     device = next(model.parameters()).device
     total, n = 0.0, 0
-    for batch in micro_batches(samples, micro_batch_tokens):
+    for batch in padded_micro_batches(samples, micro_batch_tokens):
         width = max(s.n_tokens for s in batch)
         ids = torch.zeros((len(batch), width), dtype=torch.long)
         for j, s in enumerate(batch):
@@ -146,13 +150,16 @@ def plain_step(model, samples: list[TrainSample], micro_batch_tokens: int, compu
 def run(args, device: torch.device, precision: str, plain: bool) -> dict:
     dtype = torch.bfloat16 if precision == "bf16-weights" else torch.float32
     model = build_model(args.preset, dtype, device)
+    if not plain:
+        for_training(model)  # the worker's set-up: varlen attention, compiled decoder layers (GPU)
+    varlen = varlen_attention.in_use(model)
     n_params = sum(p.numel() for p in model.parameters())
     hyper = Hyper(lr=1e-6, micro_batch_tokens=args.micro_batch_tokens, entropy_coef=args.entropy_coef,
                   compute_dtype="bfloat16" if precision == "amp" else "float32")
     optimizer = make_optimizer(model, hyper)
     samples = make_samples(args.samples, args.seq_len, args.prompt_len, model.config.vocab_size, args.group_size,
                            variable=args.variable)
-    padded = sum(len(b) * max(s.n_tokens for s in b) for b in micro_batches(samples, args.micro_batch_tokens))
+    padded = sum(len(b) * max(s.n_tokens for s in b) for b in padded_micro_batches(samples, args.micro_batch_tokens))
     flops = step_flops(model, samples, full_vocab=plain)
     tokens = sum(s.n_tokens for s in samples)
     # on the host: a copy on the GPU would count in the step's peak memory
@@ -165,21 +172,34 @@ def run(args, device: torch.device, precision: str, plain: bool) -> dict:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times, metrics = [], {}
+    profiler = None
     for step in range(args.warmup + args.steps):
+        if args.profile and step == args.warmup:
+            profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+            profiler.__enter__()
         sync()
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         metrics = (plain_step(model, samples, args.micro_batch_tokens, hyper.compute_dtype) if plain
                    else accumulate_gradients(model, samples, hyper, NoProgress()))
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), hyper.grad_clip)
+        if not plain:
+            metrics, grad_norm = read_metrics(metrics, grad_norm)  # the worker's one sync per update
         optimizer.step()
         sync()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
+        if profiler is not None:
+            profiler.__exit__(None, None, None)
+            sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+            print(f"== {'plain' if plain else 'tempo-rl'}\n" + profiler.key_averages().table(sort_by=sort, row_limit=30), file=sys.stderr)
+            profiler = None
     seconds = sum(times) / len(times)
     moved = sum(int((p.detach().cpu() != s).sum()) for p, s in zip(model.parameters(), start)) / n_params
     out = {
-        "params": n_params, "tokens_per_step": tokens, "padding_efficiency": round(tokens / padded, 3), "micro_batches": int(metrics["train/n_micro_batches"]),
+        "params": n_params, "tokens_per_step": tokens, "micro_batches": int(metrics["train/n_micro_batches"]),
+        "padding_efficiency": round(tokens / padded, 3) if plain else 1.0, "varlen_attention": varlen,
+        "compiled": not plain and device.type == "cuda" and os.environ.get("TEMPO_RL_COMPILE", "1") != "0",
         "step_seconds": round(seconds, 4), "tokens_per_second": round(tokens / seconds, 1),
         "tflops_per_second": round(flops / seconds / 1e12, 2), "mfu": round(flops / seconds / args.peak_flops, 4),
         "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None,

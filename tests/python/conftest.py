@@ -59,13 +59,16 @@ class SampleFactory:
         return int(grid.prod() // 4)
 
     def sample(self, key: str, *, prompt_len=6, response_len=5, reward=1.0, group_id="g0", image_size=None,
-               placeholder_delta=0, seed=0, mask=None) -> dict:
+               placeholder_delta=0, seed=0, mask=None, pictures=()) -> dict:
+        """`image_size`: one red image; `pictures`: several, as (size, colour) pairs (the same pair is
+        the same blob); each image's placeholders go after the prompt's first two tokens."""
         g = torch.Generator().manual_seed(seed)
         prompt = torch.randint(100, 5000, (prompt_len,), generator=g).tolist()
+        pictures = [(image_size, (200, 30, 30))] if image_size is not None else list(pictures)
         images = []
-        if image_size is not None:
-            images = [self.put_png(size=image_size)]
-            n = self.placeholders_for(image_size) + placeholder_delta
+        for j, (size, color) in enumerate(reversed(pictures)):
+            images.insert(0, self.put_png(color=color, size=size))
+            n = self.placeholders_for(size) + (placeholder_delta if j == len(pictures) - 1 else 0)
             prompt = prompt[:2] + [VISION_START] + [IMAGE_PAD] * n + [VISION_END] + prompt[2:]
         response = torch.randint(100, 5000, (response_len,), generator=g).tolist()
         mask = mask if mask is not None else [1] * response_len

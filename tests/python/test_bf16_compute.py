@@ -1,6 +1,7 @@
 """model.dtype bfloat16: the trainer computes in bf16 over fp32 master weights, so a step at an RL
 learning rate moves the weights as the fp32 step does. Held in bf16 (the old GPU bench's set-up),
 the same update is rounded away for nearly every weight."""
+import pytest
 import torch
 
 from trainer.contract import Hyper, TrainStepInput
@@ -9,19 +10,23 @@ from trainer.train_step import Trainer, make_optimizer
 LR = 1e-6
 
 
-def deltas(make_input, refs, tmp_path, dtype: str) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    trainer = Trainer(device="cpu")
-    inp = TrainStepInput.model_validate(make_input(refs, run_dir=tmp_path / dtype, lr=LR, compute_dtype=dtype))
-    before = torch.cat([p.detach().flatten().clone() for p in trainer.ensure_state(inp).model.parameters()])
+def deltas(make_input, refs, tmp_path, dtype: str, device: str = "cpu") -> tuple[torch.Tensor, torch.Tensor, dict]:
+    trainer = Trainer(device=device)
+    inp = TrainStepInput.model_validate(make_input(refs, run_dir=tmp_path / f"{dtype}-{device}", lr=LR, compute_dtype=dtype))
+    before = torch.cat([p.detach().flatten().cpu() for p in trainer.ensure_state(inp).model.parameters()])
     out = trainer.train_step(inp)
-    after = torch.cat([p.detach().flatten() for p in trainer.state.model.parameters()])
+    after = torch.cat([p.detach().flatten().cpu() for p in trainer.state.model.parameters()])
     assert all(p.dtype == torch.float32 for p in trainer.state.model.parameters()), "master weights stay fp32"
     return before, after, out.metrics
 
 
-def test_a_bf16_compute_step_moves_the_weights_as_the_fp32_step_does(make_input, mixed_refs, tmp_path):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (the device machine); CI has none"))])
+def test_a_bf16_compute_step_moves_the_weights_as_the_fp32_step_does(make_input, mixed_refs, tmp_path, device):
+    """cuda: the worker's whole GPU path (packed rows, varlen attention, compiled decoder layers and LM
+    head, fused AdamW) against the fp32 step on the CPU."""
     base, fp32, m32 = deltas(make_input, mixed_refs, tmp_path, "float32")
-    base16, bf16, m16 = deltas(make_input, mixed_refs, tmp_path, "bfloat16")
+    base16, bf16, m16 = deltas(make_input, mixed_refs, tmp_path, "bfloat16", device)
     assert torch.equal(base, base16)
     d32, d16 = fp32 - base, bf16 - base
     assert not torch.equal(d16, d32), "the bf16 step really computed in bf16"

@@ -116,10 +116,10 @@ def test_micro_batching_gives_the_same_gradients(make_input, mixed_refs):
         for budget in (100_000, 40):  # one micro-batch vs several
             state.model.zero_grad(set_to_none=True)
             hyper = inp.hyper.model_copy(update={"micro_batch_tokens": budget})
-            metrics = accumulate_gradients(state.model, batch, hyper, NoProgress())
+            metrics = {k: float(v) for k, v in accumulate_gradients(state.model, batch, hyper, NoProgress()).items()}
             runs.append((metrics, {n: p.grad.clone() for n, p in state.model.named_parameters() if p.grad is not None}))
         (m1, g1), (m2, g2) = runs
-        assert m1["train/n_micro_batches"] == 1 and m2["train/n_micro_batches"] >= 3
+        assert m1["train/n_micro_batches"] == 1 and m2["train/n_micro_batches"] >= 2
         for key in ("train/loss", "train/pg_loss", "train/entropy", "train/train_rollout_logprob_abs_diff"):
             assert m1[key] == pytest.approx(m2[key], rel=1e-4, abs=1e-6), key
         assert g1.keys() == g2.keys()

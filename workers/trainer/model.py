@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
+from . import packing, varlen_attention
 from .lm_head import linear_logprobs
 
 if TYPE_CHECKING:
@@ -33,8 +35,31 @@ def load_policy(path: str | Path, device: torch.device | str = "cpu", dtype: tor
                 attn_implementation: str = "sdpa") -> torch.nn.Module:
     config = AutoConfig.from_pretrained(path)
     cls = AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
-    model = cls.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
-    return model.to(device).train()
+    model = cls.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation).to(device).train()
+    return for_training(model)
+
+
+def for_training(model: torch.nn.Module) -> torch.nn.Module:
+    """On a GPU: the language model attends through torch's variable-length flash attention (packed
+    micro-batches, packing.py) and its decoder layers are compiled — unless TEMPO_RL_COMPILE=0, the
+    way out for a model torch.compile cannot handle. CPU: eager, SDPA."""
+    if next(model.parameters()).is_cuda:
+        varlen_attention.use_on(model)
+        if os.environ.get("TEMPO_RL_COMPILE", "1") != "0":
+            compile_decoder_layers(model)
+    return model
+
+
+def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
+    inner = model.model
+    return inner.language_model.layers if hasattr(inner, "language_model") else inner.layers
+
+
+def compile_decoder_layers(model: torch.nn.Module) -> None:
+    """torch.compile each decoder layer (one compiled graph, reused by every layer): RMSNorm, RoPE,
+    SwiGLU and autocast's casts fuse into a few kernels instead of dozens of elementwise passes."""
+    for layer in decoder_layers(model):
+        layer.compile(dynamic=True)
 
 
 @dataclass
@@ -55,6 +80,8 @@ class TrainSample:
     vision: VisionInputs | None = None
     name: str = ""
     meta: dict = field(default_factory=dict)
+    # One key per image (its blob ref), in order: a packed micro-batch encodes each distinct image once.
+    image_keys: tuple = ()
     # Set when a step makes several updates: the logprobs under the weights before its first update
     # (the PPO ratio's denominator) and under the reference (KL), computed once.
     old_logprobs: torch.Tensor | None = None
@@ -122,12 +149,13 @@ def prepare_sample(sample: Sample, advantage: float, blobs: BlobStore, vision: V
         input_ids=ids, prompt_len=len(sample.prompt_ids),
         loss_mask=torch.tensor(sample.loss_mask, dtype=torch.float32),
         rollout_logprobs=torch.tensor(sample.rollout_logprobs, dtype=torch.float32),
-        advantage=float(advantage), vision=vision_inputs, name=sample.episode_id)
+        advantage=float(advantage), vision=vision_inputs, name=sample.episode_id, image_keys=tuple(sample.images))
 
 
-def micro_batches(samples: list[TrainSample], token_budget: int) -> list[list[TrainSample]]:
+def padded_micro_batches(samples: list[TrainSample], token_budget: int) -> list[list[TrainSample]]:
     """Consecutive groups whose padded size (count × longest) stays within the budget; a sample longer
-    than the budget goes alone."""
+    than the budget goes alone. (The trainer packs: packing.pack_micro_batches; this is the padded
+    layout a plain step uses, kept as the reference the packed path is checked and measured against.)"""
     batches: list[list[TrainSample]] = []
     current: list[TrainSample] = []
     longest = 0
@@ -154,17 +182,17 @@ def restrict_logits(logits: torch.Tensor, allowed_token_ids: list[int] | None) -
     from when the rollout restricted sampling (vLLM's allowed_token_ids). None: unchanged."""
     if allowed_token_ids is None:
         return logits
-    return logits.masked_fill(~_allowed_mask(allowed_token_ids, logits.new_empty(logits.shape[-1], 0)), float("-inf"))
+    return logits.masked_fill(~_allowed_mask(allowed_token_ids, logits.shape[-1], logits.device), float("-inf"))
 
 
 LOGIT_CHUNK_ROWS = 1024
 
 
-def _allowed_mask(allowed_token_ids: list[int] | None, weight: torch.Tensor) -> torch.Tensor | None:
+def _allowed_mask(allowed_token_ids: list[int] | None, vocab: int, device: torch.device) -> torch.Tensor | None:
     if allowed_token_ids is None:
         return None
-    allowed = torch.zeros(weight.shape[0], dtype=torch.bool, device=weight.device)
-    allowed[torch.tensor(allowed_token_ids, dtype=torch.long, device=weight.device)] = True
+    allowed = torch.zeros(vocab, dtype=torch.bool, device=device)
+    allowed[torch.tensor(allowed_token_ids, dtype=torch.long, device=device)] = True
     return allowed
 
 
@@ -187,28 +215,40 @@ def _chunked_logprobs(lm_head, hidden: torch.Tensor, targets: torch.Tensor, temp
     return joined(logps), joined(entropies) if with_entropy else None
 
 
-def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperature: float,
-                     with_entropy: bool, entropy_grad: bool = False, pad_id: int = 0,
-                     allowed_token_ids: list[int] | None = None) -> ForwardOutput:
-    """Logprobs of each sample's response tokens under softmax(logits / temperature), over
-    `allowed_token_ids` only when given (the same processing as the engine's logprobs).
-
-    Right-padded batch; the LM head runs only on the positions that predict loss-mask tokens (the
-    vocabulary is 150k wide: it is most of the step's compute and memory)."""
-    device = next(model.parameters()).device
+def _padded_inputs(model, batch: list[TrainSample], device: torch.device, pad_id: int) -> dict:
+    """The keyword arguments of `model.model` for the batch right-padded to its longest sample."""
     width = max(s.n_tokens for s in batch)
     input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
     attention = torch.zeros((len(batch), width), dtype=torch.long)
     for i, s in enumerate(batch):
         input_ids[i, : s.n_tokens] = torch.tensor(s.input_ids)
         attention[i, : s.n_tokens] = 1
-    kwargs = {"input_ids": input_ids.to(device), "attention_mask": attention.to(device)}
+    kwargs = {"input_ids": input_ids.to(device), "attention_mask": attention.to(device), "use_cache": False}
     visions = [s.vision for s in batch if s.vision is not None]
     if visions:
         kwargs["pixel_values"] = torch.cat([v.pixel_values for v in visions]).to(device, model.dtype)
         kwargs["image_grid_thw"] = torch.cat([v.image_grid_thw for v in visions]).to(device)
         # M-RoPE needs to know which positions are image tokens (what the processor would return).
         kwargs["mm_token_type_ids"] = (input_ids == model.config.image_token_id).to(device, torch.int32)
+    return kwargs
+
+
+def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperature: float,
+                     with_entropy: bool, entropy_grad: bool = False, pad_id: int = 0,
+                     allowed_token_ids: list[int] | None = None, packed: bool = True) -> ForwardOutput:
+    """Logprobs of each sample's response tokens under softmax(logits / temperature), over
+    `allowed_token_ids` only when given (the same processing as the engine's logprobs).
+
+    The batch runs as one packed row (packing.py), or right-padded with `packed=False`; the LM head
+    runs only on the positions that predict loss-mask tokens (the vocabulary is 150k wide: it is
+    most of the step's compute and memory)."""
+    device = next(model.parameters()).device
+    if packed:
+        kwargs, offsets = packing.packed_inputs(model, batch, device)
+        where = [(0, off) for off in offsets]  # (row, offset) of each sample in the hidden states
+    else:
+        kwargs = _padded_inputs(model, batch, device, pad_id)
+        where = [(i, 0) for i in range(len(batch))]
     hidden = model.model(**kwargs).last_hidden_state  # (B, L, H)
 
     # Only the positions that predict a loss-mask token reach the LM head: observation and template
@@ -218,8 +258,8 @@ def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperatu
     starts = [0, *itertools.accumulate(sizes)]
     for i, s in enumerate(batch):
         keep = torch.nonzero(s.loss_mask > 0).squeeze(-1)
-        rows.append(torch.full_like(keep, i))
-        cols.append(keep + (s.prompt_len - 1))
+        rows.append(torch.full_like(keep, where[i][0]))
+        cols.append(keep + (where[i][1] + s.prompt_len - 1))
         targets.append(torch.tensor(s.input_ids[s.prompt_len:], dtype=torch.long)[keep])
         flat.append(keep + starts[i])
     rows_t, cols_t, flat_t = torch.cat(rows).to(device), torch.cat(cols).to(device), torch.cat(flat).to(device)
@@ -230,7 +270,7 @@ def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperatu
     else:
         # The common case (no entropy bonus): logits recomputed in backward, never kept (lm_head.py).
         picked, picked_entropy = linear_logprobs(kept, model.lm_head.weight, kept_targets, temperature,
-                                                 _allowed_mask(allowed_token_ids, model.lm_head.weight), with_entropy)
+                                                 _allowed_mask(allowed_token_ids, model.lm_head.weight.shape[0], device), with_entropy)
 
     def per_sample(values: torch.Tensor) -> list[torch.Tensor]:
         # the kept positions' values in place, 0 at every mask-0 position, split back per sample

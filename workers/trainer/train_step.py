@@ -44,8 +44,8 @@ from .blobs import BlobStore
 from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
 from .grpo import aggregation_weights, group_advantages, only_active, policy_loss, sft_loss
 from .heartbeat import Heartbeater
-from .model import (ForwardOutput, TrainSample, VisionProcessor, forward_response, load_policy, micro_batches,
-                    pick_device, prepare_sample)
+from .model import ForwardOutput, TrainSample, VisionProcessor, forward_response, load_policy, pick_device, prepare_sample
+from .packing import pack_micro_batches
 
 
 class Progress(Protocol):
@@ -98,13 +98,15 @@ def set_hyper(optimizer: torch.optim.Optimizer, hyper: Hyper) -> None:
 
 
 def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progress: Progress,
-                         ref_model=None, algorithm: str = "grpo") -> dict[str, float]:
-    """Forward + backward over micro-batches; gradients sum to those of the whole batch.
+                         ref_model=None, algorithm: str = "grpo") -> dict[str, torch.Tensor | float]:
+    """Forward + backward over packed micro-batches; gradients sum to those of the whole batch.
 
+    The metrics stay on the device (summed tensors) so that the GPU never waits for the host between
+    micro-batches: the caller reads them all at once (Trainer._updates: one sync per update).
     algorithm "sft": masked NLL of the loss-mask tokens (token mean over the batch), at temperature 1."""
     n_tokens_total = int(sum(float(s.loss_mask.sum()) for s in samples))
-    batches = micro_batches(samples, hyper.micro_batch_tokens)
-    sums: dict[str, float] = {}
+    batches = pack_micro_batches(samples, hyper.micro_batch_tokens)
+    sums: dict[str, torch.Tensor | float] = {}
     abs_diff_sum = 0.0
     for i, batch in enumerate(batches):
         if progress.is_cancelled():
@@ -134,9 +136,9 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
             logp=logp, old_logp=old, rollout_logp=rollout, advantages=adv, weights=torch.cat(weights),
             hyper=hyper, entropy=torch.cat(fwd.entropy), ref_logp=torch.cat(ref) if ref is not None else None)
         loss.backward()
-        abs_diff_sum += float(only_active((old - rollout).abs(), mask > 0).sum())
+        abs_diff_sum = abs_diff_sum + only_active((old - rollout).abs(), mask > 0).sum()
         for k, v in metrics.items():
-            sums[k] = sums.get(k, 0.0) + float(v)
+            sums[k] = sums.get(k, 0.0) + v.detach()
         progress.heartbeat({"phase": "training", "micro_batch": i + 1, "micro_batches": len(batches)})
     if algorithm != "sft":
         sums["train/train_rollout_logprob_abs_diff"] = abs_diff_sum / max(n_tokens_total, 1)
@@ -156,18 +158,20 @@ def update_batches(samples: list[TrainSample], hyper: Hyper) -> list[list[TrainS
 def with_old_logprobs(model, samples: list[TrainSample], hyper: Hyper, ref_model=None) -> list[TrainSample]:
     """The samples with their logprobs under the current weights (and the reference's, for the KL),
     before a step's first update: every later update of the step takes its PPO ratio against them."""
-    out: list[TrainSample] = []
+    scored: dict[int, TrainSample] = {}
     with torch.no_grad():
-        for batch in micro_batches(samples, hyper.micro_batch_tokens):
+        for batch in pack_micro_batches(samples, hyper.micro_batch_tokens):
             old = _forward(model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
             ref = (_forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
                    if ref_model is not None else [None] * len(batch))
-            out += [dataclasses.replace(s, old_logprobs=o.float().cpu(), ref_logprobs=None if r is None else r.float().cpu())
-                    for s, o, r in zip(batch, old, ref)]
-    return out
+            for s, o, r in zip(batch, old, ref):
+                scored[id(s)] = dataclasses.replace(s, old_logprobs=o.float().cpu(),
+                                                    ref_logprobs=None if r is None else r.float().cpu())
+    # in the samples' order (packing reorders): update_batches slices it group by group
+    return [scored[id(s)] for s in samples]
 
 
-def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict[str, float], hyper: Hyper) -> None:
+def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict, hyper: Hyper) -> None:
     fwd = _forward(model, batch, hyper, 1.0, with_entropy=False)
     device = fwd.logprobs[0].device
     weights = torch.cat(aggregation_weights([s.loss_mask.to(device) for s in batch], "token_mean",
@@ -175,7 +179,15 @@ def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums:
     loss, metrics = sft_loss(torch.cat(fwd.logprobs), weights)
     loss.backward()
     for k, v in metrics.items():
-        sums[k] = sums.get(k, 0.0) + float(v)
+        sums[k] = sums.get(k, 0.0) + v.detach()
+
+
+def read_metrics(sums: dict[str, torch.Tensor | float], grad_norm: torch.Tensor) -> tuple[dict[str, float], float]:
+    """The update's device-side metrics and its gradient norm as floats: the update's one device→host sync."""
+    names = [k for k, v in sums.items() if isinstance(v, torch.Tensor)]
+    values = torch.stack([grad_norm.float(), *(sums[k].float().to(grad_norm.device) for k in names)]).tolist()
+    metrics = {k: float(v) for k, v in sums.items() if k not in names}
+    return {**metrics, **dict(zip(names, values[1:]))}, values[0]
 
 
 @dataclass
@@ -335,7 +347,9 @@ class Trainer:
             got = accumulate_gradients(state.model, batch, inp.hyper, progress, ref_model=ref, algorithm=inp.algorithm)
             # From here on the in-memory model no longer matches any checkpoint until the commit.
             state.step = -2
-            norms.append(float(torch.nn.utils.clip_grad_norm_(state.model.parameters(), inp.hyper.grad_clip)))
+            norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), inp.hyper.grad_clip)
+            got, norm = read_metrics(got, norm)
+            norms.append(norm)
             if math.isfinite(norms[-1]) and math.isfinite(got.get("train/loss", 0.0)):
                 state.optimizer.step()
             else:
