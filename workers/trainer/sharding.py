@@ -49,8 +49,9 @@ def shard_policy(model: torch.nn.Module) -> torch.nn.Module:
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(1.0)
-            # A plain SUM (gloo has no PREMUL_SUM; with a factor of 1 nothing is scaled either way).
-            module.set_force_sum_reduction_for_comms(True)
+            # A plain SUM: gloo has no PREMUL_SUM (NCCL, which has it, also runs torch versions without this setter).
+            if hasattr(module, "set_force_sum_reduction_for_comms"):
+                module.set_force_sum_reduction_for_comms(True)
     return model
 
 
