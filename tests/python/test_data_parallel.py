@@ -40,10 +40,32 @@ def torchrun(tmp_path: Path, inputs: list[dict], *extra: str, world_size: int = 
         out, err = proc.communicate(timeout=240)
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+            # torchrun starts its ranks in sessions of their own: they are found by parentage, and
+            # killed before torchrun (whose SIGTERM would only ask them).
+            for pid in [*descendants(proc.pid), proc.pid]:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            proc.communicate()
     assert proc.returncode == 0, err[-6000:]
     return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 def weights(run_dir: Path, step: int) -> dict[str, torch.Tensor]:
