@@ -232,6 +232,12 @@ const CheckedConfig = TempoConfig.superRefine((cfg, ctx) => {
       path: ['run', 'keep_checkpoint_every'],
       message: `must be a multiple of run.checkpoint_interval (${cfg.run.checkpoint_interval}): only those steps have full checkpoints`,
     });
+  if (cfg.model.num_gpus > 1 && cfg.run.trainer_standbys > 0)
+    ctx.addIssue({
+      code: 'custom',
+      path: ['run', 'trainer_standbys'],
+      message: `must be 0 when model.num_gpus is above 1 (${cfg.model.num_gpus}): a data-parallel trainer is one torchrun group, and standby groups are not implemented; set run.trainer_standbys=0`,
+    });
   if (cfg.run.eval_at_start && cfg.run.eval_interval === 0)
     ctx.addIssue({ code: 'custom', path: ['run', 'eval_at_start'], message: 'needs run.eval_interval > 0 (eval is off)' });
   if (cfg.engines.max_model_len < cfg.rollout.max_context_len)

@@ -76,8 +76,9 @@ export const ModelConfig = z
      *  trainer's forward runs under bf16 autocast over fp32 master weights and fp32 AdamW state, so
      *  small updates are not rounded away. */
     dtype: z.enum(['float32', 'bfloat16'], { error: 'float32 or bfloat16 (float16 would need loss scaling, which the trainer does not do)' }).default('float32'),
-    /** 0: CPU; 1: one GPU. The trainer uses one device; multi-GPU training is not implemented yet. */
-    num_gpus: z.number().int().nonnegative().max(1, 'at most 1 is supported (the trainer trains on one device; multi-GPU is not implemented yet)').default(0),
+    /** 0: CPU; 1: one GPU; N > 1: the trainer trains data-parallel on N GPUs of this node (torchrun,
+     *  FSDP2; workers/trainer/data_parallel.py), and needs run.trainer_standbys 0. */
+    num_gpus: z.number().int().nonnegative().default(0),
   })
   .prefault({});
 

@@ -1,5 +1,6 @@
 // Starts the Python trainer worker (workers/trainer) with the Temporal settings of the config and its
-// stack's task queue and blob root.
+// stack's task queue and blob root; with model.num_gpus above 1, through torchrun, one process per GPU
+// (rank 0 is the Temporal worker: workers/trainer/data_parallel.py).
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -29,7 +30,15 @@ export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[];
     // The stack's trainer processes: one active (holds the lock), the others standing by (worker.py).
     '--lock-file', stateLayout(cfg.state_dir).trainerLock, '--inflight-dir', stateLayout(cfg.state_dir).inflight('trainer'),
   ];
-  return { cmd: pythonBin(), args, env };
+  return { cmd: pythonBin(), args: [...torchrunArgs(cfg), ...args], env };
+}
+
+/** torchrun's flags before `-m trainer.worker`, or none on one device. One node: --standalone picks a
+ *  free rendezvous port. A group whose rank failed is restarted whole (rank 0 then fails the dead
+ *  attempt's activities over, as a standby would). Several nodes: docs/ARCHITECTURE.md. */
+export function torchrunArgs(cfg: TempoConfig): string[] {
+  if (cfg.model.num_gpus <= 1) return [];
+  return ['-m', 'torch.distributed.run', '--standalone', '--nproc-per-node', String(cfg.model.num_gpus), '--max-restarts', '3'];
 }
 
 /** The pid of the stack's active trainer (the one holding the trainer lock: workers/trainer/standby.py), or null. */

@@ -17,6 +17,7 @@ import os
 import random
 import shutil
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -98,7 +99,7 @@ def _fsync(path: Path) -> None:
 
 def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module | None, optimizer: torch.optim.Optimizer | None,
                     *, weight_version: int, data_cursor: dict, metrics: dict, base_model_path: str | Path,
-                    extra: dict | None = None) -> Path:
+                    extra: dict | None = None, write_files: Callable[[Path], None] | None = None) -> Path:
     """Commit step N (`extra` goes into meta.json: the sample refs consumed, the optimizer step count,
     the `attempt` token that names this attempt's temporary directory). If step N is already committed
     (a concurrent or earlier attempt), keep that one: the caller tells whose commit it is by meta.json's
@@ -106,7 +107,9 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module | Non
     the caller drops such metrics.
 
     model None: a light commit (run.checkpoint_interval) — the record only, `"full": false`; the state
-    after it is rebuilt from the last full checkpoint by replaying the recorded steps (replay.py)."""
+    after it is rebuilt from the last full checkpoint by replaying the recorded steps (replay.py).
+    write_files: writes a full checkpoint's files into the attempt's directory instead (a sharded
+    trainer's: sharded_checkpoint.py)."""
     final = checkpoint_dir(run_dir, step)
     final.parent.mkdir(parents=True, exist_ok=True)
     if is_committed(final):
@@ -114,12 +117,14 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module | Non
     extra = {"attempt": uuid.uuid4().hex, **(extra or {})}
     tmp = temporary_dir(run_dir, step, extra["attempt"])
     try:
-        if model is not None:
+        if write_files is not None:
+            write_files(tmp)
+        elif model is not None:
             _write_checkpoint_files(tmp, model, optimizer, base_model_path)
         else:
             tmp.mkdir()
         meta = {"step": step, "weight_version": weight_version, "data_cursor": data_cursor, "metrics": metrics,
-                "base_model_path": str(base_model_path), **extra, "full": model is not None, "files": _manifest(tmp)}
+                "base_model_path": str(base_model_path), **extra, "full": model is not None or write_files is not None, "files": _manifest(tmp)}
         (tmp / META).write_text(json.dumps(meta, indent=1, allow_nan=False))  # the commit record, last
         _fsync_tree(tmp)
         os.rename(tmp, final)  # the commit: atomic on one filesystem; fails once another attempt committed
@@ -138,14 +143,19 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module | Non
 
 def _write_checkpoint_files(out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                             base_model_path: str | Path) -> None:
-    _write_model_dir(out, model, base_model_path)
+    write_model_dir(out, model, base_model_path)
     torch.save(optimizer.state_dict(), out / "optimizer.pt")
     torch.save(capture_rng(), out / "rng.pt")
 
 
-def _write_model_dir(out: Path, model: torch.nn.Module, base_model_path: str | Path) -> None:
-    model.save_pretrained(out, safe_serialization=True)
-    write_tied_lm_head(model, out)
+def write_model_dir(out: Path, model: torch.nn.Module, base_model_path: str | Path,
+                    state_dict: dict[str, torch.Tensor] | None = None) -> None:
+    """state_dict: the full weights when `model` is sharded (sharded_checkpoint.full_model_state)."""
+    if state_dict is not None:  # a tied weight once, under its first name, as save_pretrained writes it
+        names = {n for n, _ in model.named_parameters()} | {n for n, _ in model.named_buffers()}
+        state_dict = {k: v for k, v in state_dict.items() if k in names}
+    model.save_pretrained(out, safe_serialization=True, state_dict=state_dict)
+    write_tied_lm_head(model, out, state_dict)
     for f in Path(base_model_path).iterdir():
         if (f.is_file() and f.name not in _SKIP_FROM_BASE and not f.name.startswith(".")
                 and not f.name.endswith((".safetensors", ".bin", ".pt"))):
@@ -162,7 +172,8 @@ def weights_dir(run_dir: str | Path, step: int) -> Path:
     return Path(run_dir) / "weights" / f"step-{step:06d}"
 
 
-def export_weights(run_dir: str | Path, step: int, model: torch.nn.Module, base_model_path: str | Path) -> Path:
+def export_weights(run_dir: str | Path, step: int, model: torch.nn.Module, base_model_path: str | Path,
+                   state_dict: dict[str, torch.Tensor] | None = None) -> Path:
     """The engines' copy of a light step's weights (a model directory, no optimizer): derived, not
     durable — renamed into place whole, never fsynced, rebuilt by replay if lost; only the newest is kept."""
     out = weights_dir(run_dir, step)
@@ -170,7 +181,7 @@ def export_weights(run_dir: str | Path, step: int, model: torch.nn.Module, base_
         return out
     tmp = out.parent / f"{_TMP_PREFIX}{out.name}-{uuid.uuid4().hex}"
     try:
-        _write_model_dir(tmp, model, base_model_path)
+        write_model_dir(tmp, model, base_model_path, state_dict)
         os.rename(tmp, out)
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -198,7 +209,7 @@ def check_complete(path: str | Path) -> None:
         raise CheckpointCorrupt(f"committed checkpoint {path} lacks or has truncated files: {', '.join(bad)}")
 
 
-def write_tied_lm_head(model: torch.nn.Module, out: Path) -> None:
+def write_tied_lm_head(model: torch.nn.Module, out: Path, state_dict: dict[str, torch.Tensor] | None = None) -> None:
     """Also write a tied LM head as its own tensor (`lm_head.safetensors`).
 
     save_pretrained drops a tied lm_head.weight. vLLM 0.32's in-place reload (reload_weights) then
@@ -211,7 +222,11 @@ def write_tied_lm_head(model: torch.nn.Module, out: Path) -> None:
     text_cfg = getattr(model.config, "text_config", model.config)
     if not (getattr(model.config, "tie_word_embeddings", False) or getattr(text_cfg, "tie_word_embeddings", False)):
         return
-    head = model.get_output_embeddings().weight.detach().contiguous().cpu()
+    if state_dict is not None:
+        name = next(n for n, p in model.named_parameters() if p is model.get_output_embeddings().weight)
+        head = state_dict[name].detach().contiguous().cpu()
+    else:
+        head = model.get_output_embeddings().weight.detach().contiguous().cpu()
     save_file({"lm_head.weight": head}, out / "lm_head.safetensors", metadata={"format": "pt"})
     index = out / "model.safetensors.index.json"
     if index.is_file():  # sharded: vLLM only reads the files the index names
@@ -236,7 +251,11 @@ def load_checkpoint(path: str | Path, device, dtype: torch.dtype) -> LoadedCheck
         raise FileNotFoundError(f"no committed checkpoint at {path}")
     check_complete(path)
     model = load_policy(path, device=device, dtype=dtype)
-    optimizer_state = torch.load(path / "optimizer.pt", map_location=device, weights_only=True)
+    if (path / "optimizer.pt").is_file():
+        optimizer_state = torch.load(path / "optimizer.pt", map_location=device, weights_only=True)
+    else:  # written by a sharded (data-parallel) trainer
+        from .sharded_checkpoint import plain_optimizer_state
+        optimizer_state = plain_optimizer_state(path, model)
     rng_state = torch.load(path / "rng.pt", weights_only=False)
     return LoadedCheckpoint(model, optimizer_state, rng_state, read_meta(path))
 

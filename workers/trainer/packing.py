@@ -85,7 +85,11 @@ def _image_features(model, batch: list[TrainSample], device: torch.device):
     return out
 
 
-def _takes_encoder_outputs(model) -> bool:
+def _encodes_once(model) -> bool:
+    """Images encoded ahead of the forward, once each: when the model takes encoder outputs (recent
+    transformers) and its weights are not gathered only inside its forward (FSDP: sharding.py)."""
+    if getattr(model, "encodes_images_in_forward", False):
+        return False
     return "mm_encoder_outputs" in inspect.signature(model.model.forward).parameters
 
 
@@ -102,9 +106,9 @@ def packed_inputs(model, batch: list[TrainSample], device: torch.device) -> tupl
         mrope = torch.cat([_mrope_positions(model, s) for s in batch], dim=-1)
         kwargs["position_ids"] = torch.cat([text_positions[None], mrope]).to(device)
         if any(s.vision is not None for s in batch):
-            if _takes_encoder_outputs(model):
+            if _encodes_once(model):
                 kwargs["mm_encoder_outputs"] = {"image": _image_features(model, batch, device)}
-            else:  # an older transformers: every sample's images through the encoder
+            else:  # every sample's images through the encoder, inside the forward
                 visions = [s.vision for s in batch if s.vision is not None]
                 kwargs["pixel_values"] = torch.cat([v.pixel_values for v in visions]).to(device, model.dtype)
                 kwargs["image_grid_thw"] = torch.cat([v.image_grid_thw for v in visions]).to(device)

@@ -32,10 +32,16 @@ def is_full_step(inp: TrainStepInput) -> bool:
 
 
 def param_digest(model: torch.nn.Module) -> list[float] | None:
-    """[Σw, Σw²] over every parameter, in float64: cheap, and any update changes it."""
+    """[Σw, Σw²] over every parameter, in float64: cheap, and any update changes it. Sharded parameters
+    (data_parallel.py) are summed over their shards, a collective: every rank calls it."""
+    from torch.distributed.tensor import DTensor
+
+    def whole(t: torch.Tensor) -> float:
+        return float(t.full_tensor() if isinstance(t, DTensor) else t)
+
     with torch.no_grad():
-        total = sum(float(p.double().sum()) for p in model.parameters())
-        squares = sum(float(p.double().square().sum()) for p in model.parameters())
+        total = sum(whole(p.double().sum()) for p in model.parameters())
+        squares = sum(whole(p.double().square().sum()) for p in model.parameters())
     return [total, squares] if math.isfinite(total) and math.isfinite(squares) else None
 
 

@@ -98,13 +98,15 @@ def set_hyper(optimizer: torch.optim.Optimizer, hyper: Hyper) -> None:
 
 
 def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progress: Progress,
-                         ref_model=None, algorithm: str = "grpo") -> dict[str, torch.Tensor | float]:
+                         ref_model=None, algorithm: str = "grpo",
+                         totals: tuple[int, int] | None = None) -> dict[str, torch.Tensor | float]:
     """Forward + backward over packed micro-batches; gradients sum to those of the whole batch.
 
     The metrics stay on the device (summed tensors) so that the GPU never waits for the host between
     micro-batches: the caller reads them all at once (Trainer._updates: one sync per update).
-    algorithm "sft": masked NLL of the loss-mask tokens (token mean over the batch), at temperature 1."""
-    n_tokens_total = int(sum(float(s.loss_mask.sum()) for s in samples))
+    algorithm "sft": masked NLL of the loss-mask tokens (token mean over the batch), at temperature 1.
+    totals: (samples, loss-mask tokens) of the whole batch when `samples` is one rank's share of it."""
+    n_samples_total, n_tokens_total = totals or (len(samples), int(sum(float(s.loss_mask.sum()) for s in samples)))
     batches = pack_micro_batches(samples, hyper.micro_batch_tokens)
     sums: dict[str, torch.Tensor | float] = {}
     abs_diff_sum = 0.0
@@ -125,7 +127,7 @@ def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progre
                 with torch.no_grad():
                     ref = _forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
         masks = [s.loss_mask.to(device) for s in batch]
-        weights = aggregation_weights(masks, hyper.loss_agg, len(samples), n_tokens_total)
+        weights = aggregation_weights(masks, hyper.loss_agg, n_samples_total, n_tokens_total)
         logp = torch.cat(fwd.logprobs)
         rollout = torch.cat([s.rollout_logprobs for s in batch]).to(device)
         mask = torch.cat(masks)
@@ -182,12 +184,15 @@ def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums:
         sums[k] = sums.get(k, 0.0) + v.detach()
 
 
-def read_metrics(sums: dict[str, torch.Tensor | float], grad_norm: torch.Tensor) -> tuple[dict[str, float], float]:
-    """The update's device-side metrics and its gradient norm as floats: the update's one device→host sync."""
+def read_metrics(sums: dict[str, torch.Tensor | float],
+                 grad_norm: torch.Tensor | None = None) -> tuple[dict[str, float], float | None]:
+    """The update's device-side metrics (and its gradient norm) as floats: the update's one device→host sync."""
     names = [k for k, v in sums.items() if isinstance(v, torch.Tensor)]
-    values = torch.stack([grad_norm.float(), *(sums[k].float().to(grad_norm.device) for k in names)]).tolist()
+    head = [] if grad_norm is None else [grad_norm.float()]
+    device = grad_norm.device if grad_norm is not None else next((sums[k].device for k in names), None)
+    values = torch.stack([*head, *(sums[k].float().to(device) for k in names)]).tolist() if head or names else []
     metrics = {k: float(v) for k, v in sums.items() if k not in names}
-    return {**metrics, **dict(zip(names, values[1:]))}, values[0]
+    return {**metrics, **dict(zip(names, values[len(head):]))}, values[0] if head else None
 
 
 @dataclass
@@ -300,6 +305,9 @@ class Trainer:
             meta = ckpt.read_meta(final)
             return TrainStepOutput(step=inp.step, weight_version=meta["weight_version"], checkpoint=str(final),
                                    already_committed=True, metrics=finite_metrics(meta["metrics"])[0])
+        return self._train_uncommitted(inp, progress)
+
+    def _train_uncommitted(self, inp: TrainStepInput, progress: Progress) -> TrainStepOutput:
         progress.heartbeat({"phase": "loading_state", "step": inp.step})
         state = self.ensure_state(inp, progress)
         if not inp.samples:
@@ -310,14 +318,15 @@ class Trainer:
         t0 = time.perf_counter()
         sums, applied, skipped, samples = self._apply(state, inp, progress)
         seconds = time.perf_counter() - t0
-        n_tokens = sum(s.n_tokens for s in samples)
+        counts = self._batch_counts(samples)
         metrics = {**sums, "train/updates": float(applied), "train/nonfinite_step": 1.0 if skipped else 0.0,
-                   "perf/train_tokens_per_second": n_tokens / max(seconds, 1e-9),
-                   "perf/train_seconds": seconds,
-                   "train/n_samples": float(len(samples)),
-                   "train/n_tokens": float(n_tokens),
-                   "train/n_response_tokens": float(sum(float(s.loss_mask.sum()) for s in samples))}
+                   "perf/train_tokens_per_second": counts["train/n_tokens"] / max(seconds, 1e-9),
+                   "perf/train_seconds": seconds, **counts}
         return self._commit(inp, state, metrics, applied=applied > 0, progress=progress)
+
+    def _batch_counts(self, samples: list[TrainSample]) -> dict[str, float]:
+        return {"train/n_samples": float(len(samples)), "train/n_tokens": float(sum(s.n_tokens for s in samples)),
+                "train/n_response_tokens": float(sum(float(s.loss_mask.sum()) for s in samples))}
 
     def _apply(self, state: TrainerState, inp: TrainStepInput, progress: Progress):
         """Step `inp`'s updates on `state` (a new step, or a recorded one replayed): (metrics, updates
@@ -364,21 +373,27 @@ class Trainer:
                 applied: bool, progress: Progress) -> TrainStepOutput:
         """Commit step N from the in-memory state, or return the step N another attempt committed first."""
         progress.heartbeat({"phase": "committing", "step": inp.step})
+        full = replay.is_full_step(inp)
+        return self._save_commit(inp, state, metrics, applied, replay.param_digest(state.model),
+                                 model=state.model if full else None, optimizer=state.optimizer if full else None)
+
+    def _save_commit(self, inp: TrainStepInput, state: TrainerState, metrics: dict[str, float], applied: bool,
+                     digest: list[float] | None, **files) -> TrainStepOutput:
+        """The commit itself (`files`: what a full checkpoint writes, save_checkpoint's arguments)."""
         metrics, dropped = finite_metrics({**metrics, "train/replayed_steps": float(self.replayed[0]),
                                            "train/replay_mismatches": float(self.replayed[1])})
-        full = replay.is_full_step(inp)
         # Whose commit won is told by a token of this attempt, not by comparing metrics (timings differ
         # between attempts, and NaN != NaN made an attempt disown its own commit).
         attempt = uuid.uuid4().hex
         weight_version = inp.step + 1
-        path = ckpt.save_checkpoint(inp.run_dir, inp.step, state.model if full else None, state.optimizer if full else None,
+        path = ckpt.save_checkpoint(inp.run_dir, inp.step, files.pop("model", None), files.pop("optimizer", None),
                                     weight_version=weight_version, data_cursor=inp.data_cursor.model_dump(),
                                     metrics=metrics, base_model_path=inp.model_path,
                                     extra={"sample_refs": [s.ref for s in inp.samples],
                                            "optimizer_steps": ckpt.optimizer_steps(state.optimizer),
                                            "update_applied": applied, "nonfinite_metrics": dropped,
                                            "attempt": attempt, "replay": inp.model_dump(mode="json"),
-                                           "param_digest": replay.param_digest(state.model)})
+                                           "param_digest": digest}, **files)
         recorded = ckpt.read_meta(path)
         if recorded.get("attempt") != attempt:
             # Another attempt committed step N first: that one is the truth; reload it next time.

@@ -38,8 +38,11 @@ def _attention(module, query, key, value, attention_mask, dropout: float = 0.0, 
                is_causal: bool | None = None, **kwargs):
     """transformers' attention-function signature: query/key/value (1, heads, T, dim) → (1, T, heads, dim)."""
     cu, max_len = kwargs.get("cu_seq_lens_q"), kwargs.get("max_length_q")
-    if cu is None or query.shape[0] != 1:
-        raise RuntimeError(f"{NAME} attention needs one packed row and its cu_seq_lens_q (got a batch of {query.shape[0]})")
+    if cu is None or query.shape[0] != 1:  # not a packed row (a data-parallel rank's idle pass): SDPA
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      is_causal=is_causal, **kwargs)
     dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else query.dtype
     if dtype not in (torch.float16, torch.bfloat16):
         return _masked_sdpa(query, key, value, cu, scaling)

@@ -15,7 +15,10 @@ heartbeat timeout.
 TLS and API key come from the standard TEMPORAL_* environment variables (TEMPORAL_ADDRESS,
 TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
 TEMPORAL_TLS_CLIENT_KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME); flags win.
-Logs are JSON lines on stderr."""
+Logs are JSON lines on stderr.
+
+Data parallelism (model.num_gpus > 1): started by torchrun, one process per GPU; rank 0 alone is the
+Temporal worker (and takes the lock), the other ranks follow its commands (data_parallel.py)."""
 from __future__ import annotations
 
 import argparse
@@ -97,7 +100,7 @@ async def _active(lock: TrainerLock, stop: asyncio.Event) -> bool:
 
 
 async def run(address: str, namespace: str, task_queue: str, blob_root: str | None = None,
-              inflight_dir: str | None = None, lock: TrainerLock | None = None) -> None:
+              inflight_dir: str | None = None, lock: TrainerLock | None = None, trainer=None) -> None:
     from .activities import TrainerActivities  # torch, transformers: a standby imports them before it waits
     from .train_step import Trainer
 
@@ -110,7 +113,7 @@ async def run(address: str, namespace: str, task_queue: str, blob_root: str | No
     client = await Client.connect(address, namespace=namespace, api_key=os.environ.get("TEMPORAL_API_KEY") or None,
                                   tls=tls_from_env())
     ledger = InflightLedger(inflight_dir) if inflight_dir else None
-    activities = TrainerActivities(Trainer(), blob_root)
+    activities = TrainerActivities(trainer or Trainer(), blob_root)
     # One thread per activity slot. Train steps serialise on the trainer's lock (one model per
     # process) and each waiting one holds a slot, so there are slots to spare: a running step and a
     # retry waiting beside it must still leave sync_weights, log_metrics and trainer_info room.
@@ -149,10 +152,28 @@ def main(argv: list[str] | None = None) -> None:
     level = {"trace": "DEBUG", "fatal": "CRITICAL", "silent": "CRITICAL", "warn": "WARNING"}.get(
         args.log_level.lower(), args.log_level.upper())
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    group = trainer = None
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1:
+        from .data_parallel import DataParallelTrainer, follow
+        from .dp_group import DataParallelGroup
+
+        group = DataParallelGroup()
+        trainer = DataParallelTrainer(group)
+        if not group.is_rank0:
+            try:
+                follow(group, trainer)
+            finally:
+                group.close()
+            return
     lock = TrainerLock(args.lock_file) if args.lock_file else None
     if lock is not None and not lock.try_acquire():
         lock.wait_until_active_polls()  # another trainer is active or starting: let it start first
-    asyncio.run(run(args.address, args.namespace, args.task_queue, args.blob_root, args.inflight_dir, lock))
+    try:
+        asyncio.run(run(args.address, args.namespace, args.task_queue, args.blob_root, args.inflight_dir, lock, trainer))
+    finally:
+        if group is not None:
+            group.send(None)  # the other ranks stop too
+            group.close()
 
 
 if __name__ == "__main__":
