@@ -28,11 +28,15 @@ WORKERS = HERE.parent.parent / "workers"
 HYPER = {"micro_batch_tokens": 40, "ppo_mini_batches": 2, "loss_agg": "token_mean", "lr": 0.1, "adam_eps": 1.0}
 
 
-def torchrun(tmp_path: Path, inputs: list[dict], *extra: str, world_size: int = 2) -> list[dict]:
-    """Runs dp_job.py on `world_size` CPU ranks; every process it starts is gone when it returns."""
+def torchrun(tmp_path: Path, inputs: list[dict], *extra: str, world_size: int = 2, gpu: bool = False) -> list[dict]:
+    """Runs dp_job.py on `world_size` ranks (CPU ones unless `gpu`); every process it starts is gone
+    when it returns."""
     job = tmp_path / f"inputs-{inputs[0]['step']}.jsonl"
     job.write_text("".join(json.dumps(i) + "\n" for i in inputs))
-    env = {**os.environ, "PYTHONPATH": f"{WORKERS}:{HERE}", "OMP_NUM_THREADS": "1", "CUDA_VISIBLE_DEVICES": ""}
+    path = os.pathsep.join(p for p in (str(WORKERS), str(HERE), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    if not gpu:
+        env["CUDA_VISIBLE_DEVICES"] = ""
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world_size}",
            str(HERE / "dp_job.py"), str(job), *extra]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
@@ -123,3 +127,13 @@ def test_checkpoints_move_between_world_sizes(steps, tmp_path):
     assert (ckpt.checkpoint_dir(tmp_path / "mixed", 4) / "optimizer.pt").is_file()
     for s in (2, 3, 4):
         assert_same_weights(weights(tmp_path / "mixed", s), weights(tmp_path / "one", s))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the device machine); CI has none")
+def test_on_one_gpu_the_data_parallel_trainer_equals_the_single_process_one(steps, tmp_path):
+    """The sharded path on a GPU (NCCL, FSDP2 over one rank, packed rows, compiled layers) in fp32
+    compute: the same step as the plain Trainer on the same GPU."""
+    ref = Trainer(device="cuda").train_step(TrainStepInput.model_validate(steps("one", 0)))
+    [out] = torchrun(tmp_path, [steps("dp", 0)], world_size=1, gpu=True)
+    assert out["metrics"]["train/loss"] == pytest.approx(ref.metrics["train/loss"], rel=1e-3, abs=1e-5)
+    assert_same_weights(weights(tmp_path / "dp", 0), weights(tmp_path / "one", 0), atol=1e-4)
