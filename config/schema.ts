@@ -177,8 +177,9 @@ export const GrpoConfig = z
       })
       .prefault({}),
     loss_agg: z.enum(['sample_mean', 'token_mean']).default('sample_mean'),
-    /** Tokens per packed micro-batch: samples end to end in one row (first-fit decreasing), each attending
-     *  only to itself; a longer sample goes alone. The trainer's memory knob. */
+    /** Tokens per micro-batch, the trainer's memory knob. On a GPU, packed: samples end to end in one row
+     *  (first-fit decreasing), each attending only to itself; on a CPU, padded: consecutive samples while
+     *  count × longest fits. A longer sample goes alone. */
     micro_batch_tokens: positiveInt.default(8192),
     grad_clip: z.number().positive().default(1.0),
     /** Optimizer updates per step, as verl's ppo_mini_batch_size / ppo_epochs: the step's samples in k

@@ -1,13 +1,15 @@
 """Packed micro-batches (issue 12, packing.py): bins filled first-fit-decreasing to the token budget,
 and one packed row gives the padded path's log-probabilities, entropies and gradients — on the tiny
 Qwen3-VL with several images per sample, an image shared by several samples (encoded once), M-RoPE
-positions restarting per sample, a multi-turn mask and text-only samples in the same row."""
+positions restarting per sample, a multi-turn mask and text-only samples in the same row. (The trainer
+packs where varlen attention runs, on a GPU; on the CPU these rows attend through transformers'
+packed-sequence mask.)"""
 import copy
 
 import pytest
 import torch
 
-from trainer import packing
+from trainer import model as model_mod, packing
 from trainer.blobs import BlobStore
 from trainer.contract import Hyper, Sample
 from trainer.model import TrainSample, VisionProcessor, forward_response, load_policy, prepare_sample
@@ -99,9 +101,12 @@ def test_positions_restart_at_each_sample(policy, vlm_batch):
     assert (row == torch.arange(text.n_tokens)).all()
 
 
-def test_old_logprobs_come_back_in_the_samples_order(policy, vlm_batch):
+def test_old_logprobs_come_back_in_the_samples_order(policy, vlm_batch, monkeypatch):
     """Packing reorders samples into bins; the update slices that follow are taken group by group."""
+    monkeypatch.setattr(model_mod, "packs", lambda model: True)  # as on a GPU
     hyper = Hyper(micro_batch_tokens=max(s.n_tokens for s in vlm_batch) + 5)
+    assert [s.name for b in model_mod.micro_batches(policy, vlm_batch, hyper.micro_batch_tokens) for s in b] != \
+        [s.name for s in vlm_batch], "the bins reorder the samples"
     out = with_old_logprobs(policy, vlm_batch, hyper)
     assert [s.name for s in out] == [s.name for s in vlm_batch]
     for s, o in zip(vlm_batch, out):

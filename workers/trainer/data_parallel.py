@@ -35,8 +35,7 @@ from .blobs import BlobStore
 from .contract import Sample, TrainStepInput, TrainStepOutput
 from .dp_group import DataParallelGroup, is_agreed, mark_agreed
 from .grpo import group_advantages
-from .model import TrainSample, load_policy, prepare_sample
-from .packing import pack_micro_batches
+from .model import TrainSample, load_policy, micro_batches, prepare_sample
 from .train_step import (NoProgress, Progress, StepCancelled, Trainer, TrainerState, accumulate_gradients,
                          make_optimizer, read_metrics, set_hyper, update_batches, with_old_logprobs)
 
@@ -211,10 +210,10 @@ class DataParallelTrainer(Trainer):
     def _batch_counts(self, samples: list[TrainSample]) -> dict[str, float]:
         return dict(self._plan.counts)
 
-    def _missing_passes(self, samples: list[TrainSample], budget: int) -> int:
+    def _missing_passes(self, policy, samples: list[TrainSample], budget: int) -> int:
         """How many micro-batches this rank runs fewer than the rank with the most: asked before any
         runs (a rank still in its forwards would meet this collective with another)."""
-        mine = len(pack_micro_batches(samples, budget))
+        mine = len(micro_batches(policy, samples, budget))
         return self.group.max_int(mine) - mine
 
     def _idle_passes(self, policy: sharding.ShardedPolicy, n: int, backward: bool) -> None:
@@ -230,7 +229,7 @@ class DataParallelTrainer(Trainer):
         if n_updates > 1:
             order = sorted(samples)
             mine = [samples[i] for i in order]
-            missing = self._missing_passes(mine, hyper.micro_batch_tokens)
+            missing = self._missing_passes(policy, mine, hyper.micro_batch_tokens)
             samples = dict(zip(order, with_old_logprobs(policy, mine, hyper, ref)))
             self._idle_passes(policy, missing, backward=False)
             sharding.reshard(state.model)
@@ -243,7 +242,7 @@ class DataParallelTrainer(Trainer):
             j = u % len(plan.shares)
             batch = [samples[i] for i in plan.shares[j][rank]]
             state.optimizer.zero_grad(set_to_none=True)
-            missing = self._missing_passes(batch, hyper.micro_batch_tokens)
+            missing = self._missing_passes(policy, batch, hyper.micro_batch_tokens)
             got, _ = read_metrics(accumulate_gradients(policy, batch, hyper, _CancelBetweenUpdates(progress), ref_model=ref,
                                                        algorithm=inp.algorithm, totals=plan.totals[j]))
             self._idle_passes(policy, missing, backward=True)

@@ -152,10 +152,22 @@ def prepare_sample(sample: Sample, advantage: float, blobs: BlobStore, vision: V
         advantage=float(advantage), vision=vision_inputs, name=sample.episode_id, image_keys=tuple(sample.images))
 
 
+def packs(model) -> bool:
+    """Whether the trainer packs this model's micro-batches: where attention keeps the samples of a row
+    apart without a [T, T] mask (varlen attention on a GPU). On a CPU it pads: SDPA under a dense
+    block-diagonal mask costs T² for the whole row (measured: the demo's SFT took 333 s packed
+    against 155 s padded on 2 cores)."""
+    return varlen_attention.in_use(model)
+
+
+def micro_batches(model, samples: list[TrainSample], token_budget: int) -> list[list[TrainSample]]:
+    """The micro-batches the trainer runs `samples` in on `model`: packed bins or padded groups."""
+    return (packing.pack_micro_batches if packs(model) else padded_micro_batches)(samples, token_budget)
+
+
 def padded_micro_batches(samples: list[TrainSample], token_budget: int) -> list[list[TrainSample]]:
     """Consecutive groups whose padded size (count × longest) stays within the budget; a sample longer
-    than the budget goes alone. (The trainer packs: packing.pack_micro_batches; this is the padded
-    layout a plain step uses, kept as the reference the packed path is checked and measured against.)"""
+    than the budget goes alone."""
     batches: list[list[TrainSample]] = []
     current: list[TrainSample] = []
     longest = 0
@@ -235,15 +247,16 @@ def _padded_inputs(model, batch: list[TrainSample], device: torch.device, pad_id
 
 def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperature: float,
                      with_entropy: bool, entropy_grad: bool = False, pad_id: int = 0,
-                     allowed_token_ids: list[int] | None = None, packed: bool = True) -> ForwardOutput:
+                     allowed_token_ids: list[int] | None = None, packed: bool | None = None) -> ForwardOutput:
     """Logprobs of each sample's response tokens under softmax(logits / temperature), over
     `allowed_token_ids` only when given (the same processing as the engine's logprobs).
 
-    The batch runs as one packed row (packing.py), or right-padded with `packed=False`; the LM head
+    The batch runs as one packed row (packing.py) or right-padded (`packed`; by default as the trainer
+    runs this model: `packs`); the LM head
     runs only on the positions that predict loss-mask tokens (the vocabulary is 150k wide: it is
     most of the step's compute and memory)."""
     device = next(model.parameters()).device
-    if packed:
+    if packed if packed is not None else packs(model):
         kwargs, offsets = packing.packed_inputs(model, batch, device)
         where = [(0, off) for off in offsets]  # (row, offset) of each sample in the hidden states
     else:

@@ -8,8 +8,10 @@ samples into a single row of at most `micro_batch_tokens` tokens:
 - position ids restart at 0 with each sample — for Qwen-VL models the 3-row M-RoPE ids of each
   sample through the model's own get_rope_index, under a 4th row of text positions, which is how
   transformers tells the samples apart (masking_utils.find_packed_sequence_indices);
-- attention stays inside each sample: on a GPU through torch's variable-length flash attention
-  (varlen_attention.py, no L×L mask), elsewhere through transformers' packed-sequence causal mask;
+- attention stays inside each sample through torch's variable-length flash attention on a GPU
+  (varlen_attention.py, no L×L mask). The trainer packs only there (model.packs): a CPU pads, since
+  transformers' packed-sequence mask under SDPA costs T² for the whole row; that path is what the CPU
+  tests check the packed rows with;
 - each distinct image (same blob) is encoded once per micro-batch, however many samples of its
   group show it, and its features are placed at every sample's placeholders (gradients add up).
 

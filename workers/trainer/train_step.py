@@ -44,8 +44,8 @@ from .blobs import BlobStore
 from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
 from .grpo import aggregation_weights, group_advantages, only_active, policy_loss, sft_loss
 from .heartbeat import Heartbeater
-from .model import ForwardOutput, TrainSample, VisionProcessor, forward_response, load_policy, pick_device, prepare_sample
-from .packing import pack_micro_batches
+from .model import (ForwardOutput, TrainSample, VisionProcessor, forward_response, load_policy, micro_batches,
+                    pick_device, prepare_sample)
 
 
 class Progress(Protocol):
@@ -100,14 +100,14 @@ def set_hyper(optimizer: torch.optim.Optimizer, hyper: Hyper) -> None:
 def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progress: Progress,
                          ref_model=None, algorithm: str = "grpo",
                          totals: tuple[int, int] | None = None) -> dict[str, torch.Tensor | float]:
-    """Forward + backward over packed micro-batches; gradients sum to those of the whole batch.
+    """Forward + backward over micro-batches (model.micro_batches); gradients sum to those of the whole batch.
 
     The metrics stay on the device (summed tensors) so that the GPU never waits for the host between
     micro-batches: the caller reads them all at once (Trainer._updates: one sync per update).
     algorithm "sft": masked NLL of the loss-mask tokens (token mean over the batch), at temperature 1.
     totals: (samples, loss-mask tokens) of the whole batch when `samples` is one rank's share of it."""
     n_samples_total, n_tokens_total = totals or (len(samples), int(sum(float(s.loss_mask.sum()) for s in samples)))
-    batches = pack_micro_batches(samples, hyper.micro_batch_tokens)
+    batches = micro_batches(model, samples, hyper.micro_batch_tokens)
     sums: dict[str, torch.Tensor | float] = {}
     abs_diff_sum = 0.0
     for i, batch in enumerate(batches):
@@ -162,14 +162,14 @@ def with_old_logprobs(model, samples: list[TrainSample], hyper: Hyper, ref_model
     before a step's first update: every later update of the step takes its PPO ratio against them."""
     scored: dict[int, TrainSample] = {}
     with torch.no_grad():
-        for batch in pack_micro_batches(samples, hyper.micro_batch_tokens):
+        for batch in micro_batches(model, samples, hyper.micro_batch_tokens):
             old = _forward(model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
             ref = (_forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
                    if ref_model is not None else [None] * len(batch))
             for s, o, r in zip(batch, old, ref):
                 scored[id(s)] = dataclasses.replace(s, old_logprobs=o.float().cpu(),
                                                     ref_logprobs=None if r is None else r.float().cpu())
-    # in the samples' order (packing reorders): update_batches slices it group by group
+    # in the samples' order (packed bins reorder them): update_batches slices it group by group
     return [scored[id(s)] for s in samples]
 
 
