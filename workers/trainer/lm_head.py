@@ -29,9 +29,12 @@ def _compute_dtype(t: torch.Tensor) -> torch.dtype:
 
 
 def _scaled(z: torch.Tensor, inv_t: float, allowed: torch.Tensor | None) -> torch.Tensor:
-    """fp32 logits / T, −inf outside `allowed`."""
-    zf = z.float() * inv_t
-    return zf if allowed is None else zf.masked_fill(~allowed, float("-inf"))
+    """fp32 logits / T, −inf outside `allowed`. In place where `z` is already fp32: `z` is a chunk's
+    fresh matmul output, and a [rows, vocab] copy costs as much as the arithmetic (eager, on a CPU)."""
+    zf = z.float()
+    if inv_t != 1.0:
+        zf = zf.mul_(inv_t)
+    return zf if allowed is None else zf.masked_fill_(~allowed, float("-inf"))
 
 
 def _forward_rows(z: torch.Tensor, targets: torch.Tensor, inv_t: float, allowed: torch.Tensor | None,
