@@ -36,8 +36,9 @@ from .contract import Sample, TrainStepInput, TrainStepOutput
 from .dp_group import DataParallelGroup, is_agreed, mark_agreed
 from .grpo import group_advantages
 from .model import TrainSample, load_policy, micro_batches, prepare_sample
+from .step_metrics import read_metrics
 from .train_step import (NoProgress, Progress, StepCancelled, Trainer, TrainerState, accumulate_gradients,
-                         make_optimizer, read_metrics, set_hyper, update_batches, with_old_logprobs)
+                         make_optimizer, set_hyper, update_batches, with_old_logprobs)
 
 log = logging.getLogger("trainer.worker")
 T = TypeVar("T")
