@@ -1,8 +1,9 @@
 // Loading the config tree. Precedence, lowest first:
 //   1. defaults in config/schema.ts
 //   2. the YAML file
-//   3. environment: the standard TEMPORAL_* variables, TEMPO_RL_MODEL / TEMPO_RL_DATASET /
-//      TEMPO_RL_NUM_GPUS, and TEMPO_RL__SECTION__KEY=value for any key (value parsed as YAML)
+//   3. environment, lowest first: the standard Temporal config file's profile under the standard
+//      TEMPORAL_* variables (config/temporal-env.ts); TEMPO_RL_STATE_DIR, TEMPO_RL_MODEL /
+//      TEMPO_RL_DATASET / TEMPO_RL_NUM_GPUS; TEMPO_RL__SECTION__KEY=value for any key (value parsed as YAML)
 //   4. CLI flags: --set section.key=value (value parsed as YAML)
 // Then the paths resolve: state_dir (default under XDG_STATE_HOME) and the task queues left empty
 // (named after the state dir, config/schema.ts stackTaskQueue).
@@ -12,6 +13,7 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { decodeUtf8 } from '../lib/utf8.js';
+import { temporalEnvOverrides } from './temporal-env.js';
 import { SECRET_KEYS, stackTaskQueue, TASK_QUEUE_BASES, TempoConfig, type TaskQueueKind } from './schema.js';
 
 export class ConfigError extends Error {
@@ -84,16 +86,8 @@ function parseScalar(raw: string): unknown {
 
 /** The environment's contribution, as a partial tree. */
 export function envOverrides(env: NodeJS.ProcessEnv): Tree {
-  const tree: Tree = {};
+  const tree: Tree = temporalEnvOverrides(env);
   const direct: Array<[string, string[], (v: string) => unknown]> = [
-    ['TEMPORAL_ADDRESS', ['temporal', 'address'], String],
-    ['TEMPORAL_NAMESPACE', ['temporal', 'namespace'], String],
-    ['TEMPORAL_API_KEY', ['temporal', 'api_key'], String],
-    ['TEMPORAL_TLS', ['temporal', 'tls', 'enabled'], (v) => parseBoolVar('TEMPORAL_TLS', v)],
-    ['TEMPORAL_TLS_CLIENT_CERT_PATH', ['temporal', 'tls', 'client_cert_path'], String],
-    ['TEMPORAL_TLS_CLIENT_KEY_PATH', ['temporal', 'tls', 'client_key_path'], String],
-    ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', ['temporal', 'tls', 'server_ca_cert_path'], String],
-    ['TEMPORAL_TLS_SERVER_NAME', ['temporal', 'tls', 'server_name'], String],
     ['TEMPO_RL_STATE_DIR', ['state_dir'], String],
     ['TEMPO_RL_MODEL', ['model', 'path'], String],
     ['TEMPO_RL_DATASET', ['dataset', 'path'], String],

@@ -43,7 +43,16 @@ export const TemporalConfig = z
         client_cert_path: z.string().default(''),
         client_key_path: z.string().default(''),
         server_ca_cert_path: z.string().default(''),
+        /** PEM text given inline (a Temporal config profile's *_data, TEMPORAL_TLS_*_DATA) instead of a path. */
+        client_cert_data: z.string().default(''),
+        client_key_data: z.string().default(''),
+        server_ca_cert_data: z.string().default(''),
         server_name: z.string().default(''),
+      })
+      .superRefine((tls, ctx) => {
+        for (const key of ['client_cert', 'client_key', 'server_ca_cert'] as const)
+          if (tls[`${key}_path`] && tls[`${key}_data`])
+            ctx.addIssue({ code: 'custom', path: [`${key}_data`], message: `give ${key}_path or ${key}_data, not both` });
       })
       .prefault({}),
     /** Empty (the default): a name of this stack's own, `rollout-<hash of the state dir>` (see
@@ -264,4 +273,4 @@ export type DatasetConfig = z.infer<typeof DatasetConfig>;
 export type EnginesConfig = z.infer<typeof EnginesConfig>;
 
 /** Keys whose values never appear in printed config. */
-export const SECRET_KEYS = new Set(['api_key']);
+export const SECRET_KEYS = new Set(['api_key', 'client_key_data']);

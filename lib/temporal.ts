@@ -12,17 +12,22 @@ export function usesEmbeddedServer(cfg: TempoConfig): boolean {
   return !cfg.temporal.address;
 }
 
+/** PEM bytes given inline or by path (the schema refuses both), or undefined. */
+function pem(data: string, file: string): Buffer | undefined {
+  if (data) return Buffer.from(data, 'utf8');
+  return file ? readFileSync(file) : undefined;
+}
+
 function connectionOptions(cfg: TempoConfig): ConnectionOptions & { apiKey?: string } {
   const { tls, api_key } = cfg.temporal;
   const opts: ConnectionOptions & { apiKey?: string } = { address: temporalAddress(cfg) };
-  if (tls.enabled || tls.client_cert_path || api_key) {
+  const crt = pem(tls.client_cert_data, tls.client_cert_path);
+  const key = pem(tls.client_key_data, tls.client_key_path);
+  if (tls.enabled || crt || api_key) {
     opts.tls = {
       serverNameOverride: tls.server_name || undefined,
-      serverRootCACertificate: tls.server_ca_cert_path ? readFileSync(tls.server_ca_cert_path) : undefined,
-      clientCertPair:
-        tls.client_cert_path && tls.client_key_path
-          ? { crt: readFileSync(tls.client_cert_path), key: readFileSync(tls.client_key_path) }
-          : undefined,
+      serverRootCACertificate: pem(tls.server_ca_cert_data, tls.server_ca_cert_path),
+      clientCertPair: crt && key ? { crt, key } : undefined,
     };
   }
   if (api_key) opts.apiKey = api_key;

@@ -9,26 +9,43 @@ import { pythonBin, REPO_ROOT, stateLayout } from '../lib/paths.js';
 import { isAlive } from '../lib/process.js';
 import { temporalAddress } from '../lib/temporal.js';
 
+/** The resolved Temporal settings as the standard TEMPORAL_* variables, which the trainer's
+ *  temporalio.envconfig reads. Inherited TEMPORAL_* variables are dropped: the config already
+ *  resolved them, and a stale one must not reach the trainer under the resolved ones. */
+export function trainerTemporalEnv(cfg: TempoConfig, inherited: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+  const t = cfg.temporal;
+  const env: NodeJS.ProcessEnv = Object.fromEntries(Object.entries(inherited).filter(([k]) => !k.startsWith('TEMPORAL_')));
+  env.TEMPORAL_ADDRESS = temporalAddress(cfg);
+  env.TEMPORAL_NAMESPACE = t.namespace;
+  const vars: Array<[string, string]> = [
+    ['TEMPORAL_API_KEY', t.api_key],
+    ['TEMPORAL_TLS', t.tls.enabled ? 'true' : ''],
+    ['TEMPORAL_TLS_CLIENT_CERT_PATH', t.tls.client_cert_path],
+    ['TEMPORAL_TLS_CLIENT_KEY_PATH', t.tls.client_key_path],
+    ['TEMPORAL_TLS_SERVER_CA_CERT_PATH', t.tls.server_ca_cert_path],
+    ['TEMPORAL_TLS_CLIENT_CERT_DATA', t.tls.client_cert_data],
+    ['TEMPORAL_TLS_CLIENT_KEY_DATA', t.tls.client_key_data],
+    ['TEMPORAL_TLS_SERVER_CA_CERT_DATA', t.tls.server_ca_cert_data],
+    ['TEMPORAL_TLS_SERVER_NAME', t.tls.server_name],
+  ];
+  for (const [name, value] of vars) if (value) env[name] = value;
+  return env;
+}
+
 export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[]; env: NodeJS.ProcessEnv } {
   const t = cfg.temporal;
   const env: NodeJS.ProcessEnv = {
-    ...process.env,
+    ...trainerTemporalEnv(cfg),
     PYTHONPATH: [path.join(REPO_ROOT, 'workers'), process.env.PYTHONPATH].filter(Boolean).join(':'),
     PYTHONUNBUFFERED: '1',
-    TEMPORAL_ADDRESS: temporalAddress(cfg),
-    TEMPORAL_NAMESPACE: t.namespace,
   };
-  if (t.api_key) env.TEMPORAL_API_KEY = t.api_key;
-  if (t.tls.enabled) env.TEMPORAL_TLS = 'true';
-  if (t.tls.client_cert_path) env.TEMPORAL_TLS_CLIENT_CERT_PATH = t.tls.client_cert_path;
-  if (t.tls.client_key_path) env.TEMPORAL_TLS_CLIENT_KEY_PATH = t.tls.client_key_path;
-  if (t.tls.server_ca_cert_path) env.TEMPORAL_TLS_SERVER_CA_CERT_PATH = t.tls.server_ca_cert_path;
-  if (t.tls.server_name) env.TEMPORAL_TLS_SERVER_NAME = t.tls.server_name;
   const args = [
     '-m', 'trainer.worker', '--address', temporalAddress(cfg), '--namespace', t.namespace,
     '--task-queue', t.task_queues.trainer, '--blob-root', stateLayout(cfg.state_dir).blobs,
     // The stack's trainer processes: one active (holds the lock), the others standing by (worker.py).
     '--lock-file', stateLayout(cfg.state_dir).trainerLock, '--inflight-dir', stateLayout(cfg.state_dir).inflight('trainer'),
+    // The settings above are resolved already (profile included): the trainer must not re-read a profile.
+    '--no-config-file',
   ];
   return { cmd: pythonBin(), args: [...torchrunArgs(cfg), ...args], env };
 }

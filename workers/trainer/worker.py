@@ -12,9 +12,10 @@ over at once. Whoever becomes active first fails the activities that dead traine
 in-flight ledger (--inflight-dir, inflight.py), so their retries start now instead of after the
 heartbeat timeout.
 
-TLS and API key come from the standard TEMPORAL_* environment variables (TEMPORAL_ADDRESS,
-TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS, TEMPORAL_TLS_CLIENT_CERT_PATH,
-TEMPORAL_TLS_CLIENT_KEY_PATH, TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME); flags win.
+The connection (address, namespace, API key, TLS) comes from temporalio.envconfig: a profile of the
+standard Temporal config file (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE) under the standard TEMPORAL_*
+variables; --address and --namespace win. tempo-rl passes --no-config-file with the settings it
+resolved as TEMPORAL_* variables (workers/trainer-process.ts).
 Logs are JSON lines on stderr.
 
 Data parallelism (model.num_gpus > 1): started by torchrun, one process per GPU; rank 0 alone is the
@@ -31,9 +32,10 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
+from typing import Any, Mapping
 
-from temporalio.client import Client, TLSConfig
+from temporalio.client import Client
+from temporalio.envconfig import ClientConfig
 from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
@@ -41,6 +43,7 @@ from .inflight import WORKER_DIED, InflightLedger
 from .standby import TrainerLock
 
 ACTIVITY_SLOTS = 8
+DEFAULT_ADDRESS = "127.0.0.1:7233"
 
 _STD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -55,20 +58,15 @@ class JsonLines(logging.Formatter):
         return json.dumps(line, default=str)
 
 
-def _env_bool(name: str) -> bool:
-    return os.environ.get(name, "").lower() in ("1", "true", "yes", "on")
-
-
-def tls_from_env() -> TLSConfig | bool:
-    cert, key = os.environ.get("TEMPORAL_TLS_CLIENT_CERT_PATH"), os.environ.get("TEMPORAL_TLS_CLIENT_KEY_PATH")
-    ca, name = os.environ.get("TEMPORAL_TLS_SERVER_CA_CERT_PATH"), os.environ.get("TEMPORAL_TLS_SERVER_NAME")
-    if not (cert or key or ca or name):
-        return _env_bool("TEMPORAL_TLS") or bool(os.environ.get("TEMPORAL_API_KEY"))
-    return TLSConfig(
-        client_cert=Path(cert).read_bytes() if cert else None,
-        client_private_key=Path(key).read_bytes() if key else None,
-        server_root_ca_cert=Path(ca).read_bytes() if ca else None,
-        domain=name or None)
+def connect_kwargs(address: str | None = None, namespace: str | None = None, *, config_file: bool = True,
+                   env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Client.connect's keyword arguments: the envconfig profile (file unless `config_file` is False,
+    then the TEMPORAL_* variables of `env`, default os.environ), then the flags."""
+    kwargs: dict[str, Any] = dict(ClientConfig.load_client_connect_config(disable_file=not config_file,
+                                                                          override_env_vars=env))
+    kwargs["target_host"] = address or kwargs.get("target_host") or DEFAULT_ADDRESS
+    kwargs["namespace"] = namespace or kwargs.get("namespace") or "default"
+    return kwargs
 
 
 async def fail_over_dead_trainers(client: Client, ledger: InflightLedger) -> None:
@@ -99,7 +97,7 @@ async def _active(lock: TrainerLock, stop: asyncio.Event) -> bool:
     return got.done()
 
 
-async def run(address: str, namespace: str, task_queue: str, blob_root: str | None = None,
+async def run(connect: dict[str, Any], task_queue: str, blob_root: str | None = None,
               inflight_dir: str | None = None, lock: TrainerLock | None = None, trainer=None) -> None:
     from .activities import TrainerActivities  # torch, transformers: a standby imports them before it waits
     from .train_step import Trainer
@@ -110,8 +108,7 @@ async def run(address: str, namespace: str, task_queue: str, blob_root: str | No
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     # Everything up to polling is done before waiting for the lock: a standby that takes over only polls.
-    client = await Client.connect(address, namespace=namespace, api_key=os.environ.get("TEMPORAL_API_KEY") or None,
-                                  tls=tls_from_env())
+    client = await Client.connect(**connect)
     ledger = InflightLedger(inflight_dir) if inflight_dir else None
     activities = TrainerActivities(trainer or Trainer(), blob_root)
     # One thread per activity slot. Train steps serialise on the trainer's lock (one model per
@@ -128,7 +125,8 @@ async def run(address: str, namespace: str, task_queue: str, blob_root: str | No
             await fail_over_dead_trainers(client, ledger)
         if lock is not None:
             lock.mark_polling()
-        log.info("trainer worker started", extra={"address": address, "namespace": namespace, "task_queue": task_queue,
+        log.info("trainer worker started", extra={"address": connect["target_host"], "namespace": connect["namespace"],
+                                                  "task_queue": task_queue,
                                                   "blob_root": blob_root, "device": str(activities.trainer.device)})
         async with worker:
             await stop.wait()
@@ -139,8 +137,10 @@ async def run(address: str, namespace: str, task_queue: str, blob_root: str | No
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="tempo-rl trainer worker")
-    parser.add_argument("--address", default=os.environ.get("TEMPORAL_ADDRESS", "127.0.0.1:7233"))
-    parser.add_argument("--namespace", default=os.environ.get("TEMPORAL_NAMESPACE", "default"))
+    parser.add_argument("--address", default=None, help="host:port; default: the envconfig profile, else " + DEFAULT_ADDRESS)
+    parser.add_argument("--namespace", default=None, help="default: the envconfig profile, else default")
+    parser.add_argument("--no-config-file", action="store_true",
+                        help="read no Temporal config file, only the TEMPORAL_* variables (tempo-rl resolved them)")
     parser.add_argument("--task-queue", required=True, help="the stack's trainer queue (temporal.task_queues.trainer)")
     parser.add_argument("--blob-root", default=None, help="the stack's blob store; train steps for another are refused")
     parser.add_argument("--lock-file", default=None, help="the stack's trainer lock: its holder is active, others stand by")
@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> None:
     if lock is not None and not lock.try_acquire():
         lock.wait_until_active_polls()  # another trainer is active or starting: let it start first
     try:
-        asyncio.run(run(args.address, args.namespace, args.task_queue, args.blob_root, args.inflight_dir, lock, trainer))
+        connect = connect_kwargs(args.address, args.namespace, config_file=not args.no_config_file)
+        asyncio.run(run(connect, args.task_queue, args.blob_root, args.inflight_dir, lock, trainer))
     finally:
         if group is not None:
             group.send(None)  # the other ranks stop too
