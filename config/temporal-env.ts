@@ -1,7 +1,7 @@
 // The Temporal connection part of the environment layer (config/load.ts): a profile of the standard
 // Temporal config file (TEMPORAL_CONFIG_FILE, else ~/.config/temporalio/temporal.toml; TEMPORAL_PROFILE,
-// else "default") with the standard TEMPORAL_* variables over it, read by @temporalio/envconfig, the
-// loader every Temporal SDK and the CLI share.
+// else "default"), read only when one of those two variables is set, with the standard TEMPORAL_*
+// variables over it, read by @temporalio/envconfig, the loader every Temporal SDK and the CLI share.
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -74,7 +74,10 @@ export function temporalEnvOverrides(env: NodeJS.ProcessEnv): Tree {
   const where = `${file ?? 'the Temporal config file'}, profile "${env.TEMPORAL_PROFILE || 'default'}"`;
   let profile: ClientConfigProfile;
   try {
-    profile = loadClientConfigProfile({ overrideEnvVars, configFileStrict: true });
+    // The file is read only when chosen (TEMPORAL_CONFIG_FILE or TEMPORAL_PROFILE): a default profile
+    // pointing at a Cloud namespace must not silently take `tempo-rl demo` off its embedded server.
+    const chosen = Boolean(env.TEMPORAL_CONFIG_FILE || env.TEMPORAL_PROFILE);
+    profile = loadClientConfigProfile({ overrideEnvVars, configFileStrict: true, disableFile: !chosen });
   } catch (err) {
     const message = (err as Error).message;
     // smol-toml's TomlError keeps the name Error; its message is the one sign.

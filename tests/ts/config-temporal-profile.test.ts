@@ -116,11 +116,15 @@ test('a missing file, an unknown profile or key, and a bad TEMPORAL_TLS fail nam
   fails({ TEMPORAL_CONFIG_FILE: file('meta.toml', '[profile.default.grpc_meta]\nx-team = "a"\n') }, /meta\.toml, profile "default": grpc_meta is not supported/);
 });
 
-test('the default file is $XDG_CONFIG_HOME/temporalio/temporal.toml', () => {
+test('the default file ($XDG_CONFIG_HOME/temporalio/temporal.toml) is read only when TEMPORAL_PROFILE chooses a profile', () => {
   const xdg = path.join(tmp, 'xdg');
-  assert.equal(loadConfig({ env: { XDG_CONFIG_HOME: xdg } }).temporal.address, '', 'no file: nothing');
+  assert.equal(loadConfig({ env: { XDG_CONFIG_HOME: xdg } }).temporal.address, '', 'no file, none chosen: nothing');
+  fails({ XDG_CONFIG_HOME: xdg, TEMPORAL_PROFILE: 'default' }, /profile "default"/, /not found/);
   const dir = path.join(xdg, 'temporalio');
   mkdirSync(dir, { recursive: true });
-  writeFileSync(path.join(dir, 'temporal.toml'), '[profile.default]\nnamespace = "xdg"\n');
-  assert.equal(loadConfig({ env: { XDG_CONFIG_HOME: xdg } }).temporal.namespace, 'xdg');
+  writeFileSync(path.join(dir, 'temporal.toml'), '[profile.default]\nnamespace = "xdg"\naddress = "cloud.example:7233"\n');
+  assert.equal(loadConfig({ env: { XDG_CONFIG_HOME: xdg, TEMPORAL_PROFILE: 'default' } }).temporal.namespace, 'xdg');
+  const unchosen = loadConfig({ env: { XDG_CONFIG_HOME: xdg } }).temporal;
+  assert.equal(unchosen.address, '', 'not chosen: the embedded server, whatever the user-wide file says');
+  assert.equal(unchosen.namespace, 'default');
 });
