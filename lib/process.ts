@@ -83,7 +83,11 @@ export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> 
   signal('SIGTERM');
   const deadline = Date.now() + graceMs;
   while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  if (isAlive(pid)) signal('SIGKILL');
+  if (!isAlive(pid)) return;
+  signal('SIGKILL');
+  // A SIGKILLed process is not gone the instant kill() returns: callers count on "stopped" meaning gone.
+  const killDeadline = Date.now() + 5_000;
+  while (isAlive(pid) && Date.now() < killDeadline) await new Promise((r) => setTimeout(r, 50));
 }
 
 /** A free loopback port, for tests. */

@@ -39,8 +39,10 @@ test('TEMPORAL_ADDRESS elsewhere: the CLI uses it and starts nothing', async () 
 
 test('a workflow survives SIGKILL of the Temporal server with its history intact', async () => {
   const worker = await startRolloutWorker(cfg);
+  const clients: Awaited<ReturnType<typeof connectClient>>[] = [];
   try {
     const client = await connectClient(cfg);
+    clients.push(client);
     const marker = path.join(mkdtempSync(path.join(os.tmpdir(), 'marker-')), 'go');
     writeFileSync(`${marker}.first`, 'one');
     const handle = await client.workflow.start(waitForMarker, {
@@ -63,6 +65,7 @@ test('a workflow survives SIGKILL of the Temporal server with its history intact
     await startServer(cfg);
     writeFileSync(marker, 'two');
     const client2 = await connectClient(cfg);
+    clients.push(client2);
     const result = await client2.workflow.getHandle(handle.workflowId).result();
     assert.deepEqual(result, { before: 'first:one', after: 'second:two' });
     const hist = await client2.workflow.getHandle(handle.workflowId).fetchHistory();
@@ -70,5 +73,7 @@ test('a workflow survives SIGKILL of the Temporal server with its history intact
     assert.equal(scheduled, 2, 'each activity scheduled exactly once across the crash');
   } finally {
     await worker.stop();
+    // open connections keep the test process alive after its last test
+    await Promise.all(clients.map((c) => c.connection.close()));
   }
 });
