@@ -34,8 +34,7 @@ from . import replay, sharded_checkpoint, sharding
 from .blobs import BlobStore
 from .contract import Sample, TrainStepInput, TrainStepOutput
 from .dp_group import DataParallelGroup, is_agreed, mark_agreed
-from .grpo import group_advantages
-from .model import TrainSample, load_policy, micro_batches, prepare_sample
+from .model import TrainSample, load_policy, micro_batches
 from .step_metrics import read_metrics
 from .train_step import (NoProgress, Progress, StepCancelled, Trainer, TrainerState, accumulate_gradients,
                          make_optimizer, set_hyper, update_batches, with_old_logprobs)
@@ -201,12 +200,7 @@ class DataParallelTrainer(Trainer):
         return (*self._sharded_updates(state, samples, plan, inp, progress, ref), list(samples.values()))
 
     def _load_share(self, inp: TrainStepInput, state: TrainerState, indices: list[int]) -> dict[int, TrainSample]:
-        blobs = BlobStore(inp.blob_root)
-        # Advantages are the group's: computed over the whole step, whatever rank a sample lands on.
-        advantages = (torch.zeros(len(inp.samples)) if inp.algorithm == "sft" else group_advantages(
-            [s.reward for s in inp.samples], [s.group_id for s in inp.samples], dr_grpo=inp.hyper.dr_grpo)).tolist()
-        return {i: prepare_sample(Sample.model_validate(blobs.get_json(inp.samples[i].ref)), advantages[i], blobs, state.vision)
-                for i in indices}
+        return dict(zip(indices, self.load_samples(inp, state, indices)))
 
     def _batch_counts(self, samples: list[TrainSample]) -> dict[str, float]:
         return dict(self._plan.counts)

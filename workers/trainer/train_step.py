@@ -390,12 +390,11 @@ class Trainer:
         return TrainStepOutput(step=inp.step, weight_version=weight_version, checkpoint=str(path),
                                already_committed=False, metrics=metrics)
 
-    def load_samples(self, inp: TrainStepInput, state: TrainerState) -> list[TrainSample]:
+    def load_samples(self, inp: TrainStepInput, state: TrainerState, indices: list[int] | None = None) -> list[TrainSample]:
+        """The step's samples (those at `indices` only: a data-parallel rank's share), advantages computed
+        over the whole step, whichever samples are loaded."""
         blobs = BlobStore(inp.blob_root)
-        advantages = torch.zeros(len(inp.samples)) if inp.algorithm == "sft" else group_advantages(
-            [s.reward for s in inp.samples], [s.group_id for s in inp.samples], dr_grpo=inp.hyper.dr_grpo)
-        out = []
-        for ref, adv in zip(inp.samples, advantages.tolist()):
-            sample = Sample.model_validate(blobs.get_json(ref.ref))
-            out.append(prepare_sample(sample, adv, blobs, state.vision))
-        return out
+        advantages = (torch.zeros(len(inp.samples)) if inp.algorithm == "sft" else group_advantages(
+            [s.reward for s in inp.samples], [s.group_id for s in inp.samples], dr_grpo=inp.hyper.dr_grpo)).tolist()
+        return [prepare_sample(Sample.model_validate(blobs.get_json(inp.samples[i].ref)), advantages[i], blobs, state.vision)
+                for i in (range(len(inp.samples)) if indices is None else indices)]
