@@ -28,6 +28,11 @@ export interface GenerateTurnInput {
   sampling: SamplingSettings;
   /** The weights the episode runs on; a generation stamped with other weights is retried elsewhere. */
   expected_weight_version?: number;
+  /** The async window (rollout.max_staleness > 0): the engines move on while the episode runs, so any
+   *  weights at least this new are accepted; older ones (an engine a sync missed) are retried elsewhere. */
+  min_weight_version?: number;
+  /** rollout.sync_in_flight abort: a request the engine aborted (a weight sync) is generated again. */
+  regenerate_aborted?: boolean;
 }
 
 export interface GenerateTurnResult {
@@ -117,12 +122,19 @@ export function generateActivities(deps: GenerateDeps) {
       const parsed = Generated.safeParse(raw);
       if (!parsed.success) throw ApplicationFailure.nonRetryable(`engine answer has the wrong shape: ${parsed.error.message}`, 'InvalidEngineAnswer');
       const out = parsed.data;
+      if (out.finish_reason === 'abort' && input.regenerate_aborted) {
+        log.info({ episode: input.episode_id, turn: input.turn, attempt, engine: out.engine }, 'request aborted by a weight sync: generated again');
+        throw ApplicationFailure.retryable(`engine ${out.engine} aborted the request (a weight sync with rollout.sync_in_flight abort); the turn is generated again`, 'EngineAbortedForSync');
+      }
       const expected = input.expected_weight_version;
-      if (out.weight_version !== null && expected !== undefined && out.weight_version !== expected) {
+      const min = input.min_weight_version;
+      const stale = out.weight_version !== null && (expected !== undefined ? out.weight_version !== expected : min !== undefined && (out.weight_version === 'unknown' || out.weight_version < min));
+      if (stale) {
         if (!failed.includes(out.engine)) failed.push(out.engine);
         ctx.heartbeat({ failed_engines: failed, engine: out.engine });
         log.warn({ episode: input.episode_id, turn: input.turn, attempt, engine: out.engine, weight_version: out.weight_version, expected }, 'stale engine weights');
-        throw ApplicationFailure.retryable(`engine ${out.engine} generated with weight version ${out.weight_version}, the episode runs on ${expected}`, 'EngineWeightVersionMismatch');
+        const wanted = expected !== undefined ? `${expected}` : `${min} or newer`;
+        throw ApplicationFailure.retryable(`engine ${out.engine} generated with weight version ${out.weight_version}, the episode runs on ${wanted}`, 'EngineWeightVersionMismatch');
       }
       const conv = await engines.tokenConventions();
       const text = await engines.detokenize(idsForText(out.token_ids, conv.eos_ids));

@@ -1,6 +1,8 @@
 // Activities of the trainingRun workflow (all its I/O): the dataset snapshot, the prompts of a
 // step, summaries of episodes already run, the engine list, and the step record.
 import { promises as fs } from 'node:fs';
+import { Context } from '@temporalio/activity';
+import { WorkflowNotFoundError } from '@temporalio/common';
 import path from 'node:path';
 import type { DatasetConfig, TempoConfig } from '../config/schema.js';
 import { writeFileAtomic, type LocalBlobStore } from '../lib/blobstore.js';
@@ -9,7 +11,7 @@ import { engineUrls } from '../lib/engines.js';
 import { childLogger } from '../lib/log.js';
 import { stateLayout } from '../lib/paths.js';
 import type { DataCursor } from '../lib/prompt-order.js';
-import type { EpisodeMessage } from '../workflows/episode-messages.js';
+import { episodeWorkflowId, type EpisodeMessage, type EpisodeSummary } from '../workflows/episode-messages.js';
 import type { DatasetInfo } from '../workflows/training-run-messages.js';
 
 const log = childLogger('run');
@@ -66,6 +68,27 @@ export function runActivities(deps: { cfg: TempoConfig; store: LocalBlobStore })
         const built = buildMessages(row, { tools: input.multi_turn, systemPrompt: input.system_prompt ?? undefined });
         return { row_id: row.id, dataset_index: i, label: row.answer, prompt: { messages: built.messages as EpisodeMessage[], tools: built.tools as unknown[] } };
       });
+    },
+
+    /** Episodes of the async window that have not reported to the run: a completed one gives its
+     *  summary (its workflow result), one still running 'running', one that ended without a result
+     *  (terminated, failed, cancelled) or never started 'gone'. */
+    async episodeOutcomes(input: { ids: string[] }): Promise<Array<EpisodeSummary | 'running' | 'gone'>> {
+      const { client } = Context.current();
+      return Promise.all(
+        input.ids.map(async (id): Promise<EpisodeSummary | 'running' | 'gone'> => {
+          const handle = client.workflow.getHandle(episodeWorkflowId(id));
+          try {
+            const status = (await handle.describe()).status.name;
+            if (status === 'RUNNING') return 'running';
+            if (status === 'COMPLETED') return (await handle.result()) as EpisodeSummary;
+            return 'gone';
+          } catch (err) {
+            if (err instanceof WorkflowNotFoundError) return 'gone';
+            throw err;
+          }
+        }),
+      );
     },
 
     async listEngines(): Promise<string[]> {

@@ -149,6 +149,15 @@ export const RolloutConfig = z
     allowed_token_ids: z.array(z.number().int().nonnegative()).default([]),
     /** math: the default math RM (binary). target_fraction: share of the response equal to the label (the learning test). */
     reward_fn: z.enum(['math', 'target_fraction']).default('math'),
+    /** The async window: episodes sampled by weights up to k versions older than those being trained
+     *  go into a step; the next steps' episodes run while the trainer trains (docs/ARCHITECTURE.md
+     *  "Async window"). 0: synchronous (every episode of a step is sampled by the weights it trains). */
+    max_staleness: z.number().int().nonnegative().max(8, 'at most 8 (each version of staleness keeps one more step of episodes in flight)').default(0),
+    /** What a weight sync does with generate requests in flight (with max_staleness > 0 some are):
+     *  keep them (vLLM's pause keep: they go on under the new weights, each token's logprob from the
+     *  weights that sampled it), abort them (the turn is generated again under the new weights), or
+     *  wait for them to finish before loading. */
+    sync_in_flight: z.enum(['keep', 'abort', 'wait']).default('keep'),
   })
   .refine((r) => r.max_response_len <= r.max_context_len, {
     path: ['max_response_len'],
@@ -183,6 +192,9 @@ export const GrpoConfig = z
       .strictObject({
         enabled: z.boolean().default(false),
         clip: z.number().positive().default(2.0),
+        /** truncate: each token's weight is min(π_old / π_rollout, clip). mask: 1 inside
+         *  [1/clip, clip], 0 outside (the token does not train). */
+        mode: z.enum(['truncate', 'mask']).default('truncate'),
       })
       .prefault({}),
     loss_agg: z.enum(['sample_mean', 'token_mean']).default('sample_mean'),
@@ -264,7 +276,13 @@ export const TempoConfig = z.strictObject({
   sft: SftConfig,
   run: RunConfig,
   log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
-}).refine((c) => c.algorithm !== 'sft' || c.sft.path !== '', { path: ['sft', 'path'], message: 'is required when algorithm is sft (a JSONL of SFT records: tempo-rl data sft-transcripts or sft-export)' });
+})
+  .refine((c) => c.algorithm !== 'sft' || c.sft.path !== '', { path: ['sft', 'path'], message: 'is required when algorithm is sft (a JSONL of SFT records: tempo-rl data sft-transcripts or sft-export)' })
+  .refine((c) => c.rollout.max_staleness === 0 || c.algorithm === 'grpo', { path: ['rollout', 'max_staleness'], message: 'must be 0 with algorithm sft (SFT samples nothing from the engines)' })
+  .refine((c) => c.rollout.max_staleness === 0 || c.grpo.tis.enabled, {
+    path: ['grpo', 'tis', 'enabled'],
+    message: 'must be true when rollout.max_staleness > 0: episodes sampled by older weights are corrected by importance weights against their rollout logprobs',
+  });
 
 export type TempoConfig = z.infer<typeof TempoConfig>;
 export type RolloutConfig = z.infer<typeof RolloutConfig>;

@@ -33,7 +33,7 @@ export const TrainHyper = z.strictObject({
   dr_grpo: z.boolean(),
   kl: z.strictObject({ enabled: z.boolean(), coef: z.number(), type: z.enum(['k1', 'k2', 'low_var_kl']) }),
   entropy_coef: z.number(),
-  tis: z.strictObject({ enabled: z.boolean(), clip: z.number() }),
+  tis: z.strictObject({ enabled: z.boolean(), clip: z.number(), mode: z.enum(['truncate', 'mask']).optional() }),
   loss_agg: z.enum(['sample_mean', 'token_mean']),
   micro_batch_tokens: z.number().int(),
   grad_clip: z.number(),
@@ -88,6 +88,8 @@ export const SyncWeightsInput = z.strictObject({
   weight_version: z.number().int(),
   checkpoint: z.string(),
   engines: z.array(z.string()),
+  /** How /pause treats requests in flight (rollout.sync_in_flight). Absent: wait. */
+  pause_mode: z.enum(['wait', 'abort', 'keep']).optional(),
 });
 export type SyncWeightsInput = z.infer<typeof SyncWeightsInput>;
 

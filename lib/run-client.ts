@@ -1,5 +1,5 @@
 // Client-side control of training runs: start (or continue), follow, query, pause/resume/stop.
-import { Client, WorkflowNotFoundError } from '@temporalio/client';
+import { ApplicationFailure, Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
 import { portOpen } from './process.js';
 import { initialRunState } from './run-plan.js';
@@ -8,6 +8,7 @@ import { connectClient, temporalAddress } from './temporal.js';
 import {
   pauseUpdate,
   progressQuery,
+  REFUSED,
   resumeUpdate,
   stopUpdate,
   trainingRunWorkflowId,
@@ -155,7 +156,15 @@ export async function runProgress(client: Client, runId: string): Promise<RunPro
 export async function controlRun(client: Client, runId: string, what: 'pause' | 'pause-now' | 'resume' | 'stop'): Promise<Ack> {
   await describeRun(client, runId);
   const handle = runHandle(client, runId);
-  if (what === 'pause' || what === 'pause-now') return handle.executeUpdate(pauseUpdate, { args: [{ mode: what === 'pause' ? 'after_step' : 'now' }] });
-  if (what === 'resume') return handle.executeUpdate(resumeUpdate);
-  return handle.executeUpdate(stopUpdate);
+  try {
+    if (what === 'pause' || what === 'pause-now') return await handle.executeUpdate(pauseUpdate, { args: [{ mode: what === 'pause' ? 'after_step' : 'now' }] });
+    if (what === 'resume') return await handle.executeUpdate(resumeUpdate);
+    return await handle.executeUpdate(stopUpdate);
+  } catch (err) {
+    // A refusal (the update's validator): nothing changed in the run, and no event was recorded.
+    const cause = err instanceof WorkflowUpdateFailedError ? err.cause : null;
+    if (!(cause instanceof ApplicationFailure) || cause.type !== REFUSED) throw err;
+    const p = await handle.query(progressQuery);
+    return { accepted: false, status: p.status, message: cause.message };
+  }
 }

@@ -46,7 +46,8 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       steps_per_workflow_run: cfg.run.steps_per_workflow_run,
       seed: r.seed,
       episode,
-      eval_episode: { ...episode, temperature: cfg.run.eval_temperature ?? r.temperature },
+      // Eval episodes run between a sync and the next: on exactly the weights evaluated.
+      eval_episode: { ...episodeSettings({ ...r, max_staleness: 0 }), temperature: cfg.run.eval_temperature ?? r.temperature },
       hyper: {
         lr: sft ? cfg.sft.lr : g.lr, eps_clip: g.eps_clip, eps_clip_high: g.eps_clip_high, dr_grpo: g.dr_grpo, kl: g.kl,
         entropy_coef: g.entropy_coef, tis: g.tis, loss_agg: g.loss_agg, micro_batch_tokens: g.micro_batch_tokens,

@@ -1,6 +1,6 @@
 // The episode workflow's contract: its input, its result, its query, and its workflow id.
 // Pure (imported by the workflow bundle, the training run and the CLI).
-import { defineQuery } from '@temporalio/workflow';
+import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { RewardMatch } from '../lib/math/options.js';
 import type { EpisodeStatus } from '../lib/trajectory.js';
 
@@ -36,6 +36,11 @@ export interface EpisodeSettings {
   environment: string;
   /** Per generate attempt; the retry policy moves to another engine after it. */
   generate_timeout_s: number;
+  /** rollout.max_staleness when > 0 (absent: 0, synchronous): engines may move to newer weights while
+   *  the episode runs, and each turn records the version that generated it. */
+  max_staleness?: number;
+  /** With max_staleness: what a weight sync does with this episode's request in flight. */
+  sync_in_flight?: 'keep' | 'abort' | 'wait';
 }
 
 export interface EpisodeInput {
@@ -50,6 +55,9 @@ export interface EpisodeInput {
   /** The run's blob store (plan.blob_root): a worker that does not reach it refuses the sample. Absent
    *  in histories recorded before episodes carried it. */
   blob_root?: string;
+  /** The async window: the training run's workflow id, signalled with the summary when the episode
+   *  ends (the episode outlives the workflow run that started it). */
+  report_to?: string;
 }
 
 export interface EpisodeSummary {
@@ -77,6 +85,8 @@ export interface EpisodeProgress {
 }
 
 export const episodeProgressQuery = defineQuery<EpisodeProgress>('episodeProgress');
+/** Sent by an episode of the async window to its run (EpisodeInput.report_to) when it ends. */
+export const episodeDoneSignal = defineSignal<[EpisodeSummary]>('episodeDone');
 
 export function episodeId(p: { run_id: string; step: number; prompt_index: number; sample_index: number }): string {
   return `${p.run_id}/${p.step}/${p.prompt_index}/${p.sample_index}`;
@@ -95,7 +105,7 @@ export function parseEpisodeId(id: string): { run_id: string; step: number; prom
 
 /** Settings from the rollout config (the one place that picks defaults such as the stop string). */
 export function episodeSettings(
-  rollout: { multi_turn: boolean; max_turns: number; max_response_len: number; max_context_len: number; temperature: number; top_p: number; seed: number; reward_tolerance: number; reward_match?: RewardMatch; truncate_status_when_out_of_turns: boolean; allowed_token_ids?: number[]; reward_fn?: 'math' | 'target_fraction' },
+  rollout: { multi_turn: boolean; max_turns: number; max_response_len: number; max_context_len: number; temperature: number; top_p: number; seed: number; reward_tolerance: number; reward_match?: RewardMatch; truncate_status_when_out_of_turns: boolean; allowed_token_ids?: number[]; reward_fn?: 'math' | 'target_fraction'; max_staleness?: number; sync_in_flight?: 'keep' | 'abort' | 'wait' },
   opts: { generate_timeout_s?: number; environment?: string; stop?: string[] } = {},
 ): EpisodeSettings {
   return {
@@ -114,6 +124,7 @@ export function episodeSettings(
     truncate_status_when_out_of_turns: rollout.truncate_status_when_out_of_turns,
     environment: opts.environment ?? 'geo3k',
     generate_timeout_s: opts.generate_timeout_s ?? 300,
+    ...(rollout.max_staleness ? { max_staleness: rollout.max_staleness, sync_in_flight: rollout.sync_in_flight ?? 'keep' } : {}),
   };
 }
 

@@ -1,11 +1,11 @@
 // The episode workflow (docs/ARCHITECTURE.md "Episode"): render once, then per turn generate →
 // stitch → env step → observation, then score and store the sample. Deterministic: all I/O is in
 // activities; the token stitching is the pure lib/trajectory.ts.
-import { ActivityFailure, ApplicationFailure, isCancellation, patched, proxyActivities, setHandler } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, getExternalWorkflowHandle, isCancellation, patched, proxyActivities, setHandler } from '@temporalio/workflow';
 import type { RolloutActivities } from '../activities/index.js';
 import type { SampleTurnRecipe } from '../activities/sample.js';
 import { appendGenerated, appendObservation, forbiddenResponseTokens, remainingBudget, startTrajectory, type EpisodeStatus, type Stop, type Trajectory } from '../lib/trajectory.js';
-import { episodeId, episodeProgressQuery, toolSummaryOf, turnSeed, type EpisodeInput, type EpisodeProgress, type EpisodeSummary } from './episode-messages.js';
+import { episodeDoneSignal, episodeId, episodeProgressQuery, toolSummaryOf, turnSeed, type EpisodeInput, type EpisodeProgress, type EpisodeSummary } from './episode-messages.js';
 
 // Gated so that histories recorded before it (a score activity after every episode) still replay.
 const ENV_GRADE_IS_THE_REWARD = 'env-grade-is-the-reward';
@@ -83,7 +83,9 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
         prompt_ref: prompt.prompt_ref,
         response_ids: traj.response_ids,
         sampling: { max_tokens: maxTokens, temperature: s.temperature, top_p: s.top_p, seed: turnSeed(s.seed, id, turn), stop: s.stop, ...(s.allowed_token_ids ? { allowed_token_ids: s.allowed_token_ids } : {}) },
-        expected_weight_version: input.weight_version,
+        ...(s.max_staleness
+          ? { min_weight_version: input.weight_version, ...(s.sync_in_flight === 'abort' ? { regenerate_aborted: true } : {}) }
+          : { expected_weight_version: input.weight_version }),
       });
       lastText = gen.text;
       // null: the engine reported no weight version; recorded as unknown, never assumed.
@@ -164,7 +166,7 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
     blob_root: input.blob_root,
   });
   Object.assign(progress, { phase: 'done', status });
-  return {
+  const summary: EpisodeSummary = {
     episode_id: id,
     sample_ref,
     reward: scored.reward,
@@ -175,4 +177,12 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
     weight_version: input.weight_version,
     ...toolSummaryOf(recipe),
   };
+  if (input.report_to) {
+    try {
+      await getExternalWorkflowHandle(input.report_to).signal(episodeDoneSignal, summary);
+    } catch {
+      // The run is closed (stopped, failed): its continuation reads the stored sample instead.
+    }
+  }
+  return summary;
 }

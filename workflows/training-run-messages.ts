@@ -6,6 +6,7 @@ import type { DataCursor } from '../lib/prompt-order.js';
 import type { TrainHyper } from '../lib/contract.js';
 import type { DatasetConfig } from '../config/schema.js';
 import type { EpisodeSettings } from './episode-messages.js';
+import type { RolloutWindow } from './rollout-window.js';
 
 export const TRAINING_RUN_WORKFLOW_TYPE = 'trainingRun';
 export const STATUS_ATTR = defineSearchAttributeKey('TempoRlStatus', 'KEYWORD');
@@ -77,6 +78,9 @@ export interface RunState {
   empty_redos?: number;
   /** The start-of-run eval (eval_start/*), kept until step 0 is recorded. */
   start_eval?: Record<string, number> | null;
+  /** rollout.max_staleness > 0: the batches dispatched ahead of training and their episodes (data is
+   *  then the cursor of what was trained, window.dispatched that of what was dispatched). */
+  window?: RolloutWindow;
 }
 
 export interface RunProgress {
@@ -116,6 +120,8 @@ export const resumeUpdate = defineUpdate<Ack, []>('resume');
 /** Finish the current step (its train step and weight sync), then end the run. */
 export const stopUpdate = defineUpdate<Ack, []>('stop');
 export const progressQuery = defineQuery<RunProgress>('progress');
+/** The error type of an update its validator refused (lib/run-client.ts turns it into an Ack that is not accepted). */
+export const REFUSED = 'Refused';
 
 export function trainingRunWorkflowId(runId: string): string {
   return `run/${runId}`;

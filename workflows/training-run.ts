@@ -3,38 +3,27 @@
 // weight sync → record metrics → eval every k steps → continue-as-new with the run state.
 // Deterministic: every I/O is an activity; prompt order is the pure lib/prompt-order.ts.
 import {
+  allHandlersFinished,
   CancellationScope,
   condition,
   continueAsNew,
   isCancellation,
   ParentClosePolicy,
   proxyActivities,
-  setHandler,
   startChild,
   patched,
-  upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { RolloutActivities } from '../activities/index.js';
 import type { SyncWeightsInput, SyncWeightsOutput, TrainStepInput, TrainStepOutput } from '../lib/contract.js';
 import { prefixed, scheduledLr, sftMetrics } from './sft-metrics.js';
-import { selectPrompts } from '../lib/prompt-order.js';
+import { selectPrompts, type DataCursor } from '../lib/prompt-order.js';
 import { episode } from './episode.js';
-import { episodeId, episodeStartOptions, type EpisodeInput, type EpisodeSettings, type EpisodeSummary } from './episode-messages.js';
-import {
-  pauseUpdate,
-  progressQuery,
-  resumeUpdate,
-  stopUpdate,
-  type Ack,
-  type RunProgress,
-  type RunResult,
-  type RunState,
-  type RunStatus,
-  STATUS_ATTR,
-  STEP_ATTR,
-} from './training-run-messages.js';
+import { episodeId, episodeStartOptions, type EpisodeInput, type EpisodeSummary } from './episode-messages.js';
+import type { RunProgress, RunResult, RunState, RunStatus } from './training-run-messages.js';
+import { RunControl } from './run-control.js';
+import { emptyWindow, stalenessMetrics, WindowRunner } from './rollout-window.js';
 import { evalMetricsOf, groupFilter, groupKey, rolloutMetrics } from './rollout-metrics.js';
 
 // Changes of the commands a run issues, gated so that histories recorded before them still replay.
@@ -79,47 +68,20 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
   const state: RunState = JSON.parse(JSON.stringify(initial)) as RunState;
   const plan = state.plan;
   const trainer = trainerActs(plan.trainer_task_queue);
-  let status: RunStatus = state.paused ? 'paused' : 'running';
-  let pauseNow = false;
-  let stopRequested = false;
-  let episodeScope: CancellationScope | null = null;
-  const progress: RunProgress = {
-    run_id: state.run_id, status, step: state.step, steps_total: plan.steps, phase: 'idle',
-    episodes_done: 0, episodes_total: 0, weight_version: state.weight_version, metrics: state.last_metrics,
-  };
-  const setStatus = (s: RunStatus) => {
-    status = s;
-    progress.status = s;
-    upsertSearchAttributes([{ key: STATUS_ATTR, value: s }, { key: STEP_ATTR, value: state.step }]);
-  };
-  setStatus(status);
+  const staleness = plan.episode.max_staleness ?? 0;
+  if (staleness > 0) state.window ??= emptyWindow(state.data);
+  const window = staleness > 0 ? new WindowRunner(state, acts, () => state.paused || control.stopRequested) : null;
+  // Before any await: buffered signals and updates are delivered as their handlers are set.
+  const control = new RunControl(state, { asyncWindow: staleness > 0, onEpisodeDone: (s) => window?.onEpisodeDone(s) });
+  const progress = control.progress;
+  const setStatus = (s: RunStatus) => control.setStatus(s);
+  // With episodes in flight (the async window) a sync keeps, aborts or waits for their requests.
+  const syncInput = (weight_version: number, checkpoint: string, engines: string[]): SyncWeightsInput => ({
+    run_id: state.run_id, weight_version, checkpoint, engines, ...(window ? { pause_mode: plan.episode.sync_in_flight ?? 'keep' } : {}),
+  });
 
-  const ack = (accepted: boolean, message: string): Ack => ({ accepted, status, message });
-  setHandler(pauseUpdate, ({ mode }) => {
-    if (stopRequested) return ack(false, 'the run is stopping');
-    if (state.paused || status === 'pausing') return ack(true, 'already paused or pausing');
-    state.paused = true;
-    if (mode === 'now' && episodeScope) {
-      pauseNow = true;
-      episodeScope.cancel();
-    }
-    setStatus(progress.phase === 'idle' ? 'paused' : 'pausing');
-    return ack(true, mode === 'now' ? 'in-flight episodes cancelled; the step is redone on resume' : 'pausing after the current step');
-  });
-  setHandler(resumeUpdate, () => {
-    if (!state.paused) return ack(false, 'not paused');
-    state.paused = false;
-    setStatus('running');
-    return ack(true, 'resumed');
-  });
-  setHandler(stopUpdate, () => {
-    stopRequested = true;
-    if (status !== 'paused') setStatus('stopping');
-    return ack(true, 'stopping after the current step');
-  });
-  setHandler(progressQuery, () => progress);
-
-  const finish = (final: RunStatus, reason?: string): RunResult => {
+  const finish = async (final: RunStatus, reason?: string): Promise<RunResult> => {
+    await window?.close();
     progress.phase = 'idle';
     setStatus(final);
     return { run_id: state.run_id, state: { ...state, paused: false }, status: final, steps_done: state.step, weight_version: state.weight_version, checkpoint: state.checkpoint, last_metrics: state.last_metrics, ...(reason ? { reason } : {}) };
@@ -136,7 +98,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
   if (!state.engines_synced) {
     // The engines may serve other weights (a new run after another, a resumed run, restarted engines).
     progress.phase = 'sync';
-    await trainer.sync_weights({ run_id: state.run_id, weight_version: state.weight_version, checkpoint: state.checkpoint ?? plan.model_path, engines: await acts.listEngines() });
+    await trainer.sync_weights(syncInput(state.weight_version, state.checkpoint ?? plan.model_path, await acts.listEngines()));
     state.engines_synced = true;
   }
   if (state.step === 0 && plan.eval_at_start && plan.eval_interval > 0 && dataset.eval_ref && !state.start_eval) {
@@ -151,23 +113,80 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     if (state.paused) {
       setStatus('paused');
       progress.phase = 'idle';
-      await condition(() => !state.paused || stopRequested);
+      await condition(() => !state.paused || control.stopRequested);
     }
-    if (stopRequested) return finish('stopped');
-    if (status !== 'running') setStatus('running');
+    if (control.stopRequested) return finish('stopped');
+    if (control.status !== 'running') setStatus('running');
     const stepStarted = Date.now();
 
     // 1. prompts and episodes (SFT: the step's records, rendered as samples)
-    const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
     progress.phase = 'rollout';
     if (plan.algorithm === 'sft') {
+      const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
       const batch = await acts.renderSftBatch({ run_id: state.run_id, step: state.step, dataset_ref: dataset.train_ref, indices: pick.indices, limits: plan.episode, blob_root: plan.blob_root });
       await trainAndRecord(batch.samples.map((b) => ({ ref: b.sample_ref, reward: 0, group_id: b.record_id })), sftMetrics(batch),
-        [...batch.samples.map((b) => ({ episode_id: b.id, trained: true })), ...batch.skipped.map((b) => ({ episode_id: b.id, trained: false }))], pick, stepStarted);
-      if (stopRequested) return finish('stopped');
+        [...batch.samples.map((b) => ({ episode_id: b.id, trained: true })), ...batch.skipped.map((b) => ({ episode_id: b.id, trained: false }))], pick.next, stepStarted);
+      if (control.stopRequested) return finish('stopped');
       await maybeContinueAsNew();
       continue;
     }
+    const rolled = window ? await asyncBatch(window) : await syncBatch();
+    if (!rolled) continue; // paused mid-step: redo this step's episodes after resume
+    const { summaries, dataAfter, redo } = rolled;
+
+    // 2. group filter, then train, sync, eval, record
+    const groups = groupFilter(summaries, plan.zero_std_filter);
+    if (summaries.length > 0 && groups.failed === summaries.length && patched(EMPTY_STEP_REDONE)) {
+      // Every episode failed (engines down, workers gone): training on nothing would move the data
+      // cursor past these prompts for good. Redo the step after a wait; past the limit, stop the run.
+      state.empty_redos = (state.empty_redos ?? 0) + 1;
+      redo();
+      const tries = ++emptyTries;
+      if (tries > (plan.empty_step_retries ?? 0)) {
+        const why = summaries.find((e) => e.truncated_reason)?.truncated_reason ?? 'unknown';
+        return finish('failed', `step ${state.step}: all ${summaries.length} episodes failed in each of ${tries} tries (first reason: ${why});` +
+          ' nothing was trained and the data cursor did not move — fix the engines or workers, then continue the run');
+      }
+      progress.phase = 'idle';
+      await condition(() => control.stopRequested, (plan.empty_step_wait_s ?? 30) * tries * 1000);
+      if (control.stopRequested) return finish('stopped');
+      continue;
+    }
+    state.empty_redos = 0;
+    emptyTries = 0;
+    await trainAndRecord(
+      groups.kept.map((e) => ({ ref: e.sample_ref, reward: e.reward, group_id: groupKey(e) })),
+      { ...rolloutMetrics(summaries, groups), ...(window ? stalenessMetrics(summaries, state.weight_version) : {}) },
+      summaries.map((e) => ({ episode_id: e.episode_id, trained: groups.kept.includes(e) })),
+      dataAfter, stepStarted,
+    );
+    if (control.stopRequested) return finish('stopped');
+    await maybeContinueAsNew();
+  }
+  if (state.engines_behind?.length && patched(FINAL_SYNC_REACHES_ALL)) {
+    // The run's result is "every engine serves the final weights": an engine the last sync missed
+    // (dead then, restarted since) gets them now.
+    progress.phase = 'sync';
+    for (let i = 0; i < FINAL_SYNC_TRIES && state.engines_behind.length && !control.stopRequested; i++) {
+      await condition(() => control.stopRequested, FINAL_SYNC_WAIT_MS);
+      const out = await trainer.sync_weights(syncInput(state.weight_version, state.checkpoint ?? plan.model_path, await acts.listEngines()));
+      state.engines_behind = out.engines.filter((e) => !e.ok).map((e) => e.url);
+    }
+    if (state.engines_behind.length)
+      return finish('completed', `the final weights (version ${state.weight_version}) did not reach ${state.engines_behind.join(', ')} (labelled unusable there); the next run's start syncs them`);
+  }
+  return finish('completed');
+
+  interface Rolled {
+    summaries: EpisodeSummary[];
+    dataAfter: DataCursor;
+    /** Every episode failed: sample the same prompts again under new episode ids. */
+    redo: () => void;
+  }
+
+  /** The step's episodes, sampled now by the current weights; null: paused now (cancelled). */
+  async function syncBatch(): Promise<Rolled | null> {
+    const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
     const prompts = await acts.episodePrompts({ dataset_ref: dataset.train_ref, indices: pick.indices, multi_turn: plan.episode.multi_turn, system_prompt: plan.system_prompt });
     const inputs: EpisodeInput[] = [];
     // A redone empty step samples the same prompts again under new episode ids (the failed episodes
@@ -177,57 +196,26 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
       for (let s = firstSample; s < firstSample + plan.n_samples_per_prompt; s++)
         inputs.push({ run_id: state.run_id, step: state.step, prompt_index: promptIndex, sample_index: s, prompt: p.prompt, label: p.label, settings: plan.episode, weight_version: state.weight_version, blob_root: plan.blob_root });
     });
-    pauseNow = false;
-    const summaries = await runEpisodes(inputs, plan.concurrency, (scope) => (episodeScope = scope), progress);
-    episodeScope = null;
-    if (pauseNow) continue; // paused mid-step: redo this step's episodes after resume
+    control.pauseNow = false;
+    const summaries = await runEpisodes(inputs, plan.concurrency, (scope) => (control.episodeScope = scope), progress);
+    control.episodeScope = null;
+    return control.pauseNow ? null : { summaries, dataAfter: pick.next, redo: () => undefined };
+  }
 
-    // 2. group filter, then train, sync, eval, record
-    const groups = groupFilter(summaries, plan.zero_std_filter);
-    if (summaries.length > 0 && groups.failed === summaries.length && patched(EMPTY_STEP_REDONE)) {
-      // Every episode failed (engines down, workers gone): training on nothing would move the data
-      // cursor past these prompts for good. Redo the step after a wait; past the limit, stop the run.
-      state.empty_redos = (state.empty_redos ?? 0) + 1;
-      const tries = ++emptyTries;
-      if (tries > (plan.empty_step_retries ?? 0)) {
-        const why = summaries.find((e) => e.truncated_reason)?.truncated_reason ?? 'unknown';
-        return finish('failed', `step ${state.step}: all ${summaries.length} episodes failed in each of ${tries} tries (first reason: ${why});` +
-          ' nothing was trained and the data cursor did not move — fix the engines or workers, then continue the run');
-      }
-      progress.phase = 'idle';
-      await condition(() => stopRequested, (plan.empty_step_wait_s ?? 30) * tries * 1000);
-      if (stopRequested) return finish('stopped');
-      continue;
-    }
-    state.empty_redos = 0;
-    emptyTries = 0;
-    await trainAndRecord(
-      groups.kept.map((e) => ({ ref: e.sample_ref, reward: e.reward, group_id: groupKey(e) })),
-      rolloutMetrics(summaries, groups),
-      summaries.map((e) => ({ episode_id: e.episode_id, trained: groups.kept.includes(e) })),
-      pick, stepStarted,
-    );
-    if (stopRequested) return finish('stopped');
-    await maybeContinueAsNew();
+  /** The step's batch from the window, once complete; the window is filled up to step + k first, so
+   *  the next k steps' episodes run while this one trains. */
+  async function asyncBatch(w: WindowRunner): Promise<Rolled> {
+    await w.fill(state.step + staleness);
+    w.start();
+    await w.waitFor(state.step, (done, total) => Object.assign(progress, { episodes_done: done, episodes_total: total }));
+    const { batch, summaries } = w.take(state.step);
+    return { summaries, dataAfter: batch.data_after, redo: () => w.redo(batch) };
   }
-  if (state.engines_behind?.length && patched(FINAL_SYNC_REACHES_ALL)) {
-    // The run's result is "every engine serves the final weights": an engine the last sync missed
-    // (dead then, restarted since) gets them now.
-    progress.phase = 'sync';
-    for (let i = 0; i < FINAL_SYNC_TRIES && state.engines_behind.length && !stopRequested; i++) {
-      await condition(() => stopRequested, FINAL_SYNC_WAIT_MS);
-      const out = await trainer.sync_weights({ run_id: state.run_id, weight_version: state.weight_version, checkpoint: state.checkpoint ?? plan.model_path, engines: await acts.listEngines() });
-      state.engines_behind = out.engines.filter((e) => !e.ok).map((e) => e.url);
-    }
-    if (state.engines_behind.length)
-      return finish('completed', `the final weights (version ${state.weight_version}) did not reach ${state.engines_behind.join(', ')} (labelled unusable there); the next run's start syncs them`);
-  }
-  return finish('completed');
 
   /** Train step, weight sync, eval every k steps, the step record; advances the state. */
   async function trainAndRecord(
     samples: TrainStepInput['samples'], stepMetrics: Record<string, number>, episodes: Array<{ episode_id: string; trained: boolean }>,
-    pick: ReturnType<typeof selectPrompts>, stepStarted: number,
+    dataAfter: DataCursor, stepStarted: number,
   ): Promise<void> {
     const rolloutSeconds = (Date.now() - stepStarted) / 1000;
     progress.phase = 'train';
@@ -235,7 +223,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const trained = await trainer.train_step({
       run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_root: plan.blob_root, model_path: plan.model_path, samples,
       // The trainer restricts its softmax to the tokens the engine sampled among (from the plan, so older plans work too).
-      hyper: { ...plan.hyper, lr: scheduledLr(plan.hyper.lr, plan.lr_schedule, state.step, plan.steps, plan.lr_warmup_steps), ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}) }, data_cursor: pick.next,
+      hyper: { ...plan.hyper, lr: scheduledLr(plan.hyper.lr, plan.lr_schedule, state.step, plan.steps, plan.lr_warmup_steps), ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}) }, data_cursor: dataAfter,
       ...(plan.algorithm === 'sft' ? { algorithm: 'sft' as const } : {}),
       ...(plan.keep_checkpoints ? { keep_checkpoints: plan.keep_checkpoints } : {}),
       ...(plan.keep_checkpoint_every ? { keep_checkpoint_every: plan.keep_checkpoint_every } : {}),
@@ -250,7 +238,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     // (so for SFT, engines_synced means synced once in this run, and every eval syncs first).
     if (plan.algorithm !== 'sft' || evalNow || !patched(SFT_SYNC_BEFORE_EVAL_ONLY)) {
       const engines = await acts.listEngines();
-      const synced = await trainer.sync_weights({ run_id: state.run_id, weight_version: trained.weight_version, checkpoint: trained.checkpoint, engines });
+      const synced = await trainer.sync_weights(syncInput(trained.weight_version, trained.checkpoint, engines));
       // Labelled unusable by the sync (their tokens are retried elsewhere); the next sync tries them again.
       state.engines_behind = synced.engines.filter((e) => !e.ok).map((e) => e.url);
     }
@@ -276,25 +264,26 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
       'perf/step_time': (Date.now() - stepStarted) / 1000,
     };
     metrics['perf/rollout_tokens_per_second'] = (metrics['rollout/total_response_tokens'] ?? 0) / Math.max(rolloutSeconds, 1e-9);
-    await acts.recordStep({ run_id: state.run_id, step: state.step, metrics, weight_version: trained.weight_version, episodes, data_before: state.data, data_after: pick.next });
+    await acts.recordStep({ run_id: state.run_id, step: state.step, metrics, weight_version: trained.weight_version, episodes, data_before: state.data, data_after: dataAfter });
     await trainer.log_metrics({ run_id: state.run_id, run_dir: plan.run_dir, step: state.step, metrics });
     state.start_eval = null;
     state.step += 1;
-    state.data = pick.next;
+    state.data = dataAfter;
     state.weight_version = trained.weight_version;
     state.checkpoint = trained.checkpoint;
     state.last_metrics = metrics;
     progress.step = state.step;
     progress.weight_version = state.weight_version;
     progress.metrics = metrics;
-    setStatus(state.paused ? 'paused' : stopRequested ? 'stopping' : 'running');
+    setStatus(state.paused ? 'paused' : control.stopRequested ? 'stopping' : 'running');
     stepsThisRun += 1;
   }
 
   async function maybeContinueAsNew(): Promise<void> {
     // Temporal suggests it before the history gets too large (many episodes per step).
     if (state.step < plan.steps && (stepsThisRun >= plan.steps_per_workflow_run || (patched(CONTINUE_AS_NEW_SUGGESTED) && workflowInfo().continueAsNewSuggested))) {
-      await condition(() => true); // let pending update handlers finish before continuing as new
+      await window?.close(); // no episode start half-issued: the next run starts what is left
+      await condition(allHandlersFinished);
       await continueAsNew<typeof trainingRun>(state);
     }
   }

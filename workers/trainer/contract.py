@@ -21,6 +21,8 @@ class KlConfig(Strict):
 class TisConfig(Strict):
     enabled: bool = False
     clip: float = Field(default=2.0, gt=0)
+    # truncate: min(w, clip); mask: w inside [1/clip, clip], else the token does not train.
+    mode: Literal["truncate", "mask"] = "truncate"
 
 
 class Hyper(Strict):

@@ -74,9 +74,19 @@ def ppo_clip_terms(logp: torch.Tensor, old_logp: torch.Tensor, advantages: torch
     return loss, clipfrac, -log_ratio
 
 
-def tis_weights(old_logp: torch.Tensor, rollout_logp: torch.Tensor, clip: float) -> torch.Tensor:
-    """Truncated importance sampling: min(π_trainer / π_engine, clip), no gradient."""
-    return torch.exp(old_logp.detach() - rollout_logp).clamp(max=clip)
+def tis_weights(old_logp: torch.Tensor, rollout_logp: torch.Tensor, clip: float,
+                mode: str = "truncate") -> torch.Tensor:
+    """Importance weights of the behaviour policy (the engine's rollout logprobs) against the trainer's
+    old policy, no gradient. truncate (TIS): min(w, clip). mask: w inside [1/clip, clip], else 0 — the
+    token does not train. With rollout.max_staleness > 0 the behaviour policy is up to k versions
+    older than the old policy (decoupled PPO: the clip ratio is taken against the old policy, this
+    weight corrects for the sampler)."""
+    w = torch.exp(old_logp.detach() - rollout_logp)
+    if mode == "truncate":
+        return w.clamp(max=clip)
+    if mode == "mask":
+        return torch.where((w >= 1 / clip) & (w <= clip), w, torch.zeros_like(w))
+    raise ContractError(f"unknown tis mode {mode!r}")
 
 
 def aggregation_weights(loss_masks: Sequence[torch.Tensor], loss_agg: str,
@@ -115,11 +125,16 @@ def policy_loss(*, logp: torch.Tensor, old_logp: torch.Tensor, rollout_logp: tor
     ref_logp = only_active(ref_logp, active) if ref_logp is not None else None
     pg, clipfrac, ppo_kl = ppo_clip_terms(logp, old_logp, advantages, hyper.eps_clip, hyper.eps_clip_high)
     if hyper.tis.enabled:
-        pg = pg * tis_weights(old_logp, rollout_logp, hyper.tis.clip)
+        tis = tis_weights(old_logp, rollout_logp, hyper.tis.clip, hyper.tis.mode)
+        pg = pg * tis
+        metrics_tis = {"train/tis_weight": (tis * weights).sum(),
+                       "train/tis_masked": ((tis == 0).float() * weights).sum()}
+    else:
+        metrics_tis = {}
     pg_loss = (pg * weights).sum()
     loss = pg_loss
     metrics = {"train/pg_loss": pg_loss.detach(), "train/pg_clipfrac": (clipfrac * weights).sum(),
-               "train/ppo_kl": (ppo_kl.detach() * weights).sum()}
+               "train/ppo_kl": (ppo_kl.detach() * weights).sum(), **metrics_tis}
     if entropy is not None:
         ent = (entropy * weights).sum()
         metrics["train/entropy"] = ent.detach()

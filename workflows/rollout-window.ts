@@ -1,0 +1,210 @@
+// The async window of a training run (rollout.max_staleness = k > 0; docs/ARCHITECTURE.md "Async
+// window"). The batches of steps s..s+k are dispatched while step s trains: their episodes run as
+// abandoned child workflows that report to the run by workflow id (episodeDoneSignal), so they outlive
+// continue-as-new, and the window (batches, started and finished episodes, the dispatched cursor)
+// travels in the run state. A step trains on its own batch only, once every group of it is complete.
+// Workflow code: deterministic, all I/O through activities.
+import { condition, ParentClosePolicy, startChild, workflowInfo } from '@temporalio/workflow';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { selectPrompts, type DataCursor } from '../lib/prompt-order.js';
+import { episode } from './episode.js';
+import { episodeId, episodeStartOptions, type EpisodeInput, type EpisodeSummary } from './episode-messages.js';
+import type { RunPlan, RunState } from './training-run-messages.js';
+
+/** The episodes one train step consumes, dispatched ahead of it. */
+export interface WindowBatch {
+  /** The train step that consumes this batch (its episodes' ids carry it). */
+  step: number;
+  data_before: DataCursor;
+  data_after: DataCursor;
+  prompts: Array<{ prompt: EpisodeInput['prompt']; label: string }>;
+  /** Sample indices first_sample .. first_sample + n - 1 (a redone empty step samples new ids). */
+  first_sample: number;
+}
+
+export interface RolloutWindow {
+  /** The data cursor after the last batch dispatched (state.data is the cursor of what was trained). */
+  dispatched: DataCursor;
+  batches: WindowBatch[];
+  /** Episode id → the weight version it was started on. */
+  started: Record<string, number>;
+  finished: Record<string, EpisodeSummary>;
+}
+
+export interface WindowActivities {
+  episodePrompts(input: { dataset_ref: string; indices: number[]; multi_turn: boolean; system_prompt: string | null }): Promise<Array<{ label: string; prompt: EpisodeInput['prompt'] }>>;
+  episodeOutcomes(input: { ids: string[] }): Promise<Array<EpisodeSummary | 'running' | 'gone'>>;
+}
+
+/** While waiting for a batch, episodes that ended unheard (ended from outside, or before this run
+ *  existed) are looked up this often. */
+const RECONCILE_MS = 60_000;
+
+export function emptyWindow(trained: DataCursor): RolloutWindow {
+  return { dispatched: trained, batches: [], started: {}, finished: {} };
+}
+
+export function batchEpisodeIds(plan: RunPlan, runId: string, b: WindowBatch): string[] {
+  return b.prompts.flatMap((_, p) => Array.from({ length: plan.n_samples_per_prompt }, (_, i) => episodeId({ run_id: runId, step: b.step, prompt_index: p, sample_index: b.first_sample + i })));
+}
+
+export class WindowRunner {
+  private closing = false;
+  /** Episodes that ended while no run of this workflow listened are looked up once per workflow run. */
+  private reconciled = false;
+  private pump: Promise<void> | null = null;
+
+  constructor(
+    private readonly state: RunState,
+    private readonly acts: WindowActivities,
+    /** Still no new episodes (a pause): those in flight go on. */
+    private readonly holding: () => boolean,
+  ) {}
+
+  get window(): RolloutWindow {
+    return this.state.window!;
+  }
+
+  /** An episode's report (the run's episodeDoneSignal handler). */
+  onEpisodeDone(s: EpisodeSummary): void {
+    const w = this.state.window;
+    if (w && w.started[s.episode_id] !== undefined && !w.finished[s.episode_id]) w.finished[s.episode_id] = s;
+  }
+
+  /** Dispatch batches until the window reaches `lastStep` (bounded by the run's last step). */
+  async fill(lastStep: number): Promise<void> {
+    const { plan } = this.state;
+    const w = this.window;
+    let next = w.batches.length ? w.batches[w.batches.length - 1]!.step + 1 : this.state.step;
+    for (; next <= Math.min(lastStep, plan.steps - 1); next++) {
+      const pick = selectPrompts(this.state.dataset!.train_size, plan.seed, w.dispatched, plan.prompts_per_step);
+      const prompts = await this.acts.episodePrompts({ dataset_ref: this.state.dataset!.train_ref, indices: pick.indices, multi_turn: plan.episode.multi_turn, system_prompt: plan.system_prompt });
+      w.batches.push({ step: next, data_before: w.dispatched, data_after: pick.next, prompts: prompts.map((p) => ({ prompt: p.prompt, label: p.label })), first_sample: 0 });
+      w.dispatched = pick.next;
+    }
+  }
+
+  /** Starts episodes, oldest batch first, keeping at most plan.concurrency in flight; runs until close(). */
+  start(): void {
+    this.closing = false;
+    this.pump ??= this.run().finally(() => (this.pump = null));
+  }
+
+  /** Stops starting episodes and waits for the starts under way (before continue-as-new or the end). */
+  async close(): Promise<void> {
+    this.closing = true;
+    await this.pump;
+  }
+
+  /** Waits until every episode of `step`'s batch has reported. */
+  async waitFor(step: number, onProgress: (done: number, total: number) => void): Promise<void> {
+    const b = this.batch(step);
+    const ids = batchEpisodeIds(this.state.plan, this.state.run_id, b);
+    const done = () => ids.filter((id) => this.window.finished[id]).length;
+    if (!this.reconciled) {
+      this.reconciled = true;
+      await this.reconcile();
+    }
+    for (;;) {
+      onProgress(done(), ids.length);
+      if (done() === ids.length) return;
+      const before = done();
+      if (!(await condition(() => done() !== before, RECONCILE_MS))) await this.reconcile();
+    }
+  }
+
+  /** The batch's summaries (in episode order), and the batch leaves the window. */
+  take(step: number): { batch: WindowBatch; summaries: EpisodeSummary[] } {
+    const w = this.window;
+    const batch = this.batch(step);
+    const ids = batchEpisodeIds(this.state.plan, this.state.run_id, batch);
+    const summaries = ids.map((id) => w.finished[id]!);
+    for (const id of ids) {
+      delete w.started[id];
+      delete w.finished[id];
+    }
+    w.batches = w.batches.filter((x) => x !== batch);
+    return { batch, summaries };
+  }
+
+  /** Every episode of the batch failed: the same prompts again under new episode ids. */
+  redo(batch: WindowBatch): void {
+    this.window.batches.unshift({ ...batch, first_sample: batch.first_sample + this.state.plan.n_samples_per_prompt });
+  }
+
+  private batch(step: number): WindowBatch {
+    const b = this.window.batches.find((x) => x.step === step);
+    if (!b) throw new Error(`the async window has no batch for step ${step}`);
+    return b;
+  }
+
+  private queued(): Array<{ id: string; input: EpisodeInput }> {
+    const { plan, run_id } = this.state;
+    const w = this.window;
+    return w.batches.flatMap((b) =>
+      batchEpisodeIds(plan, run_id, b).flatMap((id, k) => {
+        if (w.started[id] !== undefined) return [];
+        const p = b.prompts[Math.floor(k / plan.n_samples_per_prompt)]!;
+        const input: EpisodeInput = {
+          run_id, step: b.step, prompt_index: Math.floor(k / plan.n_samples_per_prompt), sample_index: b.first_sample + (k % plan.n_samples_per_prompt),
+          prompt: p.prompt, label: p.label, settings: plan.episode, weight_version: this.state.weight_version, blob_root: plan.blob_root,
+          report_to: workflowInfo().workflowId,
+        };
+        return [{ id, input }];
+      }),
+    );
+  }
+
+  private inFlight(): number {
+    const w = this.window;
+    return Object.keys(w.started).filter((id) => !w.finished[id]).length;
+  }
+
+  private async run(): Promise<void> {
+    const limit = this.state.plan.concurrency;
+    const ready = () => this.closing || (!this.holding() && this.inFlight() < limit && this.queued().length > 0);
+    for (;;) {
+      await condition(ready);
+      if (this.closing) return;
+      const batch = this.queued().slice(0, limit - this.inFlight());
+      for (const { id, input } of batch) this.window.started[id] = input.weight_version;
+      await Promise.all(batch.map(({ id, input }) => this.startOne(id, input)));
+    }
+  }
+
+  private async startOne(id: string, input: EpisodeInput): Promise<void> {
+    try {
+      // ABANDON: the episode outlives this workflow run (continue-as-new, a stop) and reports by id.
+      await startChild(episode, { ...episodeStartOptions(id), args: [input], parentClosePolicy: ParentClosePolicy.ABANDON });
+    } catch (err) {
+      // Started before (a run that stopped and continued): its outcome is looked up.
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      await this.reconcile([id]);
+    }
+  }
+
+  /** Looks up episodes that have not reported: finished ones give their summary; one that ended
+   *  without a result (terminated, failed) counts as FAILED. */
+  private async reconcile(only?: string[]): Promise<void> {
+    const w = this.window;
+    const ids = (only ?? Object.keys(w.started)).filter((id) => !w.finished[id]);
+    if (!ids.length) return;
+    const outcomes = await this.acts.episodeOutcomes({ ids });
+    ids.forEach((id, i) => {
+      const o = outcomes[i];
+      if (w.finished[id] || o === undefined || o === 'running') return;
+      w.finished[id] = o === 'gone'
+        ? { episode_id: id, sample_ref: '', reward: 0, status: 'FAILED', truncated_reason: 'episode workflow ended without a result', response_len: 0, turns: 0, weight_version: w.started[id] ?? 0 }
+        : o;
+    });
+  }
+}
+
+/** Versions between the weights being trained and those that started each episode. */
+export function stalenessMetrics(summaries: EpisodeSummary[], trainedVersion: number): Record<string, number> {
+  const lags = summaries.map((e) => trainedVersion - e.weight_version);
+  return {
+    'rollout/staleness_mean': lags.length ? lags.reduce((a, b) => a + b, 0) / lags.length : 0,
+    'rollout/staleness_max': lags.length ? Math.max(...lags) : 0,
+  };
+}
