@@ -104,3 +104,16 @@ def test_kl_is_ignored_when_disabled():
     loss, m = policy_loss(logp=x, old_logp=x, rollout_logp=x, advantages=torch.tensor([1.0]),
                           weights=torch.tensor([1.0]), hyper=hyper, ref_logp=torch.tensor([-9.0]))
     assert "train/kl_loss" not in m and float(loss) == -1.0
+
+
+def test_tis_mask_mode_drops_tokens_outside_the_band():
+    # w = π_old / π_rollout: e^2 (above clip 2), e^-0.1 (inside), e^-1 (below 1/2)
+    old = torch.tensor([-1.0, -1.0, -2.0])
+    rollout = torch.tensor([-3.0, -0.9, -1.0])
+    assert tis_weights(old, rollout, 2.0, "mask").tolist() == pytest.approx([0.0, math.exp(-0.1), 0.0])
+    assert tis_weights(old, rollout, 2.0, "truncate").tolist() == pytest.approx([2.0, math.exp(-0.1), math.exp(-1.0)])
+    hyper = Hyper(tis={"enabled": True, "clip": 2.0, "mode": "mask"})
+    w = torch.full((3,), 1 / 3)
+    _, m = policy_loss(logp=old, old_logp=old, rollout_logp=rollout, advantages=torch.ones(3), weights=w, hyper=hyper)
+    assert float(m["train/tis_masked"]) == pytest.approx(2 / 3)
+    assert float(m["train/pg_loss"]) == pytest.approx(-math.exp(-0.1) / 3)

@@ -84,11 +84,13 @@ test('async window: the next batch runs while a step trains, at most one version
   const records = await readStepRecords(runDir(h.cfg, 'async'));
   assert.ok(records.every((rec) => rec.metrics['rollout/staleness_max']! <= 1));
   assert.ok(records.some((rec) => rec.metrics['rollout/staleness_max'] === 1), 'some episodes were sampled by the weights before');
-  let runs = 0;
-  for await (const _ of h.client.workflow.list({ query: `WorkflowId = '${trainingRunWorkflowId('async')}'` })) runs++;
-  assert.ok(runs >= 4, `the window crossed continue-as-new (${runs} workflow runs)`);
+  const runs: Array<{ runId: string; start: number }> = [];
+  for await (const wf of h.client.workflow.list({ query: `WorkflowId = '${trainingRunWorkflowId('async')}'` })) runs.push({ runId: wf.runId, start: wf.startTime.getTime() });
+  assert.ok(runs.length >= 4, `the window crossed continue-as-new (${runs.length} workflow runs)`);
   await checkExactlyOnce('async', 4);
-  if (process.env.TEMPO_RL_RECORD_HISTORIES === '1') await recordHistory(h.client, trainingRunWorkflowId('async'), 'training-run-async-window');
+  // A run from the middle of the chain: it inherits a window, receives reports, trains, continues as new.
+  runs.sort((a, b) => a.start - b.start);
+  await recordHistory(h.client, trainingRunWorkflowId('async'), 'training-run-async-window', runs[1]!.runId);
 });
 
 test('async window: pause now is refused without an event; pause, stop and continue lose and repeat nothing', { timeout: 120_000 }, async () => {

@@ -43,7 +43,8 @@ export interface TrialResult {
 }
 
 export interface Chaos {
-  trial(i: number): Promise<TrialResult>;
+  /** async: the run trains with the async window (rollout.max_staleness 1, TIS on). */
+  trial(i: number, opts?: { async?: boolean }): Promise<TrialResult>;
   close(): Promise<void>;
 }
 
@@ -140,7 +141,7 @@ export async function startChaos(seed: number, components: readonly Component[] 
   }
 
   return {
-    async trial(i) {
+    async trial(i, opts = {}) {
       const t0 = Date.now();
       await engineRestart.catch(() => engines.restart!()); // the engine a previous trial killed is back
       // ...and the trainer started in place of one a previous trial killed stands by again
@@ -151,7 +152,8 @@ export async function startChaos(seed: number, components: readonly Component[] 
       const step = moment === 'checkpoint_save' ? 1 + Math.floor(rng() * (STEPS - 1)) : Math.floor(rng() * STEPS);
       const delay = moment === 'rollout' ? rng() * 3000 : moment === 'train' ? rng() * 1500 : 0;
       const runId = `chaos-${seed}-${i}`;
-      await startOrContinueRun(client, fx.cfg, runId);
+      const cfg = opts.async ? { ...fx.cfg, rollout: { ...fx.cfg.rollout, max_staleness: 1 }, grpo: { ...fx.cfg.grpo, tis: { ...fx.cfg.grpo.tis, enabled: true } } } : fx.cfg;
+      await startOrContinueRun(client, cfg, runId);
       const at = await reach(runId, moment, step);
       let recovery: number | null = null;
       if (at) {

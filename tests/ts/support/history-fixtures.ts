@@ -12,9 +12,10 @@ import { REPO_ROOT } from '../../../lib/paths.js';
 export const HISTORY_FIXTURES = path.join(REPO_ROOT, 'tests', 'fixtures', 'histories');
 const HistoryType = proto.temporal.api.history.v1.History;
 
-export async function recordHistory(client: Client, workflowId: string, name: string): Promise<void> {
+/** `runId`: one run of a workflow that continued as new (default: the latest). */
+export async function recordHistory(client: Client, workflowId: string, name: string, runId?: string): Promise<void> {
   if (process.env.TEMPO_RL_RECORD_HISTORIES !== '1') return;
-  const history = await client.workflow.getHandle(workflowId).fetchHistory();
+  const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
   const json = HistoryType.toObject(HistoryType.fromObject(history as object), { longs: String, enums: String, bytes: String });
   mkdirSync(HISTORY_FIXTURES, { recursive: true });
   writeFileSync(path.join(HISTORY_FIXTURES, `${name}.json`), `${JSON.stringify({ workflow_id: workflowId, history: json }, null, 1)}\n`);
