@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { ConfigError, loadConfig, redact } from '../../config/load.js';
+import { initialRunState } from '../../lib/run-plan.js';
 import { REPO_ROOT } from '../../lib/paths.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-config-'));
@@ -96,4 +97,20 @@ test('tempo-rl config check exits 2 on a typo and prints the resolved config red
   const parsed = JSON.parse(out);
   assert.equal(parsed.rollout.max_turns, 2);
   assert.equal(parsed.temporal.api_key, '***');
+});
+
+test('the async window is refused without TIS and with SFT, and its settings reach the episodes', () => {
+  assert.throws(() => loadConfig({ env: {}, sets: ['rollout.max_staleness=1'] }), (err: unknown) => {
+    assert.ok(err instanceof ConfigError);
+    assert.match(err.message, /grpo\.tis\.enabled: must be true when rollout\.max_staleness > 0/);
+    return true;
+  });
+  assert.throws(() => loadConfig({ env: {}, sets: ['rollout.max_staleness=1', 'grpo.tis.enabled=true', 'algorithm=sft', 'sft.path=x.jsonl'] }), /rollout\.max_staleness: must be 0 with algorithm sft/);
+  assert.throws(() => loadConfig({ env: {}, sets: ['rollout.sync_in_flight=drop'] }), /rollout\.sync_in_flight/);
+  const cfg = loadConfig({ env: {}, sets: ['rollout.max_staleness=2', 'grpo.tis.enabled=true', 'grpo.tis.mode=mask', 'rollout.sync_in_flight=abort'] });
+  const plan = initialRunState(cfg, 'r').plan;
+  assert.deepEqual([plan.episode.max_staleness, plan.episode.sync_in_flight], [2, 'abort']);
+  assert.equal(plan.eval_episode.max_staleness, undefined, 'eval episodes run on exactly the weights evaluated');
+  assert.equal(plan.hyper.tis.mode, 'mask');
+  assert.equal(initialRunState(loadConfig({ env: {} }), 'r').plan.episode.max_staleness, undefined, 'synchronous plans are unchanged');
 });
