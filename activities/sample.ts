@@ -7,7 +7,7 @@ import type { LocalBlobStore } from '../lib/blobstore.js';
 import { refuseForeignBlobRoot } from './blob-root.js';
 import { Sample } from '../lib/contract.js';
 import { appendGenerated, appendObservation, checkInvariants, startTrajectory, type EpisodeStatus, type TokenConventions } from '../lib/trajectory.js';
-import { toolSummaryOf, type EpisodeSummary } from '../workflows/episode-messages.js';
+import { groupId, toolSummaryOf, type EpisodeSummary } from '../workflows/episode-messages.js';
 import { TurnOutput } from './generate.js';
 import { loadStoredPrompt } from './render.js';
 
@@ -69,7 +69,7 @@ export function sampleActivities(deps: { store: LocalBlobStore }) {
         step: input.step,
         prompt_index: input.prompt_index,
         sample_index: input.sample_index,
-        group_id: `${input.run_id}/${input.step}/${input.prompt_index}`,
+        group_id: groupId(input),
         prompt_ids,
         response_ids: t.response_ids,
         loss_mask: t.loss_mask as Array<0 | 1>,

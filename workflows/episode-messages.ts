@@ -92,6 +92,12 @@ export function episodeId(p: { run_id: string; step: number; prompt_index: numbe
   return `${p.run_id}/${p.step}/${p.prompt_index}/${p.sample_index}`;
 }
 
+/** The GRPO group of an episode: its run/step/prompt (the one definition: the stored sample and the
+ *  train step's advantages both use it). */
+export function groupId(p: { run_id: string; step: number; prompt_index: number }): string {
+  return `${p.run_id}/${p.step}/${p.prompt_index}`;
+}
+
 export function episodeWorkflowId(id: string): string {
   return `episode/${id}`;
 }

@@ -1,5 +1,5 @@
 // Pure step statistics over episode summaries (used inside the trainingRun workflow).
-import type { EpisodeSummary } from './episode-messages.js';
+import { groupId, parseEpisodeId, type EpisodeSummary } from './episode-messages.js';
 
 export interface GroupSplit {
   kept: EpisodeSummary[];
@@ -7,9 +7,9 @@ export interface GroupSplit {
   failed: number;
 }
 
-/** The GRPO group of an episode: its run/step/prompt. */
+/** The GRPO group of an episode (groupId of its id). */
 export function groupKey(e: EpisodeSummary): string {
-  return e.episode_id.split('/').slice(0, -1).join('/');
+  return groupId(parseEpisodeId(e.episode_id));
 }
 
 /** Drops failed episodes (no sample) and, when asked, groups whose rewards are all equal. */

@@ -16,6 +16,7 @@ import type { RunProgress, RunResult } from '../../../workflows/training-run-mes
 import { type TestEngines, testEngines } from './engines.js';
 import { readyTrainerStandbys } from '../../../workers/trainer-process.js';
 import { checkExactlyOnce, SMALL_RUN, startRunFixture, type RunFixture } from './run.js';
+import { readStepRecords } from '../../../activities/run.js';
 
 export const COMPONENTS = ['rollout_worker', 'trainer', 'temporal_server', 'engine'] as const;
 export type Component = (typeof COMPONENTS)[number];
@@ -118,8 +119,14 @@ export async function startChaos(seed: number, components: readonly Component[] 
     }
   }
 
-  async function violations(runId: string, result: RunResult): Promise<string[]> {
+  async function violations(runId: string, result: RunResult, async: boolean): Promise<string[]> {
     const found: string[] = [];
+    if (async) {
+      // The trial is about the async window: it must have run in it, within its staleness bound.
+      const lags = (await readStepRecords(runDirOf(runId))).map((r) => r.metrics['rollout/staleness_max']);
+      if (lags.some((x) => x === undefined)) found.push('an async trial has steps without staleness metrics (not in async mode)');
+      if (lags.some((x) => x !== undefined && x > 1)) found.push(`staleness above rollout.max_staleness 1: ${lags}`);
+    }
     try {
       await checkExactlyOnce(client, fx.cfg, runId, result);
     } catch (err) {
@@ -171,7 +178,7 @@ export async function startChaos(seed: number, components: readonly Component[] 
       await engineRestart;
       return {
         trial: i, component, moment: `${moment} of step ${step}${delay ? ` +${Math.round(delay)} ms` : ''}`, killed: at !== null,
-        recovery_s: recovery, violations: await violations(runId, result), seconds: (Date.now() - t0) / 1000,
+        recovery_s: recovery, violations: await violations(runId, result, !!opts.async), seconds: (Date.now() - t0) / 1000,
       };
     },
     async close() {
