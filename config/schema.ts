@@ -98,7 +98,11 @@ export const EnginesConfig = z
     count: positiveInt.default(1),
     base_port: port.default(8100),
     max_model_len: positiveInt.default(4096),
-    routing: z.enum(['round_robin', 'consistent_hash']).default('consistent_hash'),
+    /** Which engine a generate request goes to (docs/engines.md): round_robin; consistent_hash on the
+     *  episode id (every turn of an episode on one engine); cache_aware on the request's token prefix
+     *  (the engine that was sent the longest part of it) unless that engine is busier than the least
+     *  loaded by more than a few requests — a GRPO group's samples share one engine's cached prompt. */
+    routing: z.enum(['round_robin', 'consistent_hash', 'cache_aware']).default('consistent_hash'),
     /** Per HTTP request. A generate request is also cut off before its activity's start-to-close timeout (activities/generate.ts). */
     request_timeout_s: z.number().positive().default(120),
     health_interval_s: z.number().positive().default(5),

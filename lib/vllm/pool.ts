@@ -1,15 +1,17 @@
-// A pool of engines: routing (round_robin, or consistent_hash on the episode id so every turn of an
-// episode reaches the same engine and its prefix cache), ejection of dead engines and their
-// readmission, bounded retries of calls that are safe to repeat, and control calls sent to every engine.
+// A pool of engines: routing (round_robin; consistent_hash on the episode id so every turn of an
+// episode reaches the same engine and its prefix cache; cache_aware on the request's token prefix and
+// the engines' in-flight load), ejection of dead engines and their readmission, bounded retries of
+// calls that are safe to repeat, and control calls sent to every engine.
 import type { Logger } from 'pino';
 import { childLogger } from '../log.js';
+import { CacheAwareRouter, type CacheAwareOptions, featureExtras } from './cache-aware.js';
 import { VllmClient } from './client.js';
 import { EngineError, engineIsDown, isTransient } from './errors.js';
 import { HashRing } from './hash-ring.js';
 import { DEFAULT_RETRY, type RetryPolicy, withRetries } from './retry.js';
 import type { ChatMessage, EngineMetrics, GenerateInput, GenerateResult, PauseMode, RenderChatInput, RenderedPrompt, ToolSpec } from './types.js';
 
-export type RoutingPolicy = 'round_robin' | 'consistent_hash';
+export type RoutingPolicy = 'round_robin' | 'consistent_hash' | 'cache_aware';
 
 /** What the pool needs of an engine (VllmClient; fakes in unit tests). */
 export type PoolEngine = Pick<
@@ -21,6 +23,7 @@ export interface EnginePoolOptions {
   policy: RoutingPolicy;
   retry?: RetryPolicy;
   virtualNodes?: number;
+  cacheAware?: CacheAwareOptions;
   /** Health checks run every this many ms once start() is called. */
   healthIntervalMs?: number;
   /** Consecutive failed health checks that eject an engine (a refused connection ejects at once). */
@@ -58,6 +61,9 @@ export class PoolControlError extends Error {
 export class EnginePool {
   private readonly byUrl: Map<string, PoolEngine>;
   private readonly ring: HashRing;
+  private readonly prefixes: CacheAwareRouter | null;
+  /** Requests of this pool now running on each engine (the load cache_aware balances). */
+  private readonly inFlight = new Map<string, number>();
   private readonly down = new Set<string>();
   private readonly failures = new Map<string, number>();
   private readonly log: Logger;
@@ -73,6 +79,7 @@ export class EnginePool {
     if (engines.length === 0) throw new Error('an engine pool needs at least one engine');
     this.byUrl = new Map(engines.map((e) => [e.url, e]));
     this.ring = new HashRing(engines.map((e) => e.url), opts.virtualNodes ?? 128);
+    this.prefixes = opts.policy === 'cache_aware' ? new CacheAwareRouter(opts.cacheAware) : null;
     this.log = opts.log ?? childLogger('engine-pool');
   }
 
@@ -92,15 +99,23 @@ export class EnginePool {
     return this.down.has(url);
   }
 
+  load(url: string): number {
+    return this.inFlight.get(url) ?? 0;
+  }
+
   /**
    * The engine for `key` (an episode id) under the pool's policy, among the healthy ones. `avoid`
    * (engines that failed this call before) is honoured while another healthy engine remains.
+   * cache_aware routes by `prompt` (without one: the least-loaded engine).
    */
-  pick(key?: string, avoid: string[] = []): PoolEngine {
+  pick(key?: string, avoid: string[] = [], prompt?: Pick<GenerateInput, 'tokenIds' | 'features'>): PoolEngine {
     let healthy = this.healthyUrls();
     if (healthy.length === 0) throw new NoHealthyEngineError(this.urls);
     const preferred = healthy.filter((u) => !avoid.includes(u));
     if (preferred.length > 0) healthy = preferred;
+    if (this.prefixes) {
+      return this.byUrl.get(this.prefixes.choose(prompt?.tokenIds ?? [], healthy, (u) => this.load(u), featureExtras(prompt?.features)))!;
+    }
     if (this.opts.policy === 'consistent_hash' && key !== undefined) {
       return this.byUrl.get(this.ring.lookup(key, (u) => healthy.includes(u))!)!;
     }
@@ -110,6 +125,8 @@ export class EnginePool {
   eject(url: string, reason: string): void {
     if (this.down.has(url)) return;
     this.down.add(url);
+    // It may come back restarted, with an empty cache.
+    this.prefixes?.forget(url);
     this.log.warn({ engine: url, reason }, 'engine ejected');
   }
 
@@ -155,8 +172,12 @@ export class EnginePool {
    * Runs `fn` on the engine chosen for `key`. A refused connection ejects that engine and, for calls
    * safe to repeat, the call goes to the next engine; `idempotent` calls also retry timeouts and 5xx.
    */
-  async call<T>(key: string | undefined, fn: (engine: PoolEngine) => Promise<T>, opts: { idempotent: boolean; avoid?: string[] }): Promise<T> {
-    return withRetries(() => fn(this.pick(key, opts.avoid)), {
+  async call<T>(
+    key: string | undefined,
+    fn: (engine: PoolEngine) => Promise<T>,
+    opts: { idempotent: boolean; avoid?: string[]; prompt?: Pick<GenerateInput, 'tokenIds' | 'features'> },
+  ): Promise<T> {
+    return withRetries(() => this.counted(this.pick(key, opts.avoid, opts.prompt), fn), {
       policy: this.opts.retry ?? DEFAULT_RETRY,
       shouldRetry: (err) => (opts.idempotent ? isTransient(err) : engineIsDown(err)),
       onRetry: (err) => {
@@ -168,17 +189,33 @@ export class EnginePool {
     });
   }
 
+  private async counted<T>(engine: PoolEngine, fn: (engine: PoolEngine) => Promise<T>): Promise<T> {
+    this.inFlight.set(engine.url, this.load(engine.url) + 1);
+    try {
+      return await fn(engine);
+    } finally {
+      this.inFlight.set(engine.url, this.load(engine.url) - 1);
+    }
+  }
+
   /**
-   * Generation for one episode turn, routed by the episode id (also sent as x-session-id). Repeated on
-   * another engine only when the request never reached a live engine, so a turn is never generated twice.
+   * Generation for one episode turn, routed by the episode id (also sent as x-session-id) or, under
+   * cache_aware, by its token ids. Repeated on another engine only when the request never reached a
+   * live engine, so a turn is never generated twice.
    */
   generate(episodeId: string, input: Omit<GenerateInput, 'sessionId'>, opts: { avoid?: string[]; onEngine?: (url: string) => void } = {}): Promise<GenerateResult> {
-    const send = (e: PoolEngine) => {
+    const extras = featureExtras(input.features);
+    const send = async (e: PoolEngine) => {
       // Before the request: a caller that times out while it hangs still knows which engine it was.
       opts.onEngine?.(e.url);
-      return e.generate({ ...input, sessionId: episodeId });
+      // Indexed when sent, so the other samples of a GRPO group, sent at once, follow this one.
+      this.prefixes?.record(e.url, input.tokenIds, extras);
+      const r = await e.generate({ ...input, sessionId: episodeId });
+      // The answer is in the engine's cache too: the episode's next turn matches it there and nowhere else.
+      this.prefixes?.record(e.url, [...input.tokenIds, ...r.tokenIds], extras);
+      return r;
     };
-    return this.call(episodeId, send, { idempotent: false, avoid: opts.avoid });
+    return this.call(episodeId, send, { idempotent: false, avoid: opts.avoid, prompt: input });
   }
 
   renderChat(input: RenderChatInput, key?: string): Promise<RenderedPrompt> {
@@ -224,8 +261,11 @@ export class EnginePool {
     return this.fanOut('resume', (e) => e.resume());
   }
 
-  resetPrefixCacheAll(): Promise<FanOutResult<boolean>[]> {
-    return this.fanOut('reset prefix cache', (e) => e.resetPrefixCache());
+  async resetPrefixCacheAll(): Promise<FanOutResult<boolean>[]> {
+    const results = await this.fanOut('reset prefix cache', (e) => e.resetPrefixCache(), { throwOnFailure: false });
+    for (const r of results) if (r.ok && r.value) this.prefixes?.forget(r.url);
+    if (results.some((r) => !r.ok && !r.skipped)) throw new PoolControlError('reset prefix cache', results);
+    return results;
   }
 
   async reloadWeightsAll(weightsDir: string): Promise<FanOutResult<void>[]> {

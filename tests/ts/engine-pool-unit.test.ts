@@ -7,9 +7,9 @@ import { engineArgs, engineEnv } from '../../lib/engines.js';
 import { EngineHttpError, EngineTimeoutError, EngineUnreachableError } from '../../lib/vllm/errors.js';
 import { HashRing } from '../../lib/vllm/hash-ring.js';
 import { engineMetricsFrom } from '../../lib/vllm/metrics.js';
-import { EnginePool, type PoolEngine, PoolControlError } from '../../lib/vllm/pool.js';
+import { EnginePool, PoolControlError } from '../../lib/vllm/pool.js';
 import { backoffMs, withRetries } from '../../lib/vllm/retry.js';
-import type { GenerateResult } from '../../lib/vllm/types.js';
+import { FakeEngine } from './support/fake-engine.js';
 
 const keys = Array.from({ length: 2000 }, (_, i) => `run/0/${i}/0`);
 
@@ -58,29 +58,6 @@ describe('retries', () => {
     assert.equal(ok, 'ok');
   });
 });
-
-class FakeEngine implements PoolEngine {
-  calls: string[] = [];
-  fail: Error | null = null;
-  healthy = true;
-  constructor(readonly url: string) {}
-  private async act<T>(name: string, value: T): Promise<T> {
-    this.calls.push(name);
-    if (this.fail) throw this.fail;
-    return value;
-  }
-  isHealthy = async () => this.healthy;
-  generate = async () => this.act<GenerateResult>('generate', { engine: this.url, tokenIds: [1], logprobs: [-1], finishReason: 'length', stopReason: null, routedExperts: null, weightVersions: null, promptTokens: 1, promptLogprobs: null });
-  renderChat = async () => this.act('render', { tokenIds: [1], features: null, imagePlaceholders: [] });
-  tokenizeChat = async () => this.act('tokenize', [1]);
-  tokenize = async () => this.act('tokenize-text', [1]);
-  detokenize = async () => this.act('detokenize', 'x');
-  pause = async () => this.act('pause', undefined);
-  resume = async () => this.act('resume', undefined);
-  resetPrefixCache = async () => this.act('reset', true);
-  reloadWeights = async (dir: string) => this.act(`reload ${dir}`, undefined);
-  metrics = async () => this.act('metrics', { prefixCacheHits: 0, prefixCacheQueries: 0, running: 0, waiting: 0, promptTokens: 0, generationTokens: 0 });
-}
 
 function fakes(): [FakeEngine, FakeEngine, EnginePool] {
   const a = new FakeEngine('http://a');
