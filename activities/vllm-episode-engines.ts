@@ -1,5 +1,5 @@
 // Adapter: the episode port (episode-engines.ts) over the vLLM engine pool of lib/vllm. One pool
-// per worker process, routed by episode id (consistent hash), health-checked in the background.
+// per worker process, routed by engines.routing, health-checked in the background.
 import type { TempoConfig } from '../config/schema.js';
 import { engineUrls } from '../lib/engines.js';
 import { EngineHttpError, EnginePool, type ChatMessage, type GenerateResult, type MultiModalFeatures, type ToolSpec } from '../lib/vllm/index.js';
@@ -93,6 +93,7 @@ export function vllmEpisodeEngines(cfg: TempoConfig): EpisodeEngines {
   if (urls.length === 0) throw new Error('no engines: set engines.urls or start them with `tempo-rl engine start`');
   const pool = EnginePool.fromUrls(urls, {
     policy: cfg.engines.routing,
+    cacheAware: { balanceThreshold: cfg.engines.balance_threshold },
     timeoutMs: cfg.engines.request_timeout_s * 1000,
     healthIntervalMs: cfg.engines.health_interval_s * 1000,
   }).start();

@@ -98,11 +98,16 @@ export const EnginesConfig = z
     count: positiveInt.default(1),
     base_port: port.default(8100),
     max_model_len: positiveInt.default(4096),
-    /** Which engine a generate request goes to (docs/engines.md): round_robin; consistent_hash on the
-     *  episode id (every turn of an episode on one engine); cache_aware on the request's token prefix
-     *  (the engine that was sent the longest part of it) unless that engine is busier than the least
-     *  loaded by more than a few requests — a GRPO group's samples share one engine's cached prompt. */
-    routing: z.enum(['round_robin', 'consistent_hash', 'cache_aware']).default('consistent_hash'),
+    /** Which engine a generate request goes to (docs/engines.md "Routing"): round_robin; consistent_hash
+     *  on the episode id (every turn of an episode on one engine); cache_aware on the request's tokens:
+     *  the engine that was sent the longest prefix of them (an episode's earlier turns, its GRPO group's
+     *  prompt) unless it runs more than balance_threshold requests above the least-loaded engine.
+     *  cache_aware: the best prefix-cache hit rate measured (bench/engine.ts), no slower. */
+    routing: z.enum(['round_robin', 'consistent_hash', 'cache_aware']).default('cache_aware'),
+    /** cache_aware: in-flight requests by which the engine holding a prefix may exceed the least-loaded
+     *  one. Larger keeps more GRPO groups on one engine (more hits) but can leave an engine idle when
+     *  few episodes are in flight (measured in docs/engines.md). */
+    balance_threshold: z.number().int().nonnegative().default(4),
     /** Per HTTP request. A generate request is also cut off before its activity's start-to-close timeout (activities/generate.ts). */
     request_timeout_s: z.number().positive().default(120),
     health_interval_s: z.number().positive().default(5),

@@ -80,9 +80,16 @@ test('a wrong type names the path, the expectation and what was given', () => {
   assert.throws(() => loadConfig({ file: f, env: {} }), (err: unknown) => {
     assert.ok(err instanceof ConfigError);
     assert.match(err.message, /grpo\.eps_clip: .*expected number.*given the string "wide"/);
-    assert.match(err.message, /engines\.routing: .*round_robin.*consistent_hash/);
+    assert.match(err.message, /engines\.routing: .*round_robin.*consistent_hash.*cache_aware/);
     return true;
   });
+});
+
+test('engines.routing: cache_aware by default, each policy accepted; a negative balance threshold refused', () => {
+  const cfg = loadConfig({ env: {} });
+  assert.deepEqual([cfg.engines.routing, cfg.engines.balance_threshold], ['cache_aware', 4]);
+  for (const p of ['round_robin', 'consistent_hash', 'cache_aware']) assert.equal(loadConfig({ env: {}, sets: [`engines.routing=${p}`] }).engines.routing, p);
+  assert.throws(() => loadConfig({ env: {}, sets: ['engines.balance_threshold=-1'] }), /engines\.balance_threshold/);
 });
 
 test('tempo-rl config check exits 2 on a typo and prints the resolved config redacted', () => {
