@@ -1,11 +1,12 @@
-// The engine pool over two live engines: consistent_hash keeps an episode's turns on one engine, and a
+// The engine pool over two live engines: consistent_hash keeps an episode's turns on one engine,
+// cache_aware gets at least round_robin's prefix-cache hit rate on a small GRPO-like step, and a
 // killed engine is ejected, its episodes' next calls go to the other engine, and it is readmitted.
 // "Killed" = the TCP proxy in front of it closes, which the client sees exactly as a dead process
 // (connection refused) while the engines the suite shares keep running.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { VllmClient } from '../../lib/vllm/client.js';
-import { EnginePool } from '../../lib/vllm/pool.js';
+import { EnginePool, type RoutingPolicy } from '../../lib/vllm/pool.js';
 import { type TestEngines, testEngines } from './support/engines.js';
 import { type TcpProxy, tcpProxy } from './support/tcp-proxy.js';
 
@@ -21,9 +22,14 @@ after(async () => {
   await engines?.stop();
 });
 
-function pool(policy: 'round_robin' | 'consistent_hash'): EnginePool {
+function pool(policy: RoutingPolicy): EnginePool {
   const clients = proxies.map((p) => new VllmClient({ url: p.url, timeoutMs: 120_000 }));
   return new EnginePool(clients, { policy, retry: { attempts: 3, baseDelayMs: 50, maxDelayMs: 200 } });
+}
+
+async function hitsAndQueries(p: EnginePool): Promise<{ hits: number; queries: number }> {
+  const ms = (await p.metricsAll()).map((r) => r.value!);
+  return { hits: ms.reduce((a, m) => a + m.prefixCacheHits, 0), queries: ms.reduce((a, m) => a + m.prefixCacheQueries, 0) };
 }
 
 async function episodeTurns(p: EnginePool, episode: string, prompt: number[], turns: number): Promise<string[]> {
@@ -56,6 +62,27 @@ describe('engine pool (two live engines)', () => {
     assert.equal(used.size, 2, 'the episodes did not use both engines');
     const spread = await episodeTurns(pool('round_robin'), 'run/0/0/0', prompt, 2);
     assert.notEqual(spread[0], spread[1]);
+  });
+
+  test('cache_aware: a prefix-cache hit rate at least round_robin\'s on 2 prompts × 4 samples × 3 turns', async () => {
+    const system = Array.from({ length: 48 }, (_, i) => 1000 + i);
+    const prompts = [0, 1].map((p) => [...system, ...Array.from({ length: 112 }, (_, i) => 5000 + 997 * p + i)]);
+    const step = async (policy: RoutingPolicy) => {
+      const p = pool(policy);
+      const reset = await p.resetPrefixCacheAll();
+      assert.ok(reset.every((r) => r.value), 'a prefix cache was not reset');
+      const before = await hitsAndQueries(p);
+      const engines = await Promise.all(
+        prompts.flatMap((prompt, i) => Array.from({ length: 4 }, (_, s) => episodeTurns(p, `run/2/${i}/${s}`, prompt, 3))),
+      );
+      const after = await hitsAndQueries(p);
+      return { rate: (after.hits - before.hits) / (after.queries - before.queries), engines };
+    };
+    const rr = await step('round_robin');
+    const ca = await step('cache_aware');
+    assert.ok(ca.rate >= rr.rate, `cache_aware ${ca.rate.toFixed(3)} < round_robin ${rr.rate.toFixed(3)}`);
+    for (const seen of ca.engines) assert.equal(new Set(seen).size, 1, `a cache_aware episode moved: ${seen.join(', ')}`);
+    assert.equal(new Set(ca.engines.flat()).size, 2, 'cache_aware used one engine');
   });
 
   test('a killed engine is ejected, its episodes go to the other engine, and it is readmitted', async () => {
