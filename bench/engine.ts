@@ -1,9 +1,12 @@
 // Engine benchmark (prints numbers; not a test):
 //   1. generate tokens/s through VllmClient + EnginePool vs a plain fetch loop, same concurrency (ratio);
-//   2. prefix-cache hit rate of 3-turn conversations on 2 engines, round_robin vs consistent_hash.
+//   2. a GRPO step's rollout on 2 engines under each routing policy: prefix-cache hit rate (vLLM's
+//      /metrics) and wall time. --prompts prompts × --samples samples, --turns turns each, at most
+//      --episode-concurrency episodes in flight (rollout.concurrency), prompt-major as a step starts them.
 //
-//   node --import tsx bench/engine.ts [--urls U1,U2] [--concurrency 8] [--requests 48] [--max-tokens 32]
-//                                     [--episodes 8] [--json]
+//   node --import tsx bench/engine.ts [--urls U1,U2] [--part 1|2] [--concurrency 8] [--requests 48]
+//        [--max-tokens 32] [--prompts 8] [--samples 8] [--turns 3] [--turn-tokens 48]
+//        [--episode-concurrency 16] [--rounds 1] [--balance-threshold N] [--json]
 // Engines: --urls, else TEMPO_RL_TEST_ENGINE_URLS, else the engines recorded in the state directory,
 // else two engines started here (and stopped at the end).
 import { mkdtempSync } from 'node:fs';
@@ -12,6 +15,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.js';
 import { engineUrls, startEngines, stopEngines } from '../lib/engines.js';
+import { CACHE_AWARE_DEFAULTS } from '../lib/vllm/cache-aware.js';
 import { VllmClient, samplingParams } from '../lib/vllm/client.js';
 import { EnginePool, type RoutingPolicy } from '../lib/vllm/pool.js';
 import { messageSuffix } from '../lib/vllm/template.js';
@@ -25,14 +29,36 @@ const { values: args } = parseArgs({
     concurrency: { type: 'string', default: '8' },
     requests: { type: 'string', default: '48' },
     'max-tokens': { type: 'string', default: '32' },
-    episodes: { type: 'string', default: '8' },
+    part: { type: 'string' },
+    prompts: { type: 'string', default: '8' },
+    samples: { type: 'string', default: '8' },
+    turns: { type: 'string', default: '3' },
+    'turn-tokens': { type: 'string', default: '48' },
+    'episode-concurrency': { type: 'string', default: '16' },
+    rounds: { type: 'string', default: '1' },
+    'balance-threshold': { type: 'string' },
     json: { type: 'boolean', default: false },
   },
 });
 const concurrency = Number(args.concurrency);
 const requests = Number(args.requests);
 const maxTokens = Number(args['max-tokens']);
-const episodes = Number(args.episodes);
+const step = {
+  prompts: Number(args.prompts),
+  samples: Number(args.samples),
+  turns: Number(args.turns),
+  turnTokens: Number(args['turn-tokens']),
+  concurrency: Number(args['episode-concurrency']),
+};
+const rounds = Number(args.rounds);
+const cacheAware = args['balance-threshold'] === undefined ? {} : { balanceThreshold: Number(args['balance-threshold']) };
+const POLICIES: RoutingPolicy[] = ['round_robin', 'consistent_hash', 'cache_aware'];
+/** Figures of the same measurement elsewhere (hit rates; vime: vllm-project/vime PR #120). */
+const EARLIER: Record<RoutingPolicy, { vime: string; tempo: string }> = {
+  round_robin: { vime: '63.4%', tempo: '36.8%' },
+  consistent_hash: { vime: '82.6%', tempo: '59.8%' },
+  cache_aware: { vime: '—', tempo: '—' },
+};
 
 /** Distinct prompts (no prefix-cache help) of ~`len` ordinary token ids, deterministic per `salt`. */
 function prompts(n: number, len: number, salt: number): number[][] {
@@ -83,21 +109,70 @@ function sumMetrics(ms: EngineMetrics[]): { hits: number; queries: number } {
   return ms.reduce((a, m) => ({ hits: a.hits + m.prefixCacheHits, queries: a.queries + m.prefixCacheQueries }), { hits: 0, queries: 0 });
 }
 
-async function hitRate(urls: string[], policy: RoutingPolicy, salt: number, suffix: number[]): Promise<{ hit_rate: number; hits: number; queries: number }> {
-  const pool = EnginePool.fromUrls(urls, { policy });
-  await pool.resetPrefixCacheAll();
+/** A step's prompts: a system prompt they all share (template, tools), then each prompt's own image
+ *  placeholders and question (distinct ids), 256–448 tokens. */
+function stepPrompts(): number[][] {
+  const [system] = prompts(1, 128, 5);
+  return prompts(step.prompts, 448, 6).map((own, i) => [...system!, ...own.slice(0, 256 + ((i * 67) % 193))]);
+}
+
+async function resetPrefixCaches(pool: EnginePool): Promise<void> {
+  for (let attempt = 0; attempt < 10; attempt++) {
+    if ((await pool.resetPrefixCacheAll()).every((r) => r.value)) return;
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  throw new Error('the prefix caches could not be reset');
+}
+
+type Throughput = Awaited<ReturnType<typeof throughput>>;
+type Rates = Record<RoutingPolicy, StepResult & { hit_rate: number }>;
+
+interface StepResult {
+  hits: number;
+  queries: number;
+  seconds: number;
+  /** Turns sent to another engine than the episode's turn before. */
+  moves: number;
+  /** The machine's 1-minute load average when the step ended. */
+  load1: number;
+}
+
+async function grpoStep(urls: string[], policy: RoutingPolicy, ps: number[][], suffix: number[]): Promise<StepResult> {
+  const pool = EnginePool.fromUrls(urls, { policy, cacheAware });
+  await resetPrefixCaches(pool);
   const before = sumMetrics((await pool.metricsAll()).map((r) => r.value!));
-  await runConcurrently(prompts(episodes, 192, salt), concurrency, async (prompt, e) => {
-    let history = prompt;
-    for (let turn = 0; turn < 3; turn++) {
-      const r = await pool.generate(`bench/${policy}/${e}`, { tokenIds: history, sampling: { maxTokens: 24, seed: turn } });
+  const episodes = ps.flatMap((prompt, p) => Array.from({ length: step.samples }, (_, s) => ({ id: `bench/0/${p}/${s}`, prompt, seed: p * 1000 + s * 10 })));
+  let moves = 0;
+  const seconds = await runConcurrently(episodes, step.concurrency, async (ep) => {
+    let history = ep.prompt;
+    let last: string | null = null;
+    for (let turn = 0; turn < step.turns; turn++) {
+      const r = await pool.generate(ep.id, { tokenIds: history, sampling: { maxTokens: step.turnTokens, seed: ep.seed + turn } });
+      if (last !== null && r.engine !== last) moves++;
+      last = r.engine;
       history = [...history, ...r.tokenIds, IM_END, ...suffix];
     }
   });
-  const afterM = sumMetrics((await pool.metricsAll()).map((r) => r.value!));
-  const hits = afterM.hits - before.hits;
-  const queries = afterM.queries - before.queries;
-  return { hit_rate: queries ? hits / queries : 0, hits, queries };
+  const after = sumMetrics((await pool.metricsAll()).map((r) => r.value!));
+  return { hits: after.hits - before.hits, queries: after.queries - before.queries, seconds, moves, load1: os.loadavg()[0]! };
+}
+
+/** Every policy on the same step, `rounds` times, in alternating order (load from elsewhere hits all alike). */
+async function routing(urls: string[], suffix: number[]): Promise<Rates> {
+  const ps = stepPrompts();
+  const sum = Object.fromEntries(POLICIES.map((p) => [p, { hits: 0, queries: 0, seconds: 0, moves: 0, load1: 0 }])) as Record<RoutingPolicy, StepResult>;
+  for (let round = 0; round < rounds; round++) {
+    for (const policy of round % 2 ? [...POLICIES].reverse() : POLICIES) {
+      const r = await grpoStep(urls, policy, ps, suffix);
+      for (const k of ['hits', 'queries', 'seconds', 'moves', 'load1'] as const) sum[policy][k] += r[k];
+    }
+  }
+  return Object.fromEntries(
+    POLICIES.map((p) => {
+      const r = sum[p];
+      return [p, { hit_rate: r.queries ? r.hits / r.queries : 0, hits: r.hits, queries: r.queries, seconds: Number((r.seconds / rounds).toFixed(2)), moves: r.moves, load1: Number((r.load1 / rounds).toFixed(2)) }];
+    }),
+  ) as Rates;
 }
 
 async function withEngines<T>(fn: (urls: string[]) => Promise<T>): Promise<T> {
@@ -115,9 +190,7 @@ async function withEngines<T>(fn: (urls: string[]) => Promise<T>): Promise<T> {
   }
 }
 
-const report = await withEngines(async (urls) => {
-  const warm = new VllmClient({ url: urls[0]! });
-  await Promise.all(urls.map((u) => new VllmClient({ url: u }).generate({ tokenIds: [1, 2, 3], sampling: { maxTokens: 4 } })));
+async function throughput(urls: string[]) {
   // Alternating rounds, so load from anything else on the machine hits both sides alike.
   const plain = { tokens: 0, seconds: 0 };
   const pooled = { tokens: 0, seconds: 0 };
@@ -134,30 +207,44 @@ const report = await withEngines(async (urls) => {
   }
   const plainTps = plain.tokens / plain.seconds;
   const poolTps = pooled.tokens / pooled.seconds;
-  const suffix = (await messageSuffix(warm, [{ role: 'user', content: 'Wrong answer, try again.' }], { endOfTurnId: IM_END })).tokenIds;
-  const roundRobin = await hitRate(urls, 'round_robin', 3, suffix);
-  const consistentHash = await hitRate(urls, 'consistent_hash', 4, suffix);
-  return {
-    engines: urls,
-    concurrency,
-    requests,
-    max_tokens: maxTokens,
-    throughput: {
-      plain_tokens_per_s: Number(plainTps.toFixed(1)),
-      client_pool_tokens_per_s: Number(poolTps.toFixed(1)),
-      ratio: Number((poolTps / plainTps).toFixed(3)),
-    },
-    prefix_cache_3_turns: { episodes, round_robin: roundRobin, consistent_hash: consistentHash },
-  };
+  return { concurrency, requests, max_tokens: maxTokens, plain_tokens_per_s: Number(plainTps.toFixed(1)), client_pool_tokens_per_s: Number(poolTps.toFixed(1)), ratio: Number((poolTps / plainTps).toFixed(3)) };
+}
+
+const loadavg = () => os.loadavg().map((v) => Number(v.toFixed(2)));
+
+const report = await withEngines(async (urls) => {
+  const warm = new VllmClient({ url: urls[0]! });
+  await Promise.all(urls.map((u) => new VllmClient({ url: u }).generate({ tokenIds: [1, 2, 3], sampling: { maxTokens: 4 } })));
+  const out: { engines: string[]; throughput?: Throughput & { loadavg: number[] }; routing?: typeof step & { rounds: number; balance_threshold: number; policies: Rates; prompt_tokens: number[]; observation_tokens: number; loadavg: number[] } } = { engines: urls };
+  if (args.part !== '2') out.throughput = { ...(await throughput(urls)), loadavg: loadavg() };
+  if (args.part !== '1') {
+    // A tool's answer as the observation between turns (the template's tokens for a user message).
+    const suffix = (await messageSuffix(warm, [{ role: 'user', content: '<tool_response>\nWrong answer, try again.\n</tool_response>' }], { endOfTurnId: IM_END })).tokenIds;
+    const policies = await routing(urls, suffix);
+    out.routing = { ...step, rounds, balance_threshold: cacheAware.balanceThreshold ?? CACHE_AWARE_DEFAULTS.balanceThreshold, prompt_tokens: stepPrompts().map((p) => p.length), observation_tokens: suffix.length, policies, loadavg: loadavg() };
+  }
+  return out;
 });
 
 if (args.json) process.stdout.write(`${JSON.stringify(report)}\n`);
 else {
+  console.log(`engines: ${report.engines.join(', ')}`);
   const t = report.throughput;
-  const p = report.prefix_cache_3_turns;
-  console.log(`engines: ${report.engines.join(', ')}  concurrency ${concurrency}, ${requests} requests × ${maxTokens} tokens`);
-  console.log(`tokens/s  plain HTTP loop: ${t.plain_tokens_per_s}  client+pool: ${t.client_pool_tokens_per_s}  ratio: ${t.ratio}`);
-  console.log(`prefix-cache hit rate, ${p.episodes} 3-turn conversations on 2 engines:`);
-  console.log(`  round_robin:     ${(p.round_robin.hit_rate * 100).toFixed(1)}% (${p.round_robin.hits}/${p.round_robin.queries} tokens)`);
-  console.log(`  consistent_hash: ${(p.consistent_hash.hit_rate * 100).toFixed(1)}% (${p.consistent_hash.hits}/${p.consistent_hash.queries} tokens)`);
+  if (t) {
+    console.log(`concurrency ${concurrency}, ${requests} requests × ${maxTokens} tokens; load average ${t.loadavg.join(' ')}`);
+    console.log(`tokens/s  plain HTTP loop: ${t.plain_tokens_per_s}  client+pool: ${t.client_pool_tokens_per_s}  ratio: ${t.ratio}\n`);
+  }
+  const r = report.routing;
+  if (r) {
+    const lens = r.prompt_tokens;
+    console.log(`GRPO step on 2 engines: ${step.prompts} prompts × ${step.samples} samples × ${step.turns} turns, ≤ ${step.turnTokens} tokens a turn, ` +
+      `${step.concurrency} episodes in flight; prompts ${Math.min(...lens)}–${Math.max(...lens)} tokens (128 shared), observation ${r.observation_tokens} tokens` +
+      `; cache_aware balance threshold ${r.balance_threshold}${rounds > 1 ? `; ${rounds} rounds` : ''}; load average ${r.loadavg.join(' ')}\n`);
+    console.log('| policy | prefix-cache hit rate | rollout wall time | turns that changed engine | load average (1 min) | vime PR #120 | tempo-rl before |');
+    console.log('| --- | --- | --- | --- | --- | --- | --- |');
+    for (const p of POLICIES) {
+      const x = r.policies[p];
+      console.log(`| ${p} | ${(x.hit_rate * 100).toFixed(1)}% (${x.hits}/${x.queries}) | ${x.seconds.toFixed(1)} s | ${x.moves} | ${x.load1} | ${EARLIER[p].vime} | ${EARLIER[p].tempo} |`);
+    }
+  }
 }
