@@ -1,7 +1,7 @@
 // cache_aware routing (after SGLang's router): each engine keeps an approximate index of the token
 // prefixes sent to it; a request goes to the engine holding its longest prefix unless that engine is
 // busier than the least-loaded one by more than a threshold. No randomness: ties go to the less loaded,
-// then the smaller index, then the earlier engine of the pool.
+// then (unmatched requests) the smaller index, then the earlier engine of the pool.
 import type { MultiModalFeatures } from './schemas.js';
 
 export interface CacheAwareOptions {
