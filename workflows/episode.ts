@@ -166,6 +166,7 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
     truncated_reason: status === 'COMPLETED' ? null : reason,
     temperature: s.temperature,
     label: input.label,
+    environment: s.environment,
     expected: { response_len: traj?.response_ids.length ?? 0, mask_sum: traj?.loss_mask.reduce((a, b) => a + b, 0) ?? 0 },
     blob_root: input.blob_root,
   });

@@ -1,15 +1,18 @@
 // Environments as registered objects: the registry and rollout.environment, the stop strings and
 // prompts an environment gives, and its per-episode state through the envStep activity.
 import assert from 'node:assert/strict';
+import path from 'node:path';
 import { test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { envStep } from '../../activities/env-step.js';
 import { ConfigError, loadConfig } from '../../config/load.js';
 import { RolloutConfig } from '../../config/schema.js';
+import { episodeEnvironment } from '../../lib/audit.js';
 import { buildMessages } from '../../lib/data/prompt.js';
 import { environmentNames, getEnvironment } from '../../lib/env/index.js';
 import { initialRunState } from '../../lib/run-plan.js';
 import { episodeSettings } from '../../workflows/episode-messages.js';
+import { HISTORY_FIXTURES, loadHistoryFixture } from './support/history-fixtures.js';
 
 const row = { id: 'r', problem: 'Find x.', answer: '5', images: ['blob:cas/aa/x.png'] };
 const call = (answer: string) => `<tool_call>{"name":"calc_score","arguments":{"answer":"${answer}"}}</tool_call>`;
@@ -57,4 +60,10 @@ test('envStep: the state goes in and comes out; without one the initial state; a
   assert.deepEqual((await envStep(base)).state, {}, 'inputs made before state existed start from the initial state');
   await assert.rejects(envStep({ ...base, state: { calls: [] } }), (err: unknown) =>
     err instanceof ApplicationFailure && err.nonRetryable && err.type === 'InvalidEnvStepInput' && /not a state of environment geo3k/.test(err.message));
+});
+
+test('the audit reads an episode\'s environment from its start event (a recorded Geo3K history)', () => {
+  const { history } = loadHistoryFixture(path.join(HISTORY_FIXTURES, 'episode-live-geo3k-multi-turn.json'));
+  assert.equal(episodeEnvironment(history), 'geo3k');
+  assert.equal(episodeEnvironment({ events: [] }), null);
 });
