@@ -119,7 +119,8 @@ export const DatasetConfig = z
     synthetic_size: positiveInt.default(64),
     synthetic_seed: z.number().int().nonnegative().default(0),
     /** measure: lengths and areas to compute. angle_facts: angles fixed by the figure's kind (the demo's
-     *  learnable task, docs/tasks.md); both for geo3k. Absent: the first task of rollout.environment. */
+     *  learnable task, docs/tasks.md); both for geo3k. arithmetic: multi-step expressions, text only, for
+     *  the arithmetic environment. Absent: the first task of rollout.environment (docs/environments.md). */
     synthetic_task: z.enum(SYNTHETIC_TASKS).optional(),
     image_roots: z.array(z.string()).default([]),
     allow_hosts: z.array(z.string()).default([]),

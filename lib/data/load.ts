@@ -1,6 +1,6 @@
 // loadDataset: the configured dataset (synthetic, a geo3k folder, a JSONL or Parquet file) as
 // PromptRows with their images stored in the blob store. Each row must have what the environment's
-// row schema asks (Geo3K: an image). A bad row is skipped and reported with its
+// row schema asks (Geo3K: an image; arithmetic: none). A bad row is skipped and reported with its
 // row number; the rest loads. A bad file (empty, wrong columns, unreadable) is a DatasetError.
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -13,6 +13,7 @@ import { childLogger } from '../log.js';
 import { readJsonl, readParquet, type RawRecord } from './readers.js';
 import { DatasetError, RawRow, describeIssues, type LoadedDataset, type PromptRow, type SkippedRow } from './rows.js';
 import { rasterize, syntheticProblems } from './synth.js';
+import { arithmeticProblems } from './synth-arithmetic.js';
 
 const log = childLogger('data');
 const IMAGE_CONCURRENCY = 4;
@@ -104,6 +105,7 @@ async function loadSynthetic(cfg: DatasetConfig, split: Split, store: LocalBlobS
     throw new DatasetError(`dataset.synthetic_task ${task} makes rows that environment ${env.name} cannot take; its tasks: ${env.syntheticTasks.join(', ')}`);
   const seed = cfg.synthetic_seed + (split === 'eval' ? 1_000_003 : 0);
   const n = split === 'eval' ? Math.max(4, Math.ceil(cfg.synthetic_size / 4)) : cfg.synthetic_size;
+  if (task === 'arithmetic') return { rows: arithmeticProblems(n, seed).map((p) => ({ ...p, images: [] })), skipped: [] };
   const problems = syntheticProblems(n, seed, task);
   const limits = { maxPixels: cfg.max_image_pixels, maxBytes: cfg.max_image_bytes };
   const rows = await mapLimited(problems, IMAGE_CONCURRENCY, async (p) => ({

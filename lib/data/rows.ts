@@ -65,8 +65,20 @@ export const RawRow = z
   });
 export type RawRow = z.infer<typeof RawRow>;
 
+/** A row of a text-only environment: an image would never reach the model, so a row with one is
+ *  refused rather than trained on without it. */
+export const TextRow = z
+  .looseObject(rowFields)
+  .transform((r, ctx): RawRow => {
+    if ((r.images?.length ?? 0) > 0 || r.image) {
+      ctx.addIssue({ code: 'custom', message: 'the row has an image, but the environment is text-only' });
+      return z.NEVER;
+    }
+    return { id: r.id == null ? null : String(r.id), problem: r.problem, answer: r.answer, images: [] };
+  });
+
 /** dataset.synthetic_task: the seeded generators of lib/data (each environment names the ones whose rows it takes). */
-export const SYNTHETIC_TASKS = ['measure', 'angle_facts'] as const;
+export const SYNTHETIC_TASKS = ['measure', 'angle_facts', 'arithmetic'] as const;
 export type SyntheticTask = (typeof SYNTHETIC_TASKS)[number];
 
 function valueAt(value: unknown, keys: PropertyKey[]): unknown {

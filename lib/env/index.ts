@@ -3,3 +3,5 @@ export type { Environment, EnvPrompt, EnvPromptOptions, EnvStepContext, EnvStepI
 export { checkStepInput, EnvInputError, EnvStepInputSchema } from './types.js';
 export { DEFAULT_ENVIRONMENT, environmentNames, getEnvironment } from './registry.js';
 export { CALC_SCORE, geo3kStep } from './geo3k.js';
+export { arithmeticStep } from './arithmetic.js';
+export { CALCULATOR, SUBMIT } from './arithmetic-environment.js';
