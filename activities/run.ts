@@ -6,7 +6,8 @@ import { WorkflowNotFoundError } from '@temporalio/common';
 import path from 'node:path';
 import type { DatasetConfig, TempoConfig } from '../config/schema.js';
 import { writeFileAtomic, type LocalBlobStore } from '../lib/blobstore.js';
-import { buildMessages, loadDataset, type PromptRow } from '../lib/data/index.js';
+import { loadDataset, type PromptRow } from '../lib/data/index.js';
+import { DEFAULT_ENVIRONMENT, getEnvironment } from '../lib/env/registry.js';
 import { engineUrls } from '../lib/engines.js';
 import { childLogger } from '../lib/log.js';
 import { stateLayout } from '../lib/paths.js';
@@ -38,10 +39,10 @@ export async function readStepRecords(dir: string): Promise<StepRecord[]> {
 }
 
 /** The held-out split of a run (GRPO or SFT), snapshotted once; none: eval is off, with a warning. */
-export async function snapshotEval(store: LocalBlobStore, runId: string, dataset: DatasetConfig): Promise<{ eval_ref: string | null; eval_size: number }> {
+export async function snapshotEval(store: LocalBlobStore, runId: string, dataset: DatasetConfig, environment?: string): Promise<{ eval_ref: string | null; eval_size: number }> {
   let evalRows: PromptRow[] = [];
   try {
-    evalRows = (await loadDataset(dataset, 'eval', store)).rows;
+    evalRows = (await loadDataset(dataset, 'eval', store, environment)).rows;
   } catch (err) {
     log.warn({ err: (err as Error).message }, 'no eval split; eval is off for this run');
   }
@@ -52,21 +53,24 @@ export async function snapshotEval(store: LocalBlobStore, runId: string, dataset
 export function runActivities(deps: { cfg: TempoConfig; store: LocalBlobStore }) {
   const { cfg, store } = deps;
   return {
-    /** Loads the run's dataset once and snapshots its rows (small: text + image refs). */
-    async prepareDataset(input: { run_id: string; dataset: DatasetConfig }): Promise<DatasetInfo> {
-      const train = await loadDataset(input.dataset, 'train', store);
+    /** Loads the run's dataset once, rows as the environment asks (absent: inputs made before
+     *  environments were chosen, geo3k), and snapshots its rows (small: text + image refs). */
+    async prepareDataset(input: { run_id: string; dataset: DatasetConfig; environment?: string }): Promise<DatasetInfo> {
+      const train = await loadDataset(input.dataset, 'train', store, input.environment);
       for (const s of train.skipped) log.warn({ row: s.row, reason: s.reason }, 'dataset row skipped');
       const train_ref = await store.putJson(`runs/${input.run_id}/dataset-train.json`, train.rows);
-      return { train_ref, train_size: train.rows.length, ...(await snapshotEval(store, input.run_id, input.dataset)) };
+      return { train_ref, train_size: train.rows.length, ...(await snapshotEval(store, input.run_id, input.dataset, input.environment)) };
     },
 
-    async episodePrompts(input: { dataset_ref: string; indices: number[]; multi_turn: boolean; system_prompt: string | null }) {
+    /** The environment's prompt and initial state for each row. */
+    async episodePrompts(input: { dataset_ref: string; indices: number[]; multi_turn: boolean; system_prompt: string | null; environment?: string }) {
+      const env = getEnvironment(input.environment ?? DEFAULT_ENVIRONMENT);
       const rows = await store.getJson<PromptRow[]>(input.dataset_ref);
       return input.indices.map((i) => {
         const row = rows[i];
         if (!row) throw new Error(`dataset ${input.dataset_ref} has no row ${i}`);
-        const built = buildMessages(row, { tools: input.multi_turn, systemPrompt: input.system_prompt ?? undefined });
-        return { row_id: row.id, dataset_index: i, label: row.answer, prompt: { messages: built.messages as EpisodeMessage[], tools: built.tools as unknown[] } };
+        const built = env.prompt(row, { tools: input.multi_turn, systemPrompt: input.system_prompt ?? undefined });
+        return { row_id: row.id, dataset_index: i, label: row.answer, prompt: { messages: built.messages as EpisodeMessage[], tools: built.tools }, env_state: env.initialState(row) };
       });
     },
 

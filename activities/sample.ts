@@ -18,7 +18,7 @@ export interface SampleTurnRecipe {
   /** null: the engine reported no weight version (unknown, never assumed). */
   weight_version: number | null;
   finish_reason: string;
-  /** Multi-turn: the calc_score answer the environment read from this turn (null: none or malformed), and its grade. */
+  /** Multi-turn: the answer a tool call of this turn gave (calc_score, submit; null: none, another tool, or malformed), and its grade. */
   tool_answer?: string | null;
   tool_score?: number | null;
 }
@@ -39,6 +39,8 @@ export interface StoreSampleInput {
   truncated_reason: string | null;
   temperature: number;
   label: string;
+  /** The episode's environment; absent in histories recorded before samples carried it. */
+  environment?: string;
   expected: { response_len: number; mask_sum: number };
   /** The run's blob store; absent in histories recorded before episodes carried it. */
   blob_root?: string;
@@ -80,6 +82,7 @@ export function sampleActivities(deps: { store: LocalBlobStore }) {
         truncated_reason: input.truncated_reason,
         temperature: input.temperature,
         label: input.label,
+        ...(input.environment !== undefined ? { environment: input.environment } : {}),
         turns: input.turns.map((turn, i) => {
           const span = t.spans[i];
           return {

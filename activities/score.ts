@@ -1,9 +1,12 @@
-// Step "score": the default math RM on the episode's final answer (binary 0/1). Unreadable answers
+// Step "score": the environment's grade (the default math RM for both environments) of the
+// episode's final answer, or of the response's last \boxed{} (binary 0/1). Unreadable answers
 // score 0 with a reason; they are results, not failures. A label that cannot be graded against
 // (empty) fails the activity without retries: it is the data's fault, and must never train as a 0.
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
-import { checkLabel, gradeAnswer, LabelError, REWARD_MATCHES, scoreResponse, type RewardMatch } from '../lib/math/reward.js';
+import { getEnvironment } from '../lib/env/registry.js';
+import type { Environment } from '../lib/env/types.js';
+import { checkLabel, findLastBoxed, gradeAnswer, LabelError, REWARD_MATCHES, type RewardMatch } from '../lib/math/reward.js';
 
 export interface ScoreInput {
   /** Default 'math'. */
@@ -17,6 +20,8 @@ export interface ScoreInput {
   final_answer: string | null;
   /** Without a final answer: the response text whose last \boxed{} is graded (single-turn mode). */
   response_text: string | null;
+  /** Whose grade the math RM is (rollout.environment); absent (inputs recorded before): the math RM itself. */
+  environment?: string;
 }
 
 export interface ScoreResult {
@@ -32,6 +37,7 @@ const ScoreInputSchema = z.object({
   match: z.enum(REWARD_MATCHES).optional(),
   final_answer: z.string().nullable(),
   response_text: z.string().nullable(),
+  environment: z.string().optional(),
 });
 
 export async function scoreEpisode(raw: ScoreInput): Promise<ScoreResult> {
@@ -39,20 +45,31 @@ export async function scoreEpisode(raw: ScoreInput): Promise<ScoreResult> {
   if (!parsed.success) throw ApplicationFailure.nonRetryable(`score: invalid input: ${z.prettifyError(parsed.error)}`, 'InvalidScoreInput');
   const input = parsed.data;
   if (input.reward_fn === 'target_fraction') return targetFraction(input.response_text ?? input.final_answer ?? '', input.label);
+  let grade: Environment['grade'] = async (answer, label, opts) => gradeAnswer(answer, label, opts);
+  if (input.environment !== undefined) {
+    try {
+      grade = getEnvironment(input.environment).grade;
+    } catch (err) {
+      throw ApplicationFailure.nonRetryable(`score: ${(err as Error).message}`, 'UnknownEnvironment');
+    }
+  }
   try {
-    return mathReward(input);
+    return await mathReward(input, grade);
   } catch (err) {
     if (err instanceof LabelError) throw ApplicationFailure.nonRetryable(`score: ${err.message}`, 'InvalidLabel');
     throw err;
   }
 }
 
-function mathReward(input: ScoreInput): ScoreResult {
+async function mathReward(input: ScoreInput, grade: Environment['grade']): Promise<ScoreResult> {
   checkLabel(input.label);
   const opts = { tolerance: input.tolerance, match: input.match };
-  if (input.final_answer !== null) return { ...gradeAnswer(input.final_answer, input.label, opts), extracted: input.final_answer };
-  if (input.response_text !== null) return scoreResponse(input.response_text, input.label, opts);
-  return { reward: 0, extracted: null, reason: 'no answer' };
+  if (input.final_answer !== null) return { ...(await grade(input.final_answer, input.label, opts)), extracted: input.final_answer };
+  if (input.response_text === null) return { reward: 0, extracted: null, reason: 'no answer' };
+  const boxed = findLastBoxed(input.response_text);
+  if (boxed.kind === 'none') return { reward: 0, extracted: null, reason: 'no \\boxed{} answer' };
+  if (boxed.kind === 'unclosed') return { reward: 0, extracted: null, reason: 'unclosed \\boxed{' };
+  return { ...(await grade(boxed.content, input.label, opts)), extracted: boxed.content };
 }
 
 /**

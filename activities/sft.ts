@@ -131,7 +131,7 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
 
   return {
     /** Snapshots the transcripts of sft.path (images into the blob store) and the eval split of `dataset`. */
-    async prepareSftDataset(input: { run_id: string; path: string; dataset: DatasetConfig }): Promise<DatasetInfo & { skipped: Array<{ row: number; reason: string }>; skipped_count: number }> {
+    async prepareSftDataset(input: { run_id: string; path: string; dataset: DatasetConfig; environment?: string }): Promise<DatasetInfo & { skipped: Array<{ row: number; reason: string }>; skipped_count: number }> {
       const file = path.resolve(input.path);
       const intake = new ImageIntake({
         store: deps.store, roots: [path.dirname(file), deps.store.root, ...input.dataset.image_roots], baseDir: path.dirname(file),
@@ -171,7 +171,7 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
       for (const s of skipped) log.warn({ file, row: s.row, reason: s.reason }, 'SFT record skipped');
       const train_ref = await deps.store.putJson(`runs/${input.run_id}/sft-train.json`, rows);
       // The run state keeps the count and the first few reasons (the log has them all).
-      return { train_ref, train_size: rows.length, ...(await snapshotEval(deps.store, input.run_id, input.dataset)), skipped: skipped.slice(0, 5), skipped_count: skipped.length };
+      return { train_ref, train_size: rows.length, ...(await snapshotEval(deps.store, input.run_id, input.dataset, input.environment)), skipped: skipped.slice(0, 5), skipped_count: skipped.length };
     },
 
     /** One step's records → samples (blob:named/samples/sft/<run>/<step>/<i>.json); a record that does not fit is skipped with its reason. */

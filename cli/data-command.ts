@@ -27,7 +27,7 @@ async function splitForExport(opts: { out: string; split: string; force?: boolea
   checkOutputFile(opts.out, { force: opts.force });
   const cfg = configFrom(cmd);
   const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
-  return { cfg, store, ...(await loadDataset(cfg.dataset, opts.split, store)) };
+  return { cfg, store, ...(await loadDataset(cfg.dataset, opts.split, store, cfg.rollout.environment)) };
 }
 
 function probability(v: string): number {
@@ -85,7 +85,7 @@ export function register(program: Command): void {
     .action(
       action(async (opts: { out: string; split: string; force?: boolean; json?: boolean }, cmd: Command) => {
         const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
-        const written = await writeSftJsonl(rows, store, opts.out, cfg.dataset.system_prompt);
+        const written = await writeSftJsonl(rows, store, opts.out, cfg.dataset.system_prompt, cfg.rollout.environment);
         if (opts.json) printJson({ out: path.resolve(opts.out), rows: written, skipped });
         else process.stdout.write(`wrote ${written} rows to ${opts.out} (${skipped.length} skipped)\n`);
       }),
@@ -103,6 +103,8 @@ export function register(program: Command): void {
     .action(
       action(async (opts: { out: string; split: string; firstCorrect?: number; perRow?: number; force?: boolean; json?: boolean }, cmd: Command) => {
         const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
+        if (cfg.rollout.environment !== 'geo3k')
+          throw Object.assign(new Error(`sft-transcripts writes calc_score transcripts (Geo3K's tool); rollout.environment is ${cfg.rollout.environment}`), { exitCode: 2 });
         const records = toolTranscripts(rows, store, { max_turns: cfg.rollout.max_turns, seed: cfg.rollout.seed, first_correct: opts.firstCorrect, per_row: opts.perRow, systemPrompt: cfg.dataset.system_prompt, match: cfg.rollout.reward_match, tolerance: cfg.rollout.reward_tolerance });
         const written = await writeSftRecords(records, opts.out);
         if (opts.json) printJson({ out: path.resolve(opts.out), records: written, skipped });

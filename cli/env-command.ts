@@ -1,7 +1,7 @@
 // tempo-rl env geo3k-step --label L --turn K --max-turns N [--match M] [--tolerance T] [--json]: one
 // environment step on the assistant turn read from stdin. Bad flags exit 2 naming the flag and value.
 import type { Command } from 'commander';
-import { EnvInputError, getEnvironment } from '../lib/env/index.js';
+import { EnvInputError, geo3kStep } from '../lib/env/index.js';
 import { checkLabel, type RewardMatch } from '../lib/math/reward.js';
 import { action, printJson, readStdin } from './common.js';
 import { asUsageError, gradeFlags } from './score-command.js';
@@ -37,7 +37,7 @@ export function register(program: Command): void {
         const text = await readStdin();
         let r;
         try {
-          r = getEnvironment('geo3k').step({ text, label: opts.label, turn, max_turns, tolerance: opts.tolerance, match: opts.match });
+          r = geo3kStep({ text, label: opts.label, turn, max_turns, tolerance: opts.tolerance, match: opts.match });
         } catch (err) {
           throw err instanceof EnvInputError ? usageError(err.message) : err;
         }

@@ -35,7 +35,7 @@ async function consumedBy(cfg: TempoConfig, run: string): Promise<Map<string, nu
 import { action, configFrom, printJson } from './common.js';
 
 function printAudit(a: EpisodeAudit): void {
-  console.log(`episode ${a.episode_id}  (workflow ${a.workflow_id}, ${a.workflow_status})`);
+  console.log(`episode ${a.episode_id}  (workflow ${a.workflow_id}, ${a.workflow_status})  environment ${a.environment ?? '-'}`);
   console.log(`status ${a.status ?? '-'}${a.truncated_reason ? ` (${a.truncated_reason})` : ''}  reward ${a.reward ?? '-'}  weight version ${a.weight_version ?? '-'}  prompt ${a.prompt_len ?? '-'} tokens`);
   for (const t of a.turns) {
     const lp = t.mean_logprob === null ? '-' : t.mean_logprob.toFixed(3);

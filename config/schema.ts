@@ -3,6 +3,8 @@
 // unknown key is an error, never ignored.
 import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { SYNTHETIC_TASKS } from '../lib/data/rows.js';
+import { DEFAULT_ENVIRONMENT, environmentNames, getEnvironment } from '../lib/env/registry.js';
 import { REWARD_MATCHES } from '../lib/math/options.js';
 
 const port = z.number().int().min(1).max(65535);
@@ -125,8 +127,10 @@ export const DatasetConfig = z
     eval_split: z.string().default('test'),
     synthetic_size: positiveInt.default(64),
     synthetic_seed: z.number().int().nonnegative().default(0),
-    /** measure: lengths and areas to compute. angle_facts: angles fixed by the figure's kind (the demo's learnable task, docs/tasks.md). */
-    synthetic_task: z.enum(['measure', 'angle_facts']).default('measure'),
+    /** measure: lengths and areas to compute. angle_facts: angles fixed by the figure's kind (the demo's
+     *  learnable task, docs/tasks.md); both for geo3k. arithmetic: multi-step expressions, text only, for
+     *  the arithmetic environment. Absent: the first task of rollout.environment (docs/environments.md). */
+    synthetic_task: z.enum(SYNTHETIC_TASKS).optional(),
     image_roots: z.array(z.string()).default([]),
     allow_hosts: z.array(z.string()).default([]),
     max_image_pixels: positiveInt.default(16_000_000),
@@ -137,6 +141,11 @@ export const DatasetConfig = z
 
 export const RolloutConfig = z
   .strictObject({
+    /** The registered environment episodes run in (lib/env/registry.ts): its rows, prompt, tools, stop strings, steps and grade. */
+    environment: z
+      .string()
+      .refine((name) => environmentNames().includes(name), { error: (issue) => `unknown environment ${JSON.stringify(issue.input)} (known: ${environmentNames().join(', ')})` })
+      .default(DEFAULT_ENVIRONMENT),
     multi_turn: z.boolean().default(true),
     max_turns: positiveInt.max(MAX_TURNS, `at most ${MAX_TURNS} turns`).default(3),
     prompts_per_step: positiveInt.default(4),
@@ -286,6 +295,12 @@ export const TempoConfig = z.strictObject({
   run: RunConfig,
   log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
 })
+  .superRefine((c, ctx) => {
+    const task = c.dataset.synthetic_task;
+    const env = environmentNames().includes(c.rollout.environment) ? getEnvironment(c.rollout.environment) : null;
+    if (env && task !== undefined && !env.syntheticTasks.includes(task))
+      ctx.addIssue({ code: 'custom', path: ['dataset', 'synthetic_task'], message: `makes rows that environment ${env.name} (rollout.environment) cannot take; its tasks: ${env.syntheticTasks.join(', ')}` });
+  })
   .refine((c) => c.algorithm !== 'sft' || c.sft.path !== '', { path: ['sft', 'path'], message: 'is required when algorithm is sft (a JSONL of SFT records: tempo-rl data sft-transcripts or sft-export)' })
   .refine((c) => c.rollout.max_staleness === 0 || c.algorithm === 'grpo', { path: ['rollout', 'max_staleness'], message: 'must be 0 with algorithm sft (SFT samples nothing from the engines)' })
   .refine((c) => c.rollout.max_staleness === 0 || c.grpo.tis.enabled, {

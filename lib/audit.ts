@@ -52,6 +52,8 @@ export interface EpisodeAudit {
   episode_id: string;
   workflow_id: string;
   workflow_status: 'running' | 'completed' | 'failed' | 'other';
+  /** rollout.environment of the episode (its input's settings; null: no start event in the history). */
+  environment: string | null;
   status: string | null;
   reward: number | null;
   truncated_reason: string | null;
@@ -111,6 +113,15 @@ const EnvOut = z.object({ reason: z.string(), observation: z.string().nullable()
 const ObsIn = z.object({ observation: z.string() });
 const RenderOut = z.object({ prompt_len: z.number(), image_tokens: z.unknown(), conventions: z.object({ eos_ids: z.array(z.number()) }) });
 
+const StartIn = z.object({ settings: z.object({ environment: z.string() }) });
+
+/** The environment an episode ran in, from its start event's input. */
+export function episodeEnvironment(history: History): string | null {
+  const started = history.events?.find((ev) => ev.workflowExecutionStartedEventAttributes)?.workflowExecutionStartedEventAttributes;
+  const input = StartIn.safeParse(started ? decode(started.input) : undefined);
+  return input.success ? input.data.settings.environment : null;
+}
+
 export function workflowResult(history: History): { status: EpisodeAudit['workflow_status']; result: unknown } {
   for (const ev of history.events ?? []) {
     if (ev.workflowExecutionCompletedEventAttributes) return { status: 'completed', result: decode(ev.workflowExecutionCompletedEventAttributes.result) };
@@ -168,6 +179,7 @@ export async function auditFromHistory(episodeId: string, history: History, stor
     episode_id: episodeId,
     workflow_id: episodeWorkflowId(episodeId),
     workflow_status,
+    environment: sample?.environment ?? episodeEnvironment(history),
     status: summary?.status ?? null,
     reward: summary?.reward ?? null,
     truncated_reason: summary?.truncated_reason ?? null,

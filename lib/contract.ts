@@ -114,6 +114,8 @@ export const Sample = z.strictObject({
   truncated_reason: z.string().nullable(),
   temperature: z.number(),
   label: z.string(),
+  /** The environment the episode ran in (rollout.environment). Absent: samples stored before it was recorded (geo3k). */
+  environment: z.string().optional(),
   turns: z.array(z.strictObject({ engine: z.string(), weight_version: z.number().int().nullable(), generated_tokens: z.number().int().nonnegative(), observation_tokens: z.number().int().nonnegative(), finish_reason: z.string(), tool_answer: z.string().nullable().optional(), tool_score: z.number().nullable().optional() })),
   routed_experts: z.array(z.string().nullable()).nullable(),
 });

@@ -1,6 +1,7 @@
 // From the config tree to the trainingRun workflow's initial state.
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
+import { getEnvironment } from './env/registry.js';
 import { stateLayout, tinyModelDir } from './paths.js';
 import { episodeSettings } from '../workflows/episode-messages.js';
 import type { RunState } from '../workflows/training-run-messages.js';
@@ -13,7 +14,8 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(runId)) throw new Error(`run id ${JSON.stringify(runId)}: use letters, digits, '.', '_' and '-'`);
   const r = cfg.rollout;
   const g = cfg.grpo;
-  const episode = episodeSettings(r);
+  const env = getEnvironment(r.environment);
+  const episode = episodeSettings(r, { env });
   const sft = cfg.algorithm === 'sft';
   return {
     run_id: runId,
@@ -47,7 +49,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       seed: r.seed,
       episode,
       // Eval episodes run between a sync and the next: on exactly the weights evaluated.
-      eval_episode: { ...episodeSettings({ ...r, max_staleness: 0 }), temperature: cfg.run.eval_temperature ?? r.temperature },
+      eval_episode: { ...episodeSettings({ ...r, max_staleness: 0 }, { env }), temperature: cfg.run.eval_temperature ?? r.temperature },
       hyper: {
         lr: sft ? cfg.sft.lr : g.lr, eps_clip: g.eps_clip, eps_clip_high: g.eps_clip_high, dr_grpo: g.dr_grpo, kl: g.kl,
         entropy_coef: g.entropy_coef, tis: g.tis, loss_agg: g.loss_agg, micro_batch_tokens: g.micro_batch_tokens,

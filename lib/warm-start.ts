@@ -61,6 +61,7 @@ export function warmStartDir(key: string): string {
 
 /** The model directory of the warm start for `rl`, building it first when the cache has none. */
 export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: (runId: string) => Promise<RunResult>): Promise<WarmStart> {
+  if (rl.rollout.environment !== 'geo3k') throw new Error(`the warm start trains on calc_score transcripts (Geo3K's tool); rollout.environment is ${rl.rollout.environment}`);
   const t0 = Date.now();
   const key = warmStartKey(rl);
   const dir = warmStartDir(key);
@@ -83,7 +84,7 @@ export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: 
  *  `sftCfg` sees each once, every row's answers drawn afresh each time. */
 export async function writeWarmStartTranscripts(rl: TempoConfig, sftCfg: TempoConfig, file: string, firstCorrect = WARM_START_FIRST_CORRECT): Promise<void> {
   const store = new LocalBlobStore(stateLayout(rl.state_dir).blobs);
-  const { rows } = await loadDataset(rl.dataset, 'train', store);
+  const { rows } = await loadDataset(rl.dataset, 'train', store, rl.rollout.environment);
   const perRow = Math.ceil((sftCfg.run.steps * sftCfg.sft.batch_size) / Math.max(rows.length, 1));
   const records = toolTranscripts(rows, store, { max_turns: rl.rollout.max_turns, first_correct: firstCorrect, per_row: perRow, seed: sftCfg.rollout.seed, systemPrompt: rl.dataset.system_prompt, match: rl.rollout.reward_match, tolerance: rl.rollout.reward_tolerance });
   await fs.mkdir(path.dirname(file), { recursive: true });

@@ -1,6 +1,7 @@
 // The episode workflow's contract: its input, its result, its query, and its workflow id.
 // Pure (imported by the workflow bundle, the training run and the CLI).
 import { defineQuery, defineSignal } from '@temporalio/workflow';
+import type { JsonValue } from '../lib/env/types.js';
 import type { RewardMatch } from '../lib/math/options.js';
 import type { EpisodeStatus } from '../lib/trajectory.js';
 
@@ -21,7 +22,7 @@ export interface EpisodeSettings {
   temperature: number;
   top_p: number;
   seed: number;
-  /** Stop strings; multi-turn Geo3K stops after a tool call. */
+  /** Stop strings: the environment's in multi-turn mode (after a tool call), none in single-turn. */
   stop: string[];
   /** Restrict sampling to these token ids (synthetic tasks such as the learning test). */
   allowed_token_ids?: number[];
@@ -33,6 +34,7 @@ export interface EpisodeSettings {
   reward_tolerance: number;
   /** Out of turns → TRUNCATED (true) or COMPLETED (false). */
   truncate_status_when_out_of_turns: boolean;
+  /** rollout.environment: the registered environment (lib/env/registry.ts) that steps and grades. */
   environment: string;
   /** Per generate attempt; the retry policy moves to another engine after it. */
   generate_timeout_s: number;
@@ -51,6 +53,9 @@ export interface EpisodeInput {
   prompt: { messages: EpisodeMessage[]; tools: unknown[] };
   label: string;
   settings: EpisodeSettings;
+  /** The environment's initial state for this prompt (Environment.initialState of its row). Absent in
+   *  inputs made before environments kept state: the first step starts from the initial state. */
+  env_state?: JsonValue;
   weight_version: number;
   /** The run's blob store (plan.blob_root): a worker that does not reach it refuses the sample. Absent
    *  in histories recorded before episodes carried it. */
@@ -109,11 +114,21 @@ export function parseEpisodeId(id: string): { run_id: string; step: number; prom
   return { run_id: parts.slice(0, -3).join('/'), step: nums[0]!, prompt_index: nums[1]!, sample_index: nums[2]! };
 }
 
-/** Settings from the rollout config (the one place that picks defaults such as the stop string). */
+/** Geo3K's name and stop strings: the environment of settings made without one. */
+const GEO3K_STOP = { name: 'geo3k', stop: ['</tool_call>'] } as const;
+
+/**
+ * Settings from the rollout config and its environment (lib/run-plan.ts passes the registered one:
+ * this module is in the workflow bundle and does not load the registry). The one place that picks
+ * defaults such as the stop string: the environment's in multi-turn mode, none in single-turn.
+ */
 export function episodeSettings(
-  rollout: { multi_turn: boolean; max_turns: number; max_response_len: number; max_context_len: number; temperature: number; top_p: number; seed: number; reward_tolerance: number; reward_match?: RewardMatch; truncate_status_when_out_of_turns: boolean; allowed_token_ids?: number[]; reward_fn?: 'math' | 'target_fraction'; max_staleness?: number; sync_in_flight?: 'keep' | 'abort' | 'wait' },
-  opts: { generate_timeout_s?: number; environment?: string; stop?: string[] } = {},
+  rollout: { environment?: string; multi_turn: boolean; max_turns: number; max_response_len: number; max_context_len: number; temperature: number; top_p: number; seed: number; reward_tolerance: number; reward_match?: RewardMatch; truncate_status_when_out_of_turns: boolean; allowed_token_ids?: number[]; reward_fn?: 'math' | 'target_fraction'; max_staleness?: number; sync_in_flight?: 'keep' | 'abort' | 'wait' },
+  opts: { generate_timeout_s?: number; env?: { name: string; stop: readonly string[] }; stop?: string[] } = {},
 ): EpisodeSettings {
+  const env = opts.env ?? GEO3K_STOP;
+  if (rollout.environment !== undefined && rollout.environment !== env.name)
+    throw new Error(`episode settings: rollout.environment is ${JSON.stringify(rollout.environment)} but the stop strings given are ${JSON.stringify(env.name)}'s`);
   return {
     multi_turn: rollout.multi_turn,
     max_turns: rollout.multi_turn ? rollout.max_turns : 1,
@@ -122,13 +137,13 @@ export function episodeSettings(
     temperature: rollout.temperature,
     top_p: rollout.top_p,
     seed: rollout.seed,
-    stop: opts.stop ?? (rollout.multi_turn ? ['</tool_call>'] : []),
+    stop: opts.stop ?? (rollout.multi_turn ? [...env.stop] : []),
     ...(rollout.allowed_token_ids?.length ? { allowed_token_ids: rollout.allowed_token_ids } : {}),
     ...(rollout.reward_fn && rollout.reward_fn !== 'math' ? { reward_fn: rollout.reward_fn } : {}),
     ...(rollout.reward_match && rollout.reward_match !== 'exact' ? { reward_match: rollout.reward_match } : {}),
     reward_tolerance: rollout.reward_tolerance,
     truncate_status_when_out_of_turns: rollout.truncate_status_when_out_of_turns,
-    environment: opts.environment ?? 'geo3k',
+    environment: env.name,
     generate_timeout_s: opts.generate_timeout_s ?? 300,
     ...(rollout.max_staleness ? { max_staleness: rollout.max_staleness, sync_in_flight: rollout.sync_in_flight ?? 'keep' } : {}),
   };

@@ -62,6 +62,9 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
   // The last turn's text, graded (its \boxed{}) when the episode ends without a final answer; null
   // once the environment has answered that turn (a rejected tool call does not score by its \boxed{}).
   let lastText: string | null = null;
+  // The environment's per-episode state, as its last step returned it (absent: inputs made before
+  // environments kept state; the activity then starts from the environment's initial state).
+  let envState = input.env_state;
   const recipe: SampleTurnRecipe[] = [];
   let prompt: Awaited<ReturnType<typeof acts.renderPrompt>> | null = null;
 
@@ -101,8 +104,9 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
         break;
       }
       progress.phase = 'env';
-      const env = await acts.envStep({ environment: s.environment, text: gen.text, label: input.label, turn, max_turns: maxTurns, tolerance: s.reward_tolerance, match: s.reward_match });
-      // The calc_score answer the environment read (null: none, or a malformed call), kept per turn.
+      const env = await acts.envStep({ environment: s.environment, text: gen.text, label: input.label, turn, max_turns: maxTurns, tolerance: s.reward_tolerance, match: s.reward_match, ...(envState !== undefined ? { state: envState } : {}) });
+      if (env.state !== undefined) envState = env.state;
+      // The answer a tool call gave (calc_score, submit; null: none, another tool, or a malformed call), kept per turn.
       const answer = env.tool_call && !env.tool_call.error ? env.tool_call.answer : null;
       Object.assign(recipe[recipe.length - 1]!, { tool_answer: answer, tool_score: answer === null ? null : env.score });
       if (env.done) {
@@ -143,7 +147,7 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
       ? { reward: 0 as const, extracted: null, reason: status }
       : envReward !== null && (s.reward_fn ?? 'math') === 'math' && patched(ENV_GRADE_IS_THE_REWARD)
         ? { reward: envReward }
-        : await acts.scoreEpisode({ reward_fn: s.reward_fn ?? 'math', label: input.label, tolerance: s.reward_tolerance, match: s.reward_match, final_answer: finalAnswer, response_text: finalAnswer === null ? lastText : null });
+        : await acts.scoreEpisode({ reward_fn: s.reward_fn ?? 'math', label: input.label, tolerance: s.reward_tolerance, match: s.reward_match, final_answer: finalAnswer, response_text: finalAnswer === null ? lastText : null, environment: s.environment });
 
   progress.phase = 'store';
   const { sample_ref } = await acts.storeSample({
@@ -162,6 +166,7 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
     truncated_reason: status === 'COMPLETED' ? null : reason,
     temperature: s.temperature,
     label: input.label,
+    environment: s.environment,
     expected: { response_len: traj?.response_ids.length ?? 0, mask_sum: traj?.loss_mask.reduce((a, b) => a + b, 0) ?? 0 },
     blob_root: input.blob_root,
   });

@@ -17,7 +17,7 @@ export interface WindowBatch {
   step: number;
   data_before: DataCursor;
   data_after: DataCursor;
-  prompts: Array<{ prompt: EpisodeInput['prompt']; label: string }>;
+  prompts: Array<{ prompt: EpisodeInput['prompt']; label: string; env_state?: EpisodeInput['env_state'] }>;
   /** Sample indices first_sample .. first_sample + n - 1 (a redone empty step samples new ids). */
   first_sample: number;
 }
@@ -32,7 +32,7 @@ export interface RolloutWindow {
 }
 
 export interface WindowActivities {
-  episodePrompts(input: { dataset_ref: string; indices: number[]; multi_turn: boolean; system_prompt: string | null }): Promise<Array<{ label: string; prompt: EpisodeInput['prompt'] }>>;
+  episodePrompts(input: { dataset_ref: string; indices: number[]; multi_turn: boolean; system_prompt: string | null; environment?: string }): Promise<Array<{ label: string; prompt: EpisodeInput['prompt']; env_state?: EpisodeInput['env_state'] }>>;
   episodeOutcomes(input: { ids: string[] }): Promise<Array<EpisodeSummary | 'running' | 'gone'>>;
 }
 
@@ -78,8 +78,8 @@ export class WindowRunner {
     let next = w.batches.length ? w.batches[w.batches.length - 1]!.step + 1 : this.state.step;
     for (; next <= Math.min(lastStep, plan.steps - 1); next++) {
       const pick = selectPrompts(this.state.dataset!.train_size, plan.seed, w.dispatched, plan.prompts_per_step);
-      const prompts = await this.acts.episodePrompts({ dataset_ref: this.state.dataset!.train_ref, indices: pick.indices, multi_turn: plan.episode.multi_turn, system_prompt: plan.system_prompt });
-      w.batches.push({ step: next, data_before: w.dispatched, data_after: pick.next, prompts: prompts.map((p) => ({ prompt: p.prompt, label: p.label })), first_sample: 0 });
+      const prompts = await this.acts.episodePrompts({ dataset_ref: this.state.dataset!.train_ref, indices: pick.indices, multi_turn: plan.episode.multi_turn, system_prompt: plan.system_prompt, environment: plan.episode.environment });
+      w.batches.push({ step: next, data_before: w.dispatched, data_after: pick.next, prompts: prompts.map((p) => ({ prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}) })), first_sample: 0 });
       w.dispatched = pick.next;
     }
   }
@@ -147,7 +147,7 @@ export class WindowRunner {
         const p = b.prompts[Math.floor(k / plan.n_samples_per_prompt)]!;
         const input: EpisodeInput = {
           run_id, step: b.step, prompt_index: Math.floor(k / plan.n_samples_per_prompt), sample_index: b.first_sample + (k % plan.n_samples_per_prompt),
-          prompt: p.prompt, label: p.label, settings: plan.episode, weight_version: this.state.weight_version, blob_root: plan.blob_root,
+          prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}), settings: plan.episode, weight_version: this.state.weight_version, blob_root: plan.blob_root,
           report_to: workflowInfo().workflowId,
         };
         return [{ id, input }];

@@ -91,8 +91,8 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     progress.phase = 'dataset';
     state.dataset =
       plan.algorithm === 'sft'
-        ? await acts.prepareSftDataset({ run_id: state.run_id, path: plan.sft_path!, dataset: plan.dataset })
-        : await acts.prepareDataset({ run_id: state.run_id, dataset: plan.dataset });
+        ? await acts.prepareSftDataset({ run_id: state.run_id, path: plan.sft_path!, dataset: plan.dataset, environment: plan.eval_episode.environment })
+        : await acts.prepareDataset({ run_id: state.run_id, dataset: plan.dataset, environment: plan.episode.environment });
   }
   const dataset = state.dataset;
   if (!state.engines_synced) {
@@ -187,14 +187,14 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
   /** The step's episodes, sampled now by the current weights; null: paused now (cancelled). */
   async function syncBatch(): Promise<Rolled | null> {
     const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
-    const prompts = await acts.episodePrompts({ dataset_ref: dataset.train_ref, indices: pick.indices, multi_turn: plan.episode.multi_turn, system_prompt: plan.system_prompt });
+    const prompts = await acts.episodePrompts({ dataset_ref: dataset.train_ref, indices: pick.indices, multi_turn: plan.episode.multi_turn, system_prompt: plan.system_prompt, environment: plan.episode.environment });
     const inputs: EpisodeInput[] = [];
     // A redone empty step samples the same prompts again under new episode ids (the failed episodes
     // completed, and a completed episode is never run twice): sample indices past the earlier tries'.
     const firstSample = (state.empty_redos ?? 0) * plan.n_samples_per_prompt;
     prompts.forEach((p, promptIndex) => {
       for (let s = firstSample; s < firstSample + plan.n_samples_per_prompt; s++)
-        inputs.push({ run_id: state.run_id, step: state.step, prompt_index: promptIndex, sample_index: s, prompt: p.prompt, label: p.label, settings: plan.episode, weight_version: state.weight_version, blob_root: plan.blob_root });
+        inputs.push({ run_id: state.run_id, step: state.step, prompt_index: promptIndex, sample_index: s, prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}), settings: plan.episode, weight_version: state.weight_version, blob_root: plan.blob_root });
     });
     control.pauseNow = false;
     const summaries = await runEpisodes(inputs, plan.concurrency, (scope) => (control.episodeScope = scope), progress);
@@ -292,10 +292,10 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const d = st.dataset!;
     const n = Math.min(plan.eval_prompts, d.eval_size);
     const indices = Array.from({ length: n }, (_, i) => i);
-    const prompts = await acts.episodePrompts({ dataset_ref: d.eval_ref!, indices, multi_turn: plan.eval_episode.multi_turn, system_prompt: plan.system_prompt });
+    const prompts = await acts.episodePrompts({ dataset_ref: d.eval_ref!, indices, multi_turn: plan.eval_episode.multi_turn, system_prompt: plan.system_prompt, environment: plan.eval_episode.environment });
     // Keyed by the weight version evaluated: the start-of-run eval and each later one are distinct episodes.
     const evalInputs = prompts.map((p, i) => ({
-      run_id: `${st.run_id}-eval`, step: patched(EVAL_BY_WEIGHT_VERSION) ? weightVersion : st.step, prompt_index: i, sample_index: 0, prompt: p.prompt, label: p.label,
+      run_id: `${st.run_id}-eval`, step: patched(EVAL_BY_WEIGHT_VERSION) ? weightVersion : st.step, prompt_index: i, sample_index: 0, prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}),
       settings: plan.eval_episode, weight_version: weightVersion, blob_root: plan.blob_root,
     }));
     const out = await runEpisodes(evalInputs, plan.concurrency, () => undefined, prog);

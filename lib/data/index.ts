@@ -2,8 +2,9 @@
 export { loadDataset, resolveSplitFiles, rowsFromRecords, type Split } from './load.js';
 export { DatasetError, RawRow, type LoadedDataset, type PromptRow, type SkippedRow } from './rows.js';
 export { readJsonl, readParquet } from './readers.js';
+export { resolveImageUrls } from './prompt-images.js';
 export {
-  buildMessages, resolveImageUrls, CALC_SCORE_TOOL, DEFAULT_SYSTEM_PROMPT, TOOL_INSTRUCTION, PLAIN_INSTRUCTION,
+  buildMessages, CALC_SCORE_TOOL, DEFAULT_SYSTEM_PROMPT, TOOL_INSTRUCTION, PLAIN_INSTRUCTION,
   type ChatMessage, type ContentPart, type BuildMessagesOptions, type BuiltPrompt,
 } from './prompt.js';
 export { syntheticProblems, writeSyntheticDataset, rasterize, simplifiedSqrt } from './synth.js';

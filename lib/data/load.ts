@@ -1,15 +1,19 @@
 // loadDataset: the configured dataset (synthetic, a geo3k folder, a JSONL or Parquet file) as
-// PromptRows with their images stored in the blob store. A bad row is skipped and reported with its
+// PromptRows with their images stored in the blob store. Each row must have what the environment's
+// row schema asks (Geo3K: an image; arithmetic: none). A bad row is skipped and reported with its
 // row number; the rest loads. A bad file (empty, wrong columns, unreadable) is a DatasetError.
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { DatasetConfig } from '../../config/schema.js';
 import type { LocalBlobStore } from '../blobstore.js';
 import { ImageIntake, normalizeToPng, type ImageSource } from '../images.js';
+import { DEFAULT_ENVIRONMENT, getEnvironment } from '../env/registry.js';
+import type { Environment } from '../env/types.js';
 import { childLogger } from '../log.js';
 import { readJsonl, readParquet, type RawRecord } from './readers.js';
 import { DatasetError, RawRow, describeIssues, type LoadedDataset, type PromptRow, type SkippedRow } from './rows.js';
 import { rasterize, syntheticProblems } from './synth.js';
+import { arithmeticProblems } from './synth-arithmetic.js';
 
 const log = childLogger('data');
 const IMAGE_CONCURRENCY = 4;
@@ -49,14 +53,16 @@ async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Prom
 }
 
 /**
- * Validates and stores each record; invalid rows go to `skipped` with their row number. A row whose
- * id an earlier row already has is skipped too (`seenIds` spans the files of one split).
+ * Validates (by the environment's `rowSchema`, default Geo3K's) and stores each record; invalid rows
+ * go to `skipped` with their row number. A row whose id an earlier row already has is skipped too
+ * (`seenIds` spans the files of one split).
  */
 export async function rowsFromRecords(
   records: RawRecord[],
   intake: ImageIntake,
   idPrefix: string,
   seenIds: Map<string, string> = new Map(),
+  rowSchema: Environment['rowSchema'] = RawRow,
 ): Promise<LoadedDataset> {
   const skipped: SkippedRow[] = [];
   const valid: Array<{ row: number; id: string; data: RawRow }> = [];
@@ -65,7 +71,7 @@ export async function rowsFromRecords(
       skipped.push({ row: rec.row, reason: rec.error });
       continue;
     }
-    const parsed = RawRow.safeParse(rec.value);
+    const parsed = rowSchema.safeParse(rec.value);
     if (!parsed.success) {
       skipped.push({ row: rec.row, reason: describeIssues(parsed.error, rec.value) });
       continue;
@@ -93,10 +99,14 @@ export async function rowsFromRecords(
   return { rows: results.filter((r): r is PromptRow => r !== null), skipped };
 }
 
-async function loadSynthetic(cfg: DatasetConfig, split: Split, store: LocalBlobStore): Promise<LoadedDataset> {
+async function loadSynthetic(cfg: DatasetConfig, split: Split, store: LocalBlobStore, env: Environment): Promise<LoadedDataset> {
+  const task = cfg.synthetic_task ?? env.syntheticTasks[0]!;
+  if (!env.syntheticTasks.includes(task))
+    throw new DatasetError(`dataset.synthetic_task ${task} makes rows that environment ${env.name} cannot take; its tasks: ${env.syntheticTasks.join(', ')}`);
   const seed = cfg.synthetic_seed + (split === 'eval' ? 1_000_003 : 0);
   const n = split === 'eval' ? Math.max(4, Math.ceil(cfg.synthetic_size / 4)) : cfg.synthetic_size;
-  const problems = syntheticProblems(n, seed, cfg.synthetic_task);
+  if (task === 'arithmetic') return { rows: arithmeticProblems(n, seed).map((p) => ({ ...p, images: [] })), skipped: [] };
+  const problems = syntheticProblems(n, seed, task);
   const limits = { maxPixels: cfg.max_image_pixels, maxBytes: cfg.max_image_bytes };
   const rows = await mapLimited(problems, IMAGE_CONCURRENCY, async (p) => ({
     id: p.id,
@@ -108,8 +118,10 @@ async function loadSynthetic(cfg: DatasetConfig, split: Split, store: LocalBlobS
   return { rows, skipped: [] };
 }
 
-export async function loadDataset(cfg: DatasetConfig, split: Split, store: LocalBlobStore): Promise<LoadedDataset> {
-  if (cfg.kind === 'synthetic') return loadSynthetic(cfg, split, store);
+/** `environment`: rollout.environment, whose row schema and synthetic tasks the rows follow. */
+export async function loadDataset(cfg: DatasetConfig, split: Split, store: LocalBlobStore, environment = DEFAULT_ENVIRONMENT): Promise<LoadedDataset> {
+  const env = getEnvironment(environment);
+  if (cfg.kind === 'synthetic') return loadSynthetic(cfg, split, store, env);
   const splitName = split === 'train' ? cfg.train_split : cfg.eval_split;
   const files = await resolveSplitFiles(cfg, splitName);
   const result: LoadedDataset = { rows: [], skipped: [] };
@@ -127,7 +139,7 @@ export async function loadDataset(cfg: DatasetConfig, split: Split, store: Local
       maxBytes: cfg.max_image_bytes,
     });
     const records = cfg.kind === 'parquet' ? await readParquet(file) : await readJsonl(file);
-    const part = await rowsFromRecords(records, intake, path.basename(file).replace(/\.[^.]+$/, ''), seenIds);
+    const part = await rowsFromRecords(records, intake, path.basename(file).replace(/\.[^.]+$/, ''), seenIds, env.rowSchema);
     result.rows.push(...part.rows);
     // with several shards, a row number alone is ambiguous: name the file
     result.skipped.push(...part.skipped.map((s) => (files.length > 1 ? { ...s, reason: `${path.basename(file)}: ${s.reason}` } : s)));

@@ -1,7 +1,6 @@
 // Prompt construction for Geo3K-style problems: system prompt, the user turn (image parts, then the
 // question and the instruction) and the calc_score tool schema, in the OpenAI chat format.
-import type { LocalBlobStore } from '../blobstore.js';
-import { imageDataUrl } from '../images.js';
+// Image parts stay blob refs here; prompt-images.ts turns them into data: URLs for an engine.
 import type { PromptRow } from './rows.js';
 
 export const DEFAULT_SYSTEM_PROMPT = 'You are a helpful assistant that solves geometry problems step by step.';
@@ -60,21 +59,4 @@ export function buildMessages(row: PromptRow, opts: BuildMessagesOptions = {}): 
   ];
   const messages: ChatMessage[] = [...(system ? [{ role: 'system' as const, content: system }] : []), { role: 'user', content }];
   return { messages, tools: withTools ? [CALC_SCORE_TOOL] : [], instruction };
-}
-
-/** Replaces blob refs in image parts by data: URLs (what an OpenAI-compatible engine accepts). */
-export async function resolveImageUrls(messages: ChatMessage[], store: LocalBlobStore): Promise<ChatMessage[]> {
-  return Promise.all(
-    messages.map(async (m) => {
-      if (typeof m.content === 'string') return m;
-      const content = await Promise.all(
-        m.content.map(async (part): Promise<ContentPart> =>
-          part.type === 'image_url' && part.image_url.url.startsWith('blob:')
-            ? { type: 'image_url', image_url: { url: await imageDataUrl(store, part.image_url.url) } }
-            : part,
-        ),
-      );
-      return { ...m, content };
-    }),
-  );
 }

@@ -38,15 +38,17 @@ const IMAGE_PLACEHOLDER = /<image>/g;
 
 const answerText = z.union([z.string(), z.number()]).transform((v) => String(v).trim()).pipe(z.string().min(1, 'empty answer'));
 
-/** geo3k_dir rows, HF geo3k / geo3k_imgurl rows and plain JSONL rows all fit this. */
+const rowFields = {
+  id: z.union([z.string(), z.number()]).nullish(),
+  problem: z.string().trim().min(1, 'empty problem'),
+  answer: answerText,
+  images: z.array(RawImage).nullish(),
+  image: RawImage.nullish(),
+};
+
+/** A row with at least one image (Geo3K's rows): geo3k_dir rows, HF geo3k / geo3k_imgurl rows and plain JSONL rows all fit this. */
 export const RawRow = z
-  .looseObject({
-    id: z.union([z.string(), z.number()]).nullish(),
-    problem: z.string().trim().min(1, 'empty problem'),
-    answer: answerText,
-    images: z.array(RawImage).nullish(),
-    image: RawImage.nullish(),
-  })
+  .looseObject(rowFields)
   .transform((r, ctx) => {
     const images = [...(r.images ?? []), ...(r.image ? [r.image] : [])];
     if (images.length === 0) {
@@ -62,6 +64,22 @@ export const RawRow = z
     return { id: r.id == null ? null : String(r.id), problem: r.problem, answer: r.answer, images };
   });
 export type RawRow = z.infer<typeof RawRow>;
+
+/** A row of a text-only environment: an image would never reach the model, so a row with one is
+ *  refused rather than trained on without it. */
+export const TextRow = z
+  .looseObject(rowFields)
+  .transform((r, ctx): RawRow => {
+    if ((r.images?.length ?? 0) > 0 || r.image) {
+      ctx.addIssue({ code: 'custom', message: 'the row has an image, but the environment is text-only' });
+      return z.NEVER;
+    }
+    return { id: r.id == null ? null : String(r.id), problem: r.problem, answer: r.answer, images: [] };
+  });
+
+/** dataset.synthetic_task: the seeded generators of lib/data (each environment names the ones whose rows it takes). */
+export const SYNTHETIC_TASKS = ['measure', 'angle_facts', 'arithmetic'] as const;
+export type SyntheticTask = (typeof SYNTHETIC_TASKS)[number];
 
 function valueAt(value: unknown, keys: PropertyKey[]): unknown {
   let v = value;

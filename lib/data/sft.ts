@@ -4,7 +4,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { LocalBlobStore } from '../blobstore.js';
 import { labelToLatex } from '../math/to-latex.js';
-import { buildMessages } from './prompt.js';
+import { DEFAULT_ENVIRONMENT, getEnvironment } from '../env/registry.js';
 import type { PromptRow } from './rows.js';
 
 /** One SFT example: "<image>" in a message stands for the next of `images`; `tools` are offered as in a rollout. */
@@ -19,8 +19,9 @@ export function sftAnswer(label: string): string {
   return `Answer: \\boxed{${labelToLatex(label)}}`;
 }
 
-export function sftRecord(row: PromptRow, store: LocalBlobStore, systemPrompt?: string): SftRecord {
-  const { messages } = buildMessages(row, { systemPrompt, tools: false });
+/** The prompt is the environment's single-turn one (rollout.environment; default geo3k). */
+export function sftRecord(row: PromptRow, store: LocalBlobStore, systemPrompt?: string, environment = DEFAULT_ENVIRONMENT): SftRecord {
+  const { messages } = getEnvironment(environment).prompt(row, { systemPrompt, tools: false });
   const flat = messages.map((m) => ({
     role: m.role as 'system' | 'user',
     content:
@@ -35,8 +36,8 @@ export function sftRecord(row: PromptRow, store: LocalBlobStore, systemPrompt?: 
   };
 }
 
-export async function writeSftJsonl(rows: PromptRow[], store: LocalBlobStore, outFile: string, systemPrompt?: string): Promise<number> {
-  return writeSftRecords(rows.map((row) => sftRecord(row, store, systemPrompt)), outFile);
+export async function writeSftJsonl(rows: PromptRow[], store: LocalBlobStore, outFile: string, systemPrompt?: string, environment = DEFAULT_ENVIRONMENT): Promise<number> {
+  return writeSftRecords(rows.map((row) => sftRecord(row, store, systemPrompt, environment)), outFile);
 }
 
 export async function writeSftRecords(records: SftRecord[], outFile: string): Promise<number> {

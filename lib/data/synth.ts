@@ -5,6 +5,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import { writeOutputDir } from '../out-path.js';
 import { seededRandom as rng } from '../prompt-order.js';
+import type { SyntheticTask } from './rows.js';
 import { angleProblem } from './synth-angles.js';
 
 export interface SyntheticProblem {
@@ -106,9 +107,10 @@ const MAKERS: Maker[] = [
   },
 ];
 
-export type SyntheticTask = 'measure' | 'angle_facts';
+/** The synthetic tasks drawn as figures (Geo3K's rows). */
+export type GeometryTask = Extract<SyntheticTask, 'measure' | 'angle_facts'>;
 
-export function syntheticProblems(n: number, seed: number, task: SyntheticTask = 'measure'): SyntheticProblem[] {
+export function syntheticProblems(n: number, seed: number, task: GeometryTask = 'measure'): SyntheticProblem[] {
   const r = rng(seed);
   const int = (lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
   return Array.from({ length: n }, (_, i) => {

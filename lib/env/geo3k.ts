@@ -1,10 +1,10 @@
-// The Geo3K environment (docs/reward.md): the model may check an answer with the calc_score tool;
+// The Geo3K environment's step (docs/reward.md; its Environment object: geo3k-environment.ts): the model may check an answer with the calc_score tool;
 // a correct answer ends the episode, a wrong one gets feedback until max_turns (the last chance asks
 // for the final \boxed{} answer); a turn without a tool call ends the episode with its final
 // \boxed{} answer (else its last non-empty line).
 import { checkLabel, extractBoxed, gradeAnswer, LabelError, type GradeOptions } from '../math/reward.js';
 import { lastToolCallBody, parseToolCall } from './tool-call.js';
-import { checkStepInput, EnvInputError, type EnvStepInput, type EnvStepResult, type Environment, type ToolCallReport } from './types.js';
+import { checkStepInput, EnvInputError, type EnvStepInput, type EnvStepResult, type ToolCallReport } from './types.js';
 
 export const CALC_SCORE = 'calc_score';
 /** How to call the one tool: every tool error repeats it, so the model learns the right call. */
@@ -76,5 +76,3 @@ export function geo3kStep(raw: EnvStepInput): EnvStepResult {
     reason: nextIsLast ? 'last_chance' : 'wrong',
   };
 }
-
-export const geo3kEnvironment: Environment = { name: 'geo3k', step: geo3kStep };

@@ -1,9 +1,14 @@
-// The small interface every environment implements. An environment reads one assistant turn and
-// answers with an observation (the next user message) or the end of the episode. Pure and
-// synchronous: it runs inside an activity, and never throws on model output. Input that is not
-// model output (an empty label, a turn past max_turns) is an EnvInputError: the caller's mistake.
+// The interface every environment implements (docs/environments.md). An environment says what a
+// dataset row must have, builds the prompt and tools from a row, and reads each assistant turn,
+// answering with an observation (the next user message) or the end of the episode and its grade.
+// Its per-episode state is JSON that the episode workflow keeps between turns (it goes into and out
+// of the envStep activity), so a worker that dies mid-episode resumes with the right state. A step
+// never throws on model output; input that is not model output (an empty label, a turn past
+// max_turns, a state of the wrong shape) is an EnvInputError: the caller's mistake.
 import { z } from 'zod';
-import { REWARD_MATCHES, type RewardMatch } from '../math/options.js';
+import type { ChatMessage } from '../data/prompt.js';
+import type { PromptRow, RawRow, SyntheticTask } from '../data/rows.js';
+import { REWARD_MATCHES, type GradeOptions, type RewardMatch } from '../math/options.js';
 
 export const EnvStepInputSchema = z
   .object({
@@ -70,7 +75,39 @@ export interface EnvStepResult {
   reason: string;
 }
 
-export interface Environment {
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+
+/** What a step knows besides the state and the turn's text (EnvStepInput without the text). */
+export type EnvStepContext = Omit<EnvStepInput, 'text'>;
+
+export interface EnvPromptOptions {
+  /** Offer the environment's tools (multi-turn) or ask for a \boxed{} answer only. */
+  tools: boolean;
+  /** dataset.system_prompt; the environment's own when unset. An empty string drops the system turn. */
+  systemPrompt?: string;
+}
+
+export interface EnvPrompt {
+  messages: ChatMessage[];
+  /** OpenAI-style tool schemas, rendered into the prompt by the chat template; [] without tools. */
+  tools: unknown[];
+}
+
+export interface Environment<State extends JsonValue = JsonValue> {
   readonly name: string;
-  step(input: EnvStepInput): EnvStepResult;
+  /** One line: what the task is. */
+  readonly description: string;
+  /** What a dataset row must have: a raw record (JSONL line, Parquet row) → the row, images not yet stored. */
+  readonly rowSchema: z.ZodType<RawRow>;
+  /** The dataset.synthetic_task values whose rows this environment takes; the first is its default. */
+  readonly syntheticTasks: readonly SyntheticTask[];
+  /** Where a multi-turn generate stops: after a tool call, so the environment answers it. */
+  readonly stop: readonly string[];
+  prompt(row: PromptRow, opts: EnvPromptOptions): EnvPrompt;
+  /** Checks a state that comes back from the workflow (JSON from the history). */
+  readonly stateSchema: z.ZodType<State>;
+  initialState(row: PromptRow): State;
+  step(state: State, text: string, ctx: EnvStepContext): Promise<{ result: EnvStepResult; state: State }>;
+  /** The grade of a final answer: the episode's reward whenever the episode ends on one. */
+  grade(answer: string, label: string, opts: GradeOptions): Promise<{ reward: 0 | 1; reason: string }>;
 }

@@ -59,7 +59,7 @@ class SampleFactory:
         return int(grid.prod() // 4)
 
     def sample(self, key: str, *, prompt_len=6, response_len=5, reward=1.0, group_id="g0", image_size=None,
-               placeholder_delta=0, seed=0, mask=None, pictures=()) -> dict:
+               placeholder_delta=0, seed=0, mask=None, pictures=(), environment=None) -> dict:
         """`image_size`: one red image; `pictures`: several, as (size, colour) pairs (the same pair is
         the same blob); each image's placeholders go after the prompt's first two tokens."""
         g = torch.Generator().manual_seed(seed)
@@ -78,6 +78,8 @@ class SampleFactory:
                "loss_mask": mask, "rollout_logprobs": logprobs, "images": images, "reward": reward,
                "status": "COMPLETED", "truncated_reason": None, "temperature": 1.0, "label": "1",
                "turns": [], "routed_experts": None}
+        if environment is not None:
+            doc["environment"] = environment
         ref = f"blob:named/samples/{key}.json"
         path = self.root / ref[len("blob:"):]
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -170,3 +170,12 @@ def test_a_step_with_no_samples_commits_without_an_update(make_input, mixed_refs
     # and the chain goes on: step 2 trains from checkpoint 1
     third = Trainer(device="cpu").train_step(TrainStepInput.model_validate(make_input(mixed_refs, step=2)))
     assert not third.already_committed and first.weight_version == 1
+
+
+def test_a_step_of_text_only_samples_trains(make_input, samples):
+    """A text-only environment's samples (no images, an environment name) train through the same path."""
+    refs = [samples.sample(f"r/0/{p}/{i}", reward=float(i), group_id=f"r/0/{p}", seed=10 * p + i, response_len=4 + i,
+                           environment="arithmetic") for p in range(2) for i in range(2)]
+    trainer = Trainer(device="cpu")
+    out = trainer.train_step(TrainStepInput.model_validate(make_input(refs)))
+    assert out.weight_version == 1 and out.metrics["train/n_samples"] == 4 and out.metrics["train/grad_norm"] > 0

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
-import { SyncWeightsInput, SyncWeightsOutput, TrainerInfo, TrainStepInput, TrainStepOutput } from '../../lib/contract.js';
+import { Sample, SyncWeightsInput, SyncWeightsOutput, TrainerInfo, TrainStepInput, TrainStepOutput } from '../../lib/contract.js';
 import { pythonBin, REPO_ROOT } from '../../lib/paths.js';
 import { initialRunState } from '../../lib/run-plan.js';
 
@@ -62,4 +62,24 @@ print(json.dumps({
   assert.equal(TrainStepOutput.parse(out.train).weight_version, 1);
   assert.equal(SyncWeightsOutput.parse(out.sync).engines[0]!.ok, true);
   assert.equal(TrainerInfo.parse(out.info).device, 'cpu');
+});
+
+test('a sample names its environment; samples stored before it (no environment) still parse on both sides', () => {
+  const sample: Sample = {
+    schema_version: 1, episode_id: 'r/0/0/0', run_id: 'r', step: 0, prompt_index: 0, sample_index: 0, group_id: 'r/0/0',
+    prompt_ids: [1, 2, 3], response_ids: [4, 5], loss_mask: [1, 0], rollout_logprobs: [-0.5, 0], images: [], reward: 1,
+    status: 'COMPLETED', truncated_reason: null, temperature: 1, label: '44', environment: 'arithmetic',
+    turns: [{ engine: 'e', weight_version: 0, generated_tokens: 2, observation_tokens: 0, finish_reason: 'stop', tool_answer: '44', tool_score: 1 }],
+    routed_experts: null,
+  };
+  const { environment: _, ...before } = sample;
+  assert.equal(Sample.parse(sample).environment, 'arithmetic');
+  assert.equal(Sample.parse(before).environment, undefined);
+  assert.equal(Sample.safeParse({ ...sample, environment: 3 }).success, false);
+  const verdict = python(`
+import json, sys
+from trainer import contract
+doc = json.load(sys.stdin)
+print(json.dumps({k: contract.Sample.model_validate(v).environment for k, v in doc.items()}))`, { sample, before }) as Record<string, string | null>;
+  assert.deepEqual(verdict, { sample: 'arithmetic', before: null });
 });

@@ -1,5 +1,6 @@
 // Durability: SIGKILL the rollout worker (a child process) while an episode is in its second turn;
-// a new worker finishes it from the history, and the first turn is never generated again.
+// a new worker finishes it from the history, and the first turn is never generated again. The
+// environment's state survives too: the new worker's step reads the state the dead one's returned.
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync } from 'node:fs';
@@ -10,6 +11,7 @@ import { activityCalls } from '../../lib/audit.js';
 import { REPO_ROOT } from '../../lib/paths.js';
 import { connectClient } from '../../lib/temporal.js';
 import { RolloutConfig } from '../../config/schema.js';
+import { getEnvironment } from '../../lib/env/registry.js';
 import { episode } from '../../workflows/episode.js';
 import { episodeSettings, episodeStartOptions, type EpisodeInput } from '../../workflows/episode-messages.js';
 import { recordHistory } from './support/history-fixtures.js';
@@ -22,9 +24,9 @@ after(async () => {
   await server.stop();
 });
 
-function startWorker(mode: 'block' | 'normal', marker: string): Promise<ChildProcess> {
+function startWorker(mode: 'block' | 'normal', marker: string, scenario: 'geo3k' | 'arithmetic' = 'geo3k'): Promise<ChildProcess> {
   const script = path.join(REPO_ROOT, 'tests', 'ts', 'support', 'episode-worker-child.ts');
-  const child = spawn(process.execPath, ['--import', 'tsx', script, server.stateDir, String(server.cfg.server.port), mode, marker], {
+  const child = spawn(process.execPath, ['--import', 'tsx', script, server.stateDir, String(server.cfg.server.port), mode, marker, scenario], {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
@@ -69,6 +71,39 @@ test('SIGKILL during turn 2: a new worker finishes the episode; turn 1 is genera
     assert.equal(generates[1]!.retried_after, 'WorkerDied', 'failed over by the next worker, not left to the heartbeat timeout');
     assert.equal(calls.filter((c) => c.type === 'renderPrompt').length, 1, 'the prompt was rendered once');
     await recordHistory(client, opts.workflowId, 'episode-worker-killed-in-turn-2');
+  } finally {
+    await client.connection.close();
+  }
+});
+
+test('SIGKILL during turn 2 of an arithmetic episode: the new worker steps from the state the first left (ans)', { timeout: 240_000 }, async () => {
+  // workers of the test before poll the same task queue with another script: only this test's
+  for (const c of children.splice(0)) await stopChild(c, 'SIGKILL');
+  const marker = path.join(mkdtempSync(path.join(os.tmpdir(), 'episode-kill-arith-')), 'in-turn-2');
+  const first = await startWorker('block', marker, 'arithmetic');
+  const client = await connectClient(server.cfg);
+  try {
+    const env = getEnvironment('arithmetic');
+    const row = { id: 'a', problem: 'Compute (14 + 9) * 3 - 25.', answer: '44', images: [] };
+    const input: EpisodeInput = {
+      run_id: 'run-kill-arith', step: 0, prompt_index: 0, sample_index: 0, prompt: env.prompt(row, { tools: true }), label: row.answer, env_state: env.initialState(row),
+      settings: episodeSettings(RolloutConfig.parse({ environment: 'arithmetic', max_turns: 3, max_response_len: 2000 }), { env, generate_timeout_s: 120 }),
+      weight_version: 0,
+    };
+    const opts = episodeStartOptions('run-kill-arith/0/0/0');
+    const handle = await client.workflow.start(episode, { taskQueue: server.cfg.temporal.task_queues.rollout, ...opts, args: [input] });
+    for (let i = 0; !existsSync(marker); i++) {
+      assert.ok(i < 600, 'the episode never reached its second turn');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    first.kill('SIGKILL');
+    await new Promise((r) => first.once('exit', r));
+    await startWorker('normal', marker, 'arithmetic');
+    // ans - 25 is 44 only with ans = 69 from turn 1's state; from a fresh state it is a calculator error
+    const summary = await handle.result();
+    assert.deepEqual([summary.status, summary.reward, summary.turns, summary.tool_answers], ['COMPLETED', 1, 3, [null, null, '44']]);
+    const steps = activityCalls(await handle.fetchHistory()).filter((c) => c.type === 'envStep');
+    assert.deepEqual((steps[1]!.input as { state: unknown }).state, { calls: [{ expression: '(14 + 9) * 3', value: '69', error: null }], ans: 69 });
   } finally {
     await client.connection.close();
   }

@@ -124,6 +124,8 @@ class Sample(Strict):
     truncated_reason: str | None = None
     temperature: float = 1.0
     label: str | None = None
+    # The environment the episode ran in (rollout.environment); None: samples stored before it was recorded.
+    environment: str | None = None
     turns: list[Turn] = []
     routed_experts: object | None = None
 

@@ -1,0 +1,21 @@
+// The environments an episode can run, by name (rollout.environment). Light to import: the config
+// schema checks names against it; each environment loads its grader on first use.
+import { arithmeticEnvironment } from './arithmetic-environment.js';
+import { geo3kEnvironment } from './geo3k-environment.js';
+import type { Environment } from './types.js';
+
+const ENVIRONMENTS: Record<string, Environment> = Object.fromEntries(
+  [geo3kEnvironment, arithmeticEnvironment].map((env) => [env.name, env as unknown as Environment]),
+);
+
+export const DEFAULT_ENVIRONMENT = geo3kEnvironment.name;
+
+export function environmentNames(): string[] {
+  return Object.keys(ENVIRONMENTS);
+}
+
+export function getEnvironment(name: string): Environment {
+  const env = ENVIRONMENTS[name];
+  if (!env) throw new Error(`unknown environment ${JSON.stringify(name)} (known: ${environmentNames().join(', ')})`);
+  return env;
+}
