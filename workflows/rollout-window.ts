@@ -52,6 +52,8 @@ export class WindowRunner {
   private closing = false;
   /** Episodes that ended while no run of this workflow listened are looked up once per workflow run. */
   private reconciled = false;
+  /** The step whose batch waitFor is waiting for (null: none). */
+  private waitingFor: number | null = null;
   private pump: Promise<void> | null = null;
 
   constructor(
@@ -105,11 +107,16 @@ export class WindowRunner {
       this.reconciled = true;
       await this.reconcile();
     }
-    for (;;) {
-      onProgress(done(), ids.length);
-      if (done() === ids.length) return;
-      const before = done();
-      if (!(await condition(() => done() !== before, RECONCILE_MS))) await this.reconcile();
+    this.waitingFor = step;
+    try {
+      for (;;) {
+        onProgress(done(), ids.length);
+        if (done() === ids.length) return;
+        const before = done();
+        if (!(await condition(() => done() !== before, RECONCILE_MS))) await this.reconcile();
+      }
+    } finally {
+      this.waitingFor = null;
     }
   }
 
@@ -160,13 +167,21 @@ export class WindowRunner {
     return Object.keys(w.started).filter((id) => !w.finished[id]).length;
   }
 
+  /** Episodes to start now: a pause or a stop holds back all but the batch a step is waiting for
+   *  (the step finishes before the run pauses or stops). */
+  private startable(): Array<{ id: string; input: EpisodeInput }> {
+    const q = this.queued();
+    if (!this.holding()) return q;
+    return this.waitingFor === null ? [] : q.filter((e) => e.input.step === this.waitingFor);
+  }
+
   private async run(): Promise<void> {
     const limit = this.state.plan.concurrency;
-    const ready = () => this.closing || (!this.holding() && this.inFlight() < limit && this.queued().length > 0);
+    const ready = () => this.closing || (this.inFlight() < limit && this.startable().length > 0);
     for (;;) {
       await condition(ready);
       if (this.closing) return;
-      const batch = this.queued().slice(0, limit - this.inFlight());
+      const batch = this.startable().slice(0, limit - this.inFlight());
       for (const { id, input } of batch) this.window.started[id] = input.weight_version;
       await Promise.all(batch.map(({ id, input }) => this.startOne(id, input)));
     }

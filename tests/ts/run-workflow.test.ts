@@ -160,3 +160,20 @@ test('synchronous run: pause now cancels the step\'s episodes and redoes them af
   }
   await checkExactlyOnce('pause-now', 2);
 });
+
+test('async window: a pause while the step\'s own batch is still being started lets that step finish', { timeout: 120_000 }, async () => {
+  h.latency.generate_ms = 300;
+  try {
+    // concurrency 2 < a batch of 4: step 0's last episodes start only after its first ones end.
+    await h.start(h.plan('async-pause', [...ASYNC, 'run.steps=3', 'rollout.concurrency=2']));
+    await waitForProgress(h.client, 'async-pause', (p) => p.phase === 'rollout' && p.step === 0 && p.episodes_done < 2, 'step 0\'s first episodes');
+    assert.equal((await controlRun(h.client, 'async-pause', 'pause')).accepted, true);
+    const paused = await waitForProgress(h.client, 'async-pause', (p) => p.status === 'paused', 'paused after step 0', 60_000);
+    assert.equal(paused.step, 1, 'step 0 finished before the pause');
+    assert.equal((await controlRun(h.client, 'async-pause', 'resume')).accepted, true);
+    assert.equal((await h.result('async-pause')).status, 'completed');
+  } finally {
+    h.latency.generate_ms = 0;
+  }
+  await checkExactlyOnce('async-pause', 3);
+});
