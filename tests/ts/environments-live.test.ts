@@ -78,7 +78,10 @@ async function runEpisode(environment: string, runId: string, maxResponseLen: nu
   const settings = episodeSettings(rollout, { env, generate_timeout_s: 120 });
   const [row] = (await loadDataset(DatasetConfig.parse({ kind: 'synthetic', synthetic_size: 1 }), 'train', store, environment)).rows;
   const prompt = env.prompt(row!, { tools: true });
-  const input: EpisodeInput = { run_id: runId, step: 0, prompt_index: 0, sample_index: 0, prompt, label: row!.answer, env_state: env.initialState(row!), settings, weight_version: 0 };
+  // The suite's engines may serve a later version (an earlier file synced weights): run on what they serve.
+  const served = Number(await vllm.weightVersion());
+  const weight_version = Number.isInteger(served) && served >= 0 ? served : 0;
+  const input: EpisodeInput = { run_id: runId, step: 0, prompt_index: 0, sample_index: 0, prompt, label: row!.answer, env_state: env.initialState(row!), settings, weight_version };
   const id = `${runId}/0/0/0`;
   scripts.set(id, script);
   const opts = episodeStartOptions(id);
