@@ -2,11 +2,12 @@
 // from the state) and its value is the observation; submit ends the episode with its answer graded;
 // a turn without a tool call ends it with its \boxed{} answer. A calculator or tool error gets
 // feedback while turns are left; the turn before the last asks for the final answer.
-import { checkLabel, extractBoxed, gradeAnswer, LabelError } from '../math/reward.js';
+import { checkedInput } from './checked-input.js';
+import { extractBoxed, gradeAnswer } from '../math/reward.js';
 import { ARITHMETIC_TOOL_USAGE, CALCULATOR, SUBMIT, type ArithmeticState } from './arithmetic-environment.js';
 import { evaluate, formatValue } from './calculator.js';
 import { lastToolCallBody, parseCall, stringArgument } from './tool-call.js';
-import { checkStepInput, EnvInputError, type EnvStepInput, type EnvStepResult, type ToolCallReport } from './types.js';
+import { type EnvStepInput, type EnvStepResult, type ToolCallReport } from './types.js';
 
 type Step = { result: EnvStepResult; state: ArithmeticState };
 
@@ -27,16 +28,6 @@ function ended(text: string, input: EnvStepInput, reason: string, tool_call: Too
   return { done: true, score: final_answer === null ? 0 : gradeOf(final_answer, input), final_answer, observation: null, tool_call, reason };
 }
 
-function checkedInput(raw: EnvStepInput): EnvStepInput {
-  const input = checkStepInput(raw);
-  try {
-    checkLabel(input.label);
-  } catch (err) {
-    if (err instanceof LabelError) throw new EnvInputError(`environment step: ${err.message}`);
-    throw err;
-  }
-  return input;
-}
 
 export function arithmeticStep(state: ArithmeticState, raw: EnvStepInput): Step {
   const input = checkedInput(raw);

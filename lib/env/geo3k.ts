@@ -2,9 +2,10 @@
 // a correct answer ends the episode, a wrong one gets feedback until max_turns (the last chance asks
 // for the final \boxed{} answer); a turn without a tool call ends the episode with its final
 // \boxed{} answer (else its last non-empty line).
-import { checkLabel, extractBoxed, gradeAnswer, LabelError, type GradeOptions } from '../math/reward.js';
+import { checkedInput } from './checked-input.js';
+import { extractBoxed, gradeAnswer, type GradeOptions } from '../math/reward.js';
 import { lastToolCallBody, parseToolCall } from './tool-call.js';
-import { checkStepInput, EnvInputError, type EnvStepInput, type EnvStepResult, type ToolCallReport } from './types.js';
+import { type EnvStepInput, type EnvStepResult, type ToolCallReport } from './types.js';
 
 export const CALC_SCORE = 'calc_score';
 /** How to call the one tool: every tool error repeats it, so the model learns the right call. */
@@ -38,17 +39,6 @@ function checkedCall(body: string): ToolCallReport {
   return call;
 }
 
-/** Throws EnvInputError for input that is not the model's doing (label, turn numbers). */
-function checkedInput(raw: EnvStepInput): EnvStepInput {
-  const input = checkStepInput(raw);
-  try {
-    checkLabel(input.label);
-  } catch (err) {
-    if (err instanceof LabelError) throw new EnvInputError(`environment step: ${err.message}`);
-    throw err;
-  }
-  return input;
-}
 
 export function geo3kStep(raw: EnvStepInput): EnvStepResult {
   const input = checkedInput(raw);
