@@ -11,6 +11,7 @@ import { EPISODE_WORKFLOW_TYPE, episodeWorkflowId, parseEpisodeId, type EpisodeS
 
 export interface ActivityCall {
   type: string;
+  /** undefined for a local activity: its marker records only the result. */
   input: unknown;
   result: unknown;
   /** Attempt that completed (or the last started), from the history. */
@@ -19,7 +20,13 @@ export interface ActivityCall {
    *  process died and a successor failed it over) or the timeout's (heartbeat, start_to_close…). */
   retried_after: string | null;
   outcome: 'completed' | 'failed' | 'timed_out' | 'canceled' | 'pending';
+  /** Ran as a local activity (recorded as a marker when its workflow task completed). */
+  local: boolean;
 }
+
+// The marker the SDK's core records for a finished local activity: `data` names it, `result` holds its result.
+const LOCAL_ACTIVITY_MARKER = 'core_local_activity';
+const LocalMarkerData = z.object({ activity_type: z.string(), attempt: z.number().nullish() });
 
 type Failure = NonNullable<NonNullable<NonNullable<History['events']>[number]['activityTaskStartedEventAttributes']>['lastFailure']>;
 function failureKind(f: Failure | null | undefined): string | null {
@@ -81,13 +88,22 @@ function decode(payloads: unknown): unknown {
   return defaultPayloadConverter.fromPayload(list[0] as never);
 }
 
-/** Every activity call of a history in schedule order, with its decoded input and result. */
+/** Every activity call of a history in schedule order (a local activity at its marker), with its
+ *  decoded input and result. */
 export function activityCalls(history: History): ActivityCall[] {
   const bySchedule = new Map<string, ActivityCall>();
   for (const ev of history.events ?? []) {
     const id = String(ev.eventId);
     const sched = ev.activityTaskScheduledEventAttributes;
-    if (sched) bySchedule.set(id, { type: sched.activityType?.name ?? '?', input: decode(sched.input), result: undefined, attempt: null, retried_after: null, outcome: 'pending' });
+    if (sched) bySchedule.set(id, { type: sched.activityType?.name ?? '?', input: decode(sched.input), result: undefined, attempt: null, retried_after: null, outcome: 'pending', local: false });
+    const marker = ev.markerRecordedEventAttributes;
+    if (marker?.markerName === LOCAL_ACTIVITY_MARKER) {
+      const data = LocalMarkerData.safeParse(decode(marker.details?.data));
+      if (data.success) {
+        const failed = Boolean(marker.failure);
+        bySchedule.set(id, { type: data.data.activity_type, input: undefined, result: failed ? undefined : decode(marker.details?.result), attempt: data.data.attempt ?? null, retried_after: null, outcome: failed ? 'failed' : 'completed', local: true });
+      }
+    }
     const started = ev.activityTaskStartedEventAttributes;
     if (started) {
       const c = bySchedule.get(String(started.scheduledEventId));
@@ -141,6 +157,7 @@ export async function auditFromHistory(episodeId: string, history: History, stor
   const sample = summary?.sample_ref ? Sample.parse(await store.getJson(summary.sample_ref)) : null;
 
   const turns: AuditedTurn[] = [];
+  let lastEnv: z.infer<typeof EnvOut> | null = null;
   for (const c of calls) {
     if (c.type === 'generateTurn' && c.outcome === 'completed') {
       const out = GenOut.parse(c.result);
@@ -163,9 +180,11 @@ export async function auditFromHistory(episodeId: string, history: History, stor
         env_reason: null,
       });
     } else if (c.type === 'envStep' && c.outcome === 'completed' && turns.length > 0) {
-      turns[turns.length - 1]!.env_reason = EnvOut.parse(c.result).reason;
+      lastEnv = EnvOut.parse(c.result);
+      turns[turns.length - 1]!.env_reason = lastEnv.reason;
     } else if (c.type === 'renderObservation' && turns.length > 0) {
-      turns[turns.length - 1]!.observation = ObsIn.parse(c.input).observation;
+      // A local activity's input is not in the history: the text rendered is the environment's observation.
+      turns[turns.length - 1]!.observation = c.local ? (lastEnv?.observation ?? '') : ObsIn.parse(c.input).observation;
     }
   }
   if (sample) {

@@ -117,13 +117,14 @@ test('an arithmetic episode on the live engine: text only, the calculator\'s sta
   assert.equal(imageTokensOf(r), 0);
   assert.equal(r.sample.prompt_ids.includes(IMAGE_PAD_ID), false);
   assert.match(await vllm.detokenize(r.sample.prompt_ids), /"name": "calculator"/, 'the tools are in the rendered prompt');
-  const steps = r.calls.filter((c) => c.type === 'envStep').map((c) => ({ input: c.input as { state?: unknown }, result: c.result as EnvStepActivityResult }));
-  assert.deepEqual(steps[0]!.input.state, { calls: [], ans: null });
-  assert.equal(steps[0]!.result.observation, 'calculator: (14 + 9) * 3 = 69 (kept as ans)');
-  assert.deepEqual(steps[1]!.input.state, steps[0]!.result.state, 'the state the first step returned goes into the second');
-  assert.match(steps[1]!.result.observation!, /^calculator: ans - 25 = 44 \(kept as ans\) This is your last turn/);
-  const observations = r.calls.filter((c) => c.type === 'renderObservation').map((c) => (c.input as { observation: string }).observation);
-  assert.deepEqual(observations, [steps[0]!.result.observation, steps[1]!.result.observation]);
-  assert.equal((await auditEpisode(client, store, r.id)).environment, 'arithmetic');
+  // envStep and renderObservation are local activities: the history keeps their results, not their inputs
+  const steps = r.calls.filter((c) => c.type === 'envStep').map((c) => c.result as EnvStepActivityResult);
+  assert.equal(steps[0]!.observation, 'calculator: (14 + 9) * 3 = 69 (kept as ans)');
+  assert.deepEqual(steps[0]!.state, { calls: [{ expression: '(14 + 9) * 3', value: '69', error: null }], ans: 69 });
+  assert.match(steps[1]!.observation!, /^calculator: ans - 25 = 44 \(kept as ans\) This is your last turn/, 'the second step started from the state the first returned');
+  assert.equal(r.calls.filter((c) => c.type === 'renderObservation').length, 2);
+  const audit = await auditEpisode(client, store, r.id);
+  assert.deepEqual(audit.turns.slice(0, 2).map((t) => t.observation), [steps[0]!.observation, steps[1]!.observation]);
+  assert.equal(audit.environment, 'arithmetic');
   await recordHistory(client, r.workflowId, 'episode-live-arithmetic-calculator');
 });

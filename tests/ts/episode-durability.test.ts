@@ -103,7 +103,8 @@ test('SIGKILL during turn 2 of an arithmetic episode: the new worker steps from 
     const summary = await handle.result();
     assert.deepEqual([summary.status, summary.reward, summary.turns, summary.tool_answers], ['COMPLETED', 1, 3, [null, null, '44']]);
     const steps = activityCalls(await handle.fetchHistory()).filter((c) => c.type === 'envStep');
-    assert.deepEqual((steps[1]!.input as { state: unknown }).state, { calls: [{ expression: '(14 + 9) * 3', value: '69', error: null }], ans: 69 });
+    // the state turn 2 started from: turn 1's, from the history (the envStep is a local activity: its marker keeps the result)
+    assert.deepEqual((steps[0]!.result as { state: unknown }).state, { calls: [{ expression: '(14 + 9) * 3', value: '69', error: null }], ans: 69 });
   } finally {
     await client.connection.close();
   }

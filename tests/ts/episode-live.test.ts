@@ -192,7 +192,9 @@ test('a tool-using second turn on the real template: observation masked and deco
   const r = await runEpisode(rows[2]!, 'live/scripted', 2, settings({ max_response_len: 400 }));
   firstTurnScript = null;
   assert.equal(r.summary.turns, 2);
-  const obs = r.calls.find((c) => c.type === 'renderObservation')!.input as { observation: string };
+  // the text rendered as the observation: the environment's (renderObservation is a local activity, its input not in the history)
+  const obs = r.calls.find((c) => c.type === 'envStep')!.result as { observation: string };
+  assert.equal(r.calls.filter((c) => c.type === 'renderObservation').length, 1);
   assert.match(obs.observation, /last chance/);
   const spans = maskedSpans(r.sample.loss_mask);
   const observationText = await engines.detokenize(r.sample.response_ids.slice(spans[0]![0], spans[0]![1]));

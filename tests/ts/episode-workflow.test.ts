@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Sample } from '../../lib/contract.js';
-import { auditEpisode, largestPayloadBytes, listEpisodes } from '../../lib/audit.js';
+import { activityCalls, auditEpisode, largestPayloadBytes, listEpisodes } from '../../lib/audit.js';
 import { spawnSync } from 'node:child_process';
 import { REPO_ROOT } from '../../lib/paths.js';
 import { maskedSpans } from '../../lib/trajectory.js';
@@ -51,9 +51,9 @@ test('correct via tool: stop string without EOS → synthetic EOS (mask 0), COMP
   assert.equal((await scheduledActivities(id)).includes('scoreEpisode'), false, 'the environment graded the answer: no second grading');
 });
 
+/** The activities an episode ran, local ones included. */
 async function scheduledActivities(id: string): Promise<string[]> {
-  const history = await h.client.workflow.getHandle(episodeWorkflowId(id)).fetchHistory();
-  return (history.events ?? []).map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name ?? '').filter(Boolean);
+  return activityCalls(await h.client.workflow.getHandle(episodeWorkflowId(id)).fetchHistory()).map((c) => c.type);
 }
 
 test('wrong until max_turns: feedback, a last chance, observations masked, TRUNCATED out_of_turns', async () => {

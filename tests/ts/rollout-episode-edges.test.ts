@@ -28,11 +28,13 @@ const toolCallTokens = (answer: string) => {
 
 test('the environment reads the text without the EOS: a last-line answer ending in <|im_end|> scores', async () => {
   const { id, summary } = await h.run(() => ({ text: 'The area is\n60' }));
+  // the environment reads the turn's text (the episode hands it gen.text), which stops before the EOS
+  const [gen] = await calls(id, 'generateTurn');
+  assert.equal((gen!.result as { text: string }).text, 'The area is\n60');
   const [env] = await calls(id, 'envStep');
-  assert.equal((env!.input as { text: string }).text, 'The area is\n60');
+  assert.equal((env!.result as { final_answer: string | null }).final_answer, '60');
   assert.deepEqual([summary.status, summary.reward], ['COMPLETED', 1]);
   // the token ids stay exact: the EOS is still in the response
-  const [gen] = await calls(id, 'generateTurn');
   assert.equal(decode((gen!.result as { token_ids: number[] }).token_ids).endsWith('60<|im_end|>'), true);
 });
 
@@ -52,8 +54,9 @@ test('an answer echoed into the observation never becomes special tokens (no pla
   const [[s, e]] = maskedSpans(sample.loss_mask) as [[number, number]];
   const observation = sample.response_ids.slice(s, e);
   assert.equal(observation.filter((t) => t === IM_START).length, 2, 'only the template\'s user and assistant turns start');
-  const [obs] = await calls(id, 'renderObservation');
-  assert.match((obs!.input as { observation: string }).observation, /<\|image_pad\|>/, 'the env did echo the special-token text');
+  const [env] = await calls(id, 'envStep');
+  assert.equal((await calls(id, 'renderObservation')).length, 1);
+  assert.match((env!.result as { observation: string }).observation, /<\|image_pad\|>/, 'the env did echo the special-token text');
 });
 
 test('a tool call whose </tool_call> is the last budget token still reaches the environment and scores', async () => {
