@@ -1,6 +1,7 @@
 // Replays the committed histories (tests/fixtures/histories/*.json: real episodes, and a trainingRun of
 // the async window from tests/ts/run-workflow.test.ts) against today's workflow code with the SDK's
-// replayer: a non-deterministic change to either workflow fails here. Record again with TEMPO_RL_RECORD_HISTORIES=1 when the change
+// replayer: a non-deterministic change to either workflow fails here. episode-activity-steps-*.json
+// were recorded before the quick steps became local activities: they keep that path replaying. Record again with TEMPO_RL_RECORD_HISTORIES=1 when the change
 // is intended (and say so in the commit).
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
