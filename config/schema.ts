@@ -176,6 +176,12 @@ export const RolloutConfig = z
      *  weights that sampled it), abort them (the turn is generated again under the new weights), or
      *  wait for them to finish before loading. */
     sync_in_flight: z.enum(['keep', 'abort', 'wait']).default('keep'),
+    /** Rollout routing replay (R3) for an MoE model: the engines return each token's routed experts
+     *  (started with --enable-return-routed-experts) and the trainer's forward routes every token to
+     *  the engine's experts, their weights recomputed from its own router (workers/trainer/routing_replay.py).
+     *  Needs an MoE model.path (`tempo-rl model tiny --moe`); vLLM 0.32 returns routing only through
+     *  its Model Runner V2, which on CPU needs triton-cpu (docs/engines.md "Routed experts"). */
+    routing_replay: z.boolean().default(false),
   })
   .refine((r) => r.max_response_len <= r.max_context_len, {
     path: ['max_response_len'],

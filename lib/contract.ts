@@ -47,6 +47,8 @@ export const TrainHyper = z.strictObject({
   /** grpo.ppo_mini_batches / grpo.ppo_epochs: optimizer updates per step. Absent (older plans): 1 and 1. */
   ppo_mini_batches: z.number().int().positive().optional(),
   ppo_epochs: z.number().int().positive().optional(),
+  /** rollout.routing_replay: replay the engine's routed experts in the MoE policy's forward (R3). Absent: off. */
+  routing_replay: z.boolean().optional(),
 });
 export type TrainHyper = z.infer<typeof TrainHyper>;
 

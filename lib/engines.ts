@@ -73,12 +73,18 @@ export function engineArgs(cfg: TempoConfig, port: number, env: NodeJS.ProcessEn
     ...(cfg.model.num_gpus === 0 ? ['--no-enable-chunked-prefill'] : []),
     ...cpuKvCache,
     '--disable-uvicorn-access-log',
+    // R3: every completion choice carries its tokens' routed experts (base64 .npy, docs/engines.md)
+    ...(cfg.rollout.routing_replay ? ['--enable-return-routed-experts'] : []),
     ...cfg.engines.extra_args,
   ];
 }
 
 export function engineEnv(cfg: TempoConfig, env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = { ...env, VLLM_SERVER_DEV_MODE: '1', PYTHONUNBUFFERED: '1' };
+  // vLLM 0.32 captures routed experts in its Model Runner V2 only (else it refuses to start, naming it);
+  // on CPU that runner needs triton-cpu, and without it the engine exits at start with
+  // "Model Runner V2 requires Triton" (docs/engines.md "Routed experts").
+  if (cfg.rollout.routing_replay) out.VLLM_USE_V2_MODEL_RUNNER = env.VLLM_USE_V2_MODEL_RUNNER ?? '1';
   if (cfg.model.num_gpus === 0) {
     // Engines share the machine's cores, unpinned, and leave one to the server, the workers and the
     // trainer, which starve while vLLM's OpenMP pool spins (2 cores: a generate turn took 0.96 s

@@ -23,6 +23,12 @@ export function tinyModelDir(env: NodeJS.ProcessEnv = process.env): string {
   return env.TEMPO_RL_TINY_MODEL || path.join(cacheDir(env), 'models', 'tiny-qwen3vl');
 }
 
+/** The tiny Qwen3-VL-MoE (`tempo-rl model tiny --moe`): generated on demand, keyed like the dense model
+ *  by its generator's sources (scripts/bootstrap.sh sets TEMPO_RL_TINY_MOE_MODEL). */
+export function tinyMoeModelDir(env: NodeJS.ProcessEnv = process.env): string {
+  return env.TEMPO_RL_TINY_MOE_MODEL || path.join(cacheDir(env), 'models', 'tiny-qwen3vl-moe');
+}
+
 export const stateLayout = (stateDir: string) => ({
   root: stateDir,
   server: path.join(stateDir, 'server'),

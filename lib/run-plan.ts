@@ -55,6 +55,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
         entropy_coef: g.entropy_coef, tis: g.tis, loss_agg: g.loss_agg, micro_batch_tokens: g.micro_batch_tokens,
         grad_clip: g.grad_clip, temperature: r.temperature, weight_decay: g.weight_decay, adam_eps: g.adam_eps,
         compute_dtype: cfg.model.dtype, ppo_mini_batches: g.ppo_mini_batches, ppo_epochs: g.ppo_epochs,
+        ...(!sft && r.routing_replay ? { routing_replay: true } : {}),
       },
       model_path: modelPath(cfg),
       run_dir: path.join(stateLayout(cfg.state_dir).runs, runId),

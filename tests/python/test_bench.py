@@ -26,3 +26,16 @@ def test_bench_variable_batch_reports_its_padding():
                              "--micro-batch-tokens", "4096", "--steps", "1", "--warmup", "0", "--variable"])
     ours = out["tempo_rl"]
     assert 0 < ours["padding_efficiency"] <= 1 and ours["tokens_per_step"] > 3 * 350, ours
+
+
+def test_routing_replay_bench_runs_on_cpu(tmp_path):
+    path = Path(__file__).resolve().parents[2] / "bench" / "moe-routing-replay.py"
+    spec = importlib.util.spec_from_file_location("bench_r3", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from trainer.tiny_moe_model import build_tiny_moe_model
+    model = build_tiny_moe_model(tmp_path / "moe", seed=0)
+    out = bench.main(["--model", str(model), "--prompts", "2", "--gen", "4", "--steps", "1", "--drift", "router", "--noise", "0.5", "--json"])
+    first, last = out["steps"]
+    assert first["routes_flipped"] == 0 and first["abs_diff_no_replay"] < 1e-5
+    assert last["abs_diff_replay"] <= last["abs_diff_no_replay"], last

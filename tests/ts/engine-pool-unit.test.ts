@@ -4,6 +4,7 @@ import os from 'node:os';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { engineArgs, engineEnv } from '../../lib/engines.js';
+import { initialRunState } from '../../lib/run-plan.js';
 import { EngineHttpError, EngineTimeoutError, EngineUnreachableError } from '../../lib/vllm/errors.js';
 import { HashRing } from '../../lib/vllm/hash-ring.js';
 import { engineMetricsFrom } from '../../lib/vllm/metrics.js';
@@ -127,6 +128,19 @@ describe('engine command line and metrics parsing', () => {
     for (const flag of ['--enable-scale-out', '--logprobs-mode processed_logprobs', '--generation-config vllm', '--enforce-eager', '--max-model-len 2048', '--port 8123', '--model /m', '--dtype float32', '--seed 0'])
       assert.ok(args.includes(flag), flag);
     assert.equal(engineEnv(cfg, {}).VLLM_SERVER_DEV_MODE, '1');
+  });
+
+  test('rollout.routing_replay: engines return routed experts, through the model runner that captures them', () => {
+    const off = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe'] });
+    assert.ok(!engineArgs(off, 8123).includes('--enable-return-routed-experts'));
+    assert.equal(engineEnv(off, {}).VLLM_USE_V2_MODEL_RUNNER, undefined);
+    const on = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe', 'rollout.routing_replay=true'] });
+    assert.ok(engineArgs(on, 8123).includes('--enable-return-routed-experts'));
+    assert.equal(engineEnv(on, {}).VLLM_USE_V2_MODEL_RUNNER, '1');
+    assert.equal(engineEnv(on, { VLLM_USE_V2_MODEL_RUNNER: '0' }).VLLM_USE_V2_MODEL_RUNNER, '0', 'the environment wins');
+    // and the trainer is told (TrainHyper.routing_replay), for GRPO only
+    assert.equal(initialRunState(on, 'r').plan.hyper.routing_replay, true);
+    assert.equal(initialRunState(off, 'r').plan.hyper.routing_replay, undefined, 'plans without it are unchanged');
   });
 
   test('CPU engines leave a core to the server and workers; OMP_NUM_THREADS wins', () => {

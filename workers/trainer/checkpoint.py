@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from .moe_layout import to_checkpoint_layout
+
 META = "meta.json"
 PRUNED = ".pruned"
 _TMP_PREFIX = ".tmp-"
@@ -155,6 +157,9 @@ def write_model_dir(out: Path, model: torch.nn.Module, base_model_path: str | Pa
         names = {n for n, _ in model.named_parameters()} | {n for n, _ in model.named_buffers()}
         state_dict = {k: v for k, v in state_dict.items() if k in names}
     model.save_pretrained(out, safe_serialization=True, state_dict=state_dict)
+    # fused MoE experts back in the layout vLLM reads (save_pretrained writes transformers' own; a no-op
+    # for dense models)
+    to_checkpoint_layout(out)
     write_tied_lm_head(model, out, state_dict)
     for f in Path(base_model_path).iterdir():
         if (f.is_file() and f.name not in _SKIP_FROM_BASE and not f.name.startswith(".")

@@ -49,6 +49,9 @@ class Hyper(Strict):
     # rollout.allowed_token_ids: the engine sampled among these only, so the trainer's softmax is over
     # them too (logits of every other token masked); None: the whole vocabulary.
     allowed_token_ids: list[int] | None = Field(default=None, min_length=1)
+    # rollout.routing_replay (R3): an MoE policy's forward routes each token to the experts the engine
+    # routed it to (Sample.routed_experts), weights recomputed from the trainer's router (routing_replay.py).
+    routing_replay: bool = False
     # Applied by the workflow before train_step; accepted so the whole GrpoConfig can be passed.
     zero_std_filter: bool = False
 

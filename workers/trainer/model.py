@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import itertools
 import os
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +18,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageText
 
 from . import packing, varlen_attention
 from .lm_head import linear_logprobs
+from .routing_replay import replay_routing
 
 if TYPE_CHECKING:
     from .blobs import BlobStore
@@ -86,6 +88,9 @@ class TrainSample:
     # (the PPO ratio's denominator) and under the reference (KL), computed once.
     old_logprobs: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
+    # rollout.routing_replay on an MoE model: the engine's experts, one row per token of input_ids
+    # (n_tokens, layers, top_k) int16, routing_replay.NO_ROUTE where the engine has none.
+    routes: torch.Tensor | None = None
 
     @property
     def response_len(self) -> int:
@@ -126,7 +131,11 @@ class VisionProcessor:
         return int((grid_thw.prod(dim=-1) // (self.merge_size ** 2)).sum())
 
 
-def prepare_sample(sample: Sample, advantage: float, blobs: BlobStore, vision: VisionProcessor | None) -> TrainSample:
+def prepare_sample(sample: Sample, advantage: float, blobs: BlobStore, vision: VisionProcessor | None,
+                   routing: tuple[int, int, int] | None = None) -> TrainSample:
+    """routing: (num_hidden_layers, top_k, num_experts) of the MoE model when rollout.routing_replay is
+    on: the sample's per-turn routed experts become one row per token (routing_replay.sequence_routes),
+    and a sample without any is refused."""
     from PIL import Image
 
     ids = list(sample.prompt_ids) + list(sample.response_ids)
@@ -145,11 +154,27 @@ def prepare_sample(sample: Sample, advantage: float, blobs: BlobStore, vision: V
         raise SampleInvalid(
             f"sample {sample.episode_id}: {n_placeholders} image placeholder tokens in the sequence, but its "
             f"{len(sample.images)} image(s) need {needed} through the model's processor")
+    routes = None
+    if routing is not None:
+        from .routing_replay import RoutingMismatch, sequence_routes
+        per_turn = sample.routed_experts
+        if not isinstance(per_turn, list) or all(r is None for r in per_turn):
+            raise SampleInvalid(
+                f"sample {sample.episode_id} carries no routed experts but rollout.routing_replay is on: the engines must run"
+                " with --enable-return-routed-experts (tempo-rl adds it to the engines it starts; engines.urls must have it)")
+        num_layers, top_k, num_experts = routing
+        try:
+            routes = torch.from_numpy(sequence_routes(
+                per_turn, len(sample.prompt_ids), sample.loss_mask, [t.generated_tokens for t in sample.turns] or None,
+                num_layers=num_layers, top_k=top_k, num_experts=num_experts))
+        except RoutingMismatch as err:
+            raise SampleInvalid(f"sample {sample.episode_id}: {err}") from err
     return TrainSample(
         input_ids=ids, prompt_len=len(sample.prompt_ids),
         loss_mask=torch.tensor(sample.loss_mask, dtype=torch.float32),
         rollout_logprobs=torch.tensor(sample.rollout_logprobs, dtype=torch.float32),
-        advantage=float(advantage), vision=vision_inputs, name=sample.episode_id, image_keys=tuple(sample.images))
+        advantage=float(advantage), vision=vision_inputs, name=sample.episode_id, image_keys=tuple(sample.images),
+        routes=routes)
 
 
 def packs(model) -> bool:
@@ -180,6 +205,22 @@ def padded_micro_batches(samples: list[TrainSample], token_budget: int) -> list[
     if current:
         batches.append(current)
     return batches
+
+
+def _replays(batch: list[TrainSample]) -> bool:
+    return any(s.routes is not None for s in batch)
+
+
+def _forward_routes(batch: list[TrainSample], where: list[tuple[int, int]], shape: torch.Size) -> torch.Tensor:
+    """The samples' routing rows laid out as the MoE blocks see the forward's tokens: (rows × width)
+    flattened, NO_ROUTE at padding and for samples without routes."""
+    from .routing_replay import NO_ROUTE
+    like = next(s.routes for s in batch if s.routes is not None)
+    routes = torch.full((shape[0], shape[1], *like.shape[1:]), NO_ROUTE, dtype=like.dtype)
+    for s, (row, off) in zip(batch, where):
+        if s.routes is not None:
+            routes[row, off:off + s.n_tokens] = s.routes
+    return routes.flatten(0, 1)
 
 
 @dataclass
@@ -261,7 +302,8 @@ def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperatu
     else:
         kwargs = _padded_inputs(model, batch, device, pad_id)
         where = [(i, 0) for i in range(len(batch))]
-    hidden = model.model(**kwargs).last_hidden_state  # (B, L, H)
+    with replay_routing(model, _forward_routes(batch, where, kwargs["input_ids"].shape)) if _replays(batch) else nullcontext():
+        hidden = model.model(**kwargs).last_hidden_state  # (B, L, H)
 
     # Only the positions that predict a loss-mask token reach the LM head: observation and template
     # tokens inside a multi-turn response (mask 0) get logprob 0 and entropy 0 and cost nothing.

@@ -42,7 +42,7 @@ from . import checkpoint as ckpt
 from . import replay
 from .blobs import BlobStore
 from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
-from .grpo import aggregation_weights, group_advantages, only_active, policy_loss, sft_loss
+from .grpo import ContractError, aggregation_weights, group_advantages, only_active, policy_loss, sft_loss
 from .heartbeat import Heartbeater
 from .step_metrics import finite_metrics, read_metrics
 from .model import (ForwardOutput, TrainSample, VisionProcessor, forward_response, load_policy, micro_batches,
@@ -309,8 +309,13 @@ class Trainer:
         return self._commit(inp, state, metrics, applied=applied > 0, progress=progress)
 
     def _batch_counts(self, samples: list[TrainSample]) -> dict[str, float]:
-        return {"train/n_samples": float(len(samples)), "train/n_tokens": float(sum(s.n_tokens for s in samples)),
-                "train/n_response_tokens": float(sum(float(s.loss_mask.sum()) for s in samples))}
+        counts = {"train/n_samples": float(len(samples)), "train/n_tokens": float(sum(s.n_tokens for s in samples)),
+                  "train/n_response_tokens": float(sum(float(s.loss_mask.sum()) for s in samples))}
+        if any(s.routes is not None for s in samples):
+            # rollout.routing_replay: the share of tokens the engine's experts routed (the rest: the trainer's router)
+            routed = sum(int((s.routes[:, 0, 0] >= 0).sum()) for s in samples if s.routes is not None)
+            counts["train/routing_replay_coverage"] = routed / max(counts["train/n_tokens"], 1.0)
+        return counts
 
     def _apply(self, state: TrainerState, inp: TrainStepInput, progress: Progress):
         """Step `inp`'s updates on `state` (a new step, or a recorded one replayed): (metrics, updates
@@ -396,5 +401,17 @@ class Trainer:
         blobs = BlobStore(inp.blob_root)
         advantages = (torch.zeros(len(inp.samples)) if inp.algorithm == "sft" else group_advantages(
             [s.reward for s in inp.samples], [s.group_id for s in inp.samples], dr_grpo=inp.hyper.dr_grpo)).tolist()
-        return [prepare_sample(Sample.model_validate(blobs.get_json(inp.samples[i].ref)), advantages[i], blobs, state.vision)
+        routing = replay_shape(state.model) if inp.hyper.routing_replay and inp.algorithm != "sft" else None
+        return [prepare_sample(Sample.model_validate(blobs.get_json(inp.samples[i].ref)), advantages[i], blobs, state.vision,
+                               routing=routing)
                 for i in (range(len(inp.samples)) if indices is None else indices)]
+
+
+def replay_shape(model) -> tuple[int, int, int]:
+    """(layers, top_k, experts) of the routing rows an MoE policy replays; a dense policy cannot replay."""
+    from .routing_replay import model_routing_shape
+    shape = model_routing_shape(getattr(model, "module", model))
+    if shape is None:
+        raise ContractError("rollout.routing_replay is on but the policy has no MoE layers (model.path must be an MoE model,"
+                            " e.g. `tempo-rl model tiny --moe`)")
+    return shape
