@@ -312,6 +312,12 @@ export const TempoConfig = z.strictObject({
   .refine((c) => c.rollout.max_staleness === 0 || c.grpo.tis.enabled, {
     path: ['grpo', 'tis', 'enabled'],
     message: 'must be true when rollout.max_staleness > 0: episodes sampled by older weights are corrected by importance weights against their rollout logprobs',
+  })
+  // vLLM 0.32 returns routed experts only from its Model Runner V2, which on CPU needs Triton's CPU
+  // backend (not on PyPI): a CPU engine started for replay exits at start. Engines given by URL may be GPU ones.
+  .refine((c) => !c.rollout.routing_replay || c.model.num_gpus > 0 || c.engines.urls.length > 0, {
+    path: ['rollout', 'routing_replay'],
+    message: 'needs GPU engines (model.num_gpus > 0) or engines.urls: vLLM 0.32 on CPU cannot return routed experts (its Model Runner V2 requires Triton; docs/engines.md "Routed experts")',
   });
 
 export type TempoConfig = z.infer<typeof TempoConfig>;

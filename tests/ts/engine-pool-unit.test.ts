@@ -134,7 +134,8 @@ describe('engine command line and metrics parsing', () => {
     const off = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe'] });
     assert.ok(!engineArgs(off, 8123).includes('--enable-return-routed-experts'));
     assert.equal(engineEnv(off, {}).VLLM_USE_V2_MODEL_RUNNER, undefined);
-    const on = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe', 'rollout.routing_replay=true'] });
+    assert.throws(() => loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe', 'rollout.routing_replay=true'] }), /rollout\.routing_replay[^]*vLLM 0\.32 on CPU cannot return routed experts/, 'CPU engines cannot replay: refused');
+    const on = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe', 'model.num_gpus=1', 'rollout.routing_replay=true'] });
     assert.ok(engineArgs(on, 8123).includes('--enable-return-routed-experts'));
     assert.equal(engineEnv(on, {}).VLLM_USE_V2_MODEL_RUNNER, '1');
     assert.equal(engineEnv(on, { VLLM_USE_V2_MODEL_RUNNER: '0' }).VLLM_USE_V2_MODEL_RUNNER, '0', 'the environment wins');
