@@ -1,11 +1,12 @@
 // What the episode activities need from the inference engines, as one small port. The default
 // implementation adapts the vLLM client and pool (lib/vllm); tests pass scripted doubles.
 import type { TokenConventions } from '../lib/trajectory.js';
+import type { ChatMessage, ToolSpec } from '../lib/vllm/types.js';
 
 export interface RenderChatRequest {
   /** OpenAI chat messages; image parts carry data: URLs here (never blob refs). */
-  messages: unknown[];
-  tools: unknown[];
+  messages: ChatMessage[];
+  tools: ToolSpec[];
   add_generation_prompt: boolean;
 }
 

@@ -7,7 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import sharp from 'sharp';
 import { z } from 'zod';
 import type { LocalBlobStore } from '../lib/blobstore.js';
-import type { ChatMessage } from '../lib/data/prompt.js';
+import type { ChatMessage, ToolSpec } from '../lib/data/prompt.js';
 import { resolveImageUrls } from '../lib/data/prompt-images.js';
 import { checkObservationSpecials, observationSuffix, TrajectoryError, type TokenConventions } from '../lib/trajectory.js';
 import { neutraliseSpecialTokens } from '../lib/vllm/template.js';
@@ -30,7 +30,7 @@ export interface RenderDeps {
 export interface RenderPromptInput {
   episode_id: string;
   messages: EpisodeMessage[];
-  tools: unknown[];
+  tools: ToolSpec[];
 }
 
 export interface RenderPromptResult {
@@ -92,14 +92,14 @@ export function imageTokenCount(width: number, height: number, p: ImageProcessor
 export function imageRefsOf(messages: EpisodeMessage[]): string[] {
   const refs: string[] = [];
   for (const m of messages)
-    if (typeof m.content !== 'string')
+    if (Array.isArray(m.content))
       for (const part of m.content) if (part.type === 'image_url' && part.image_url.url.startsWith('blob:')) refs.push(part.image_url.url);
   return refs;
 }
 
 // A fixed conversation whose assistant turn ends where the episode's generated turn ends; the
 // observation's tokens are what the template adds after it.
-const PREFIX_CONVERSATION = [
+const PREFIX_CONVERSATION: ChatMessage[] = [
   { role: 'user', content: 'x' },
   { role: 'assistant', content: 'y' },
 ];
@@ -124,7 +124,7 @@ export function renderActivities(deps: RenderDeps) {
   return {
     async renderPrompt(input: RenderPromptInput): Promise<RenderPromptResult> {
       const engines = deps.engines();
-      const messages = await resolveImageUrls(input.messages as ChatMessage[], deps.store);
+      const messages = await resolveImageUrls(input.messages, deps.store);
       const rendered = await engines.render({ messages, tools: input.tools, add_generation_prompt: true }, { session_id: input.episode_id });
       const conv = await engines.tokenConventions();
       const image_refs = imageRefsOf(input.messages);
@@ -154,7 +154,7 @@ export function renderActivities(deps: RenderDeps) {
       };
     },
 
-    async renderObservation(input: { episode_id: string; observation: string; tools: unknown[] }): Promise<{ engine: string; token_ids: number[] }> {
+    async renderObservation(input: { episode_id: string; observation: string; tools: ToolSpec[] }): Promise<{ engine: string; token_ids: number[] }> {
       const engines = deps.engines();
       const conv = await engines.tokenConventions();
       const opts = { session_id: input.episode_id };

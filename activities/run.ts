@@ -70,7 +70,7 @@ export function runActivities(deps: { cfg: TempoConfig; store: LocalBlobStore })
         const row = rows[i];
         if (!row) throw new Error(`dataset ${input.dataset_ref} has no row ${i}`);
         const built = env.prompt(row, { tools: input.multi_turn, systemPrompt: input.system_prompt ?? undefined });
-        return { row_id: row.id, dataset_index: i, label: row.answer, prompt: { messages: built.messages as EpisodeMessage[], tools: built.tools }, env_state: env.initialState(row) };
+        return { row_id: row.id, dataset_index: i, label: row.answer, prompt: { messages: built.messages, tools: built.tools }, env_state: env.initialState(row) };
       });
     },
 

@@ -12,6 +12,8 @@ import { readJsonl } from '../lib/data/readers.js';
 import { ImageError, ImageIntake } from '../lib/images.js';
 import { childLogger } from '../lib/log.js';
 import { appendGenerated, appendObservation, checkInvariants, forbiddenResponseTokens, startTrajectory, type Trajectory } from '../lib/trajectory.js';
+import { ToolSpecSchema } from '../lib/vllm/schemas.js';
+import type { ToolSpec } from '../lib/vllm/types.js';
 import type { EpisodeMessage } from '../workflows/episode-messages.js';
 import type { DatasetInfo } from '../workflows/training-run-messages.js';
 import { Sample } from '../lib/contract.js';
@@ -26,14 +28,14 @@ export const SftRecordSchema = z.strictObject({
   id: z.union([z.string().min(1), z.number()]).transform(String),
   messages: z.array(z.strictObject({ role: Role, content: z.string() })).min(2),
   images: z.array(z.string().min(1)).default([]),
-  tools: z.array(z.unknown()).default([]),
+  tools: z.array(ToolSpecSchema).default([]),
 });
 
 /** A record ready to render: image parts carry blob refs. */
 export interface SftRow {
   id: string;
   messages: EpisodeMessage[];
-  tools: unknown[];
+  tools: ToolSpec[];
 }
 
 const IMAGE = '<image>';
@@ -70,7 +72,7 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
   const render = renderActivities(deps);
   // Transcripts repeat a few feedback texts: their tokens (three renders each) are worked out once per worker.
   const observations = new Map<string, Promise<{ token_ids: number[] }>>();
-  const observation = (episode_id: string, text: string, tools: unknown[]) => {
+  const observation = (episode_id: string, text: string, tools: ToolSpec[]) => {
     const key = JSON.stringify([text, tools]);
     let hit = observations.get(key);
     if (!hit) {

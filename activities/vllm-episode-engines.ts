@@ -33,8 +33,7 @@ export function poolEpisodeEngines(pool: EnginePool): EpisodeEngines {
   };
   return {
     async render(req, opts) {
-      const messages = req.messages as ChatMessage[];
-      const tools = req.tools as ToolSpec[];
+      const { messages, tools } = req;
       if (req.add_generation_prompt === false || messages.every((m) => typeof m.content === 'string')) {
         // text only: the tokenize route renders the same template without image processing
         const ids = await pool.tokenizeChat({ messages, tools, addGenerationPrompt: req.add_generation_prompt }, opts.session_id);

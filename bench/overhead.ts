@@ -410,7 +410,7 @@ async function partB(): Promise<Record<string, unknown>> {
   const settings = episodeSettings(RolloutConfig.parse({ max_turns: 3, max_response_len: 400 }), { generate_timeout_s: 30 });
   const built = buildMessages({ id: 'p', problem: 'Find the area of triangle ABC.', answer: '60', images: [imageRef] } as never, { tools: true });
   const inputsFor = (runId: string, count: number): EpisodeInput[] =>
-    Array.from({ length: count }, (_, i) => ({ run_id: runId, step: 0, prompt_index: i, sample_index: 0, prompt: { messages: built.messages as EpisodeInput['prompt']['messages'], tools: built.tools as unknown[] }, label: '60', settings, weight_version: 0, blob_root: stateLayout(stack.cfg.state_dir).blobs }));
+    Array.from({ length: count }, (_, i) => ({ run_id: runId, step: 0, prompt_index: i, sample_index: 0, prompt: { messages: built.messages, tools: built.tools }, label: '60', settings, weight_version: 0, blob_root: stateLayout(stack.cfg.state_dir).blobs }));
 
   await workflowBatch(stack, inputsFor('b-warmup', 16), 16, 'b-warmup');
   await windowed(inputsFor('b-warmup', 16), 16, (i) => directEpisode(stack.acts, i));

@@ -4,14 +4,13 @@ import { defineQuery, defineSignal } from '@temporalio/workflow';
 import type { JsonValue } from '../lib/env/types.js';
 import type { RewardMatch } from '../lib/math/options.js';
 import type { EpisodeStatus } from '../lib/trajectory.js';
+import type { ChatMessage, ToolSpec } from '../lib/vllm/types.js';
 
 export const EPISODE_WORKFLOW_TYPE = 'episode';
 
-/** A chat message of the first conversation; image parts carry blob references, not bytes. */
-export interface EpisodeMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool';
-  content: string | Array<{ type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } }>;
-}
+/** A chat message of the first conversation (the engine's message type); image parts carry blob
+ *  references, not bytes, until the render step resolves them. */
+export type EpisodeMessage = ChatMessage;
 
 export interface EpisodeSettings {
   /** false: one generate, no tools, the reward from the response's \boxed{} (vime's single-turn run). */
@@ -50,7 +49,7 @@ export interface EpisodeInput {
   step: number;
   prompt_index: number;
   sample_index: number;
-  prompt: { messages: EpisodeMessage[]; tools: unknown[] };
+  prompt: { messages: EpisodeMessage[]; tools: ToolSpec[] };
   label: string;
   settings: EpisodeSettings;
   /** The environment's initial state for this prompt (Environment.initialState of its row). Absent in

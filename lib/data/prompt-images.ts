@@ -8,7 +8,7 @@ import type { ChatMessage, ContentPart } from './prompt.js';
 export async function resolveImageUrls(messages: ChatMessage[], store: LocalBlobStore): Promise<ChatMessage[]> {
   return Promise.all(
     messages.map(async (m) => {
-      if (typeof m.content === 'string') return m;
+      if (typeof m.content === 'string' || m.content === null) return m;
       const content = await Promise.all(
         m.content.map(async (part): Promise<ContentPart> =>
           part.type === 'image_url' && part.image_url.url.startsWith('blob:')

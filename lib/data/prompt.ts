@@ -26,11 +26,9 @@ export const TOOL_INSTRUCTION =
   'Put your final answer in \\boxed{}.';
 export const PLAIN_INSTRUCTION = 'Reason step by step and put your final answer in \\boxed{}.';
 
-export type ContentPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string } };
-export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool';
-  content: string | ContentPart[];
-}
+// One message type from the dataset row to the engine request (lib/vllm/types.ts).
+export type { ChatMessage, ContentPart, ToolSpec } from '../vllm/types.js';
+import type { ChatMessage, ContentPart, ToolSpec } from '../vllm/types.js';
 export interface BuildMessagesOptions {
   /** dataset.system_prompt; the default above when unset. An empty string drops the system turn. */
   systemPrompt?: string;

@@ -1,5 +1,6 @@
 // SFT export: one JSONL line per prompt, the final assistant turn being "Answer: \boxed{…}".
 // Images are written as absolute paths of the stored PNGs (the LLaMA-Factory / ShareGPT layout).
+import type { ToolSpec } from '../vllm/types.js';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { LocalBlobStore } from '../blobstore.js';
@@ -12,7 +13,7 @@ export interface SftRecord {
   id: string;
   messages: Array<{ role: 'system' | 'user' | 'assistant' | 'tool'; content: string }>;
   images: string[];
-  tools?: unknown[];
+  tools?: ToolSpec[];
 }
 
 export function sftAnswer(label: string): string {
@@ -25,8 +26,8 @@ export function sftRecord(row: PromptRow, store: LocalBlobStore, systemPrompt?: 
   const flat = messages.map((m) => ({
     role: m.role as 'system' | 'user',
     content:
-      typeof m.content === 'string'
-        ? m.content
+      typeof m.content === 'string' || m.content === null
+        ? (m.content ?? '')
         : m.content.map((p) => (p.type === 'text' ? p.text : '<image>')).join(''),
   }));
   return {

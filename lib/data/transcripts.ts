@@ -32,8 +32,8 @@ export function calcScoreCall(answer: string): string {
 }
 
 /** Flattens image parts to "<image>" (the ShareGPT / LLaMA-Factory form of sft-export). */
-function flatten(content: string | Array<{ type: string; text?: string }>): string {
-  return typeof content === 'string' ? content : content.map((p) => (p.type === 'text' ? p.text ?? '' : '<image>')).join('');
+function flatten(content: string | Array<{ type: string; text?: string }> | null): string {
+  return content === null ? '' : typeof content === 'string' ? content : content.map((p) => (p.type === 'text' ? p.text ?? '' : '<image>')).join('');
 }
 
 export function toolTranscript(row: PromptRow, candidates: string[], store: LocalBlobStore, opts: TranscriptOptions, r: () => number): SftRecord {

@@ -6,7 +6,7 @@
 // never throws on model output; input that is not model output (an empty label, a turn past
 // max_turns, a state of the wrong shape) is an EnvInputError: the caller's mistake.
 import { z } from 'zod';
-import type { ChatMessage } from '../data/prompt.js';
+import type { ChatMessage, ToolSpec } from '../data/prompt.js';
 import type { PromptRow, RawRow, SyntheticTask } from '../data/rows.js';
 import { REWARD_MATCHES, type GradeOptions, type RewardMatch } from '../math/options.js';
 
@@ -90,7 +90,7 @@ export interface EnvPromptOptions {
 export interface EnvPrompt {
   messages: ChatMessage[];
   /** OpenAI-style tool schemas, rendered into the prompt by the chat template; [] without tools. */
-  tools: unknown[];
+  tools: ToolSpec[];
 }
 
 export interface Environment<State extends JsonValue = JsonValue> {

@@ -81,3 +81,9 @@ export function logprobTokenId(entry: z.infer<typeof LogprobEntry>): number | nu
   const m = /^token_id:(\d+)$/.exec((entry as { token: string }).token);
   return m ? Number(m[1]) : null;
 }
+
+/** An OpenAI-style function tool, as a dataset or SFT file gives it (extra keys kept). */
+export const ToolSpecSchema = z.looseObject({
+  type: z.literal('function'),
+  function: z.looseObject({ name: z.string().min(1), description: z.string().optional(), parameters: z.record(z.string(), z.unknown()) }),
+});
