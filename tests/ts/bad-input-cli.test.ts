@@ -155,6 +155,7 @@ const CLI_ROWS: CliRow[] = [
   { kind: 'TEMPO_RL__ROLLOUT__MAX_TURNS=abc', args: () => check(), env: { TEMPO_RL__ROLLOUT__MAX_TURNS: 'abc' }, exit: 2, says: [/rollout\.max_turns/, /"abc"/] },
   { kind: 'geo3k multi-turn config passes check', args: () => check(path.join(REPO_ROOT, 'configs/geo3k-multiturn-qwen3vl-2b.yaml')), exit: 0 },
   { kind: 'geo3k single-turn config passes check', args: () => check(path.join(REPO_ROOT, 'configs/geo3k-singleturn-qwen3vl-2b.yaml')), exit: 0 },
+  { kind: 'geo3k single-turn Qwen3.5-35B-A3B config passes check', args: () => check(path.join(REPO_ROOT, 'configs/geo3k-singleturn-qwen35-35b-a3b.yaml')), exit: 0 },
 
   // ── command line
   { kind: 'bare tempo-rl: help, exit 2', args: () => [], exit: 2, says: [/Usage: tempo-rl/] },

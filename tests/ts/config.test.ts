@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -120,4 +120,18 @@ test('the async window is refused without TIS and with SFT, and its settings rea
   assert.equal(plan.eval_episode.max_staleness, undefined, 'eval episodes run on exactly the weights evaluated');
   assert.equal(plan.hyper.tis.mode, 'mask');
   assert.equal(initialRunState(loadConfig({ env: {} }), 'r').plan.episode.max_staleness, undefined, 'synchronous plans are unchanged');
+});
+
+test('every shipped config in configs/ loads; the Qwen3.5-35B-A3B one trains on 8 GPUs with routing replay, one sample a micro-batch', () => {
+  const dir = path.join(REPO_ROOT, 'configs');
+  const files = readdirSync(dir).filter((f) => f.endsWith('.yaml')).sort();
+  assert.ok(files.includes('geo3k-singleturn-qwen35-35b-a3b.yaml'), files.join(', '));
+  for (const f of files) assert.doesNotThrow(() => loadConfig({ file: path.join(dir, f), env: {} }), f);
+  const cfg = loadConfig({ file: path.join(dir, 'geo3k-singleturn-qwen35-35b-a3b.yaml'), env: {} });
+  assert.deepEqual([cfg.model.path, cfg.model.dtype, cfg.model.num_gpus, cfg.run.trainer_standbys], ['Qwen/Qwen3.5-35B-A3B', 'bfloat16', 8, 0]);
+  assert.deepEqual([cfg.rollout.prompts_per_step, cfg.rollout.n_samples_per_prompt, cfg.rollout.temperature, cfg.run.steps], [64, 8, 0.8, 3000]);
+  const hyper = initialRunState(cfg, 'r').plan.hyper;
+  assert.equal(hyper.routing_replay, true);
+  assert.equal(hyper.micro_batch_tokens, 1, 'Qwen3.5 Gated DeltaNet layers must not see packed rows');
+  assert.equal(hyper.compute_dtype, 'bfloat16');
 });
