@@ -8,8 +8,8 @@ import { createWriteStream, existsSync, promises as fs, readFileSync, readdirSyn
 import os from 'node:os';
 import path from 'node:path';
 import { cacheDir } from './paths.js';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { freePort, isAlive, spawnDetached, stopProcess } from './process.js';
-import { listensOn } from './server.js';
 
 export const S3PROXY_VERSION = '4.1.0';
 /** S3Proxy 4.x is compiled for Java 17 (class file 61). */
@@ -146,6 +146,7 @@ export interface S3ServerOptions {
 export interface S3Server {
   endpoint: string;
   port: number;
+  /** The Java process, leader of the server's process group (with its watchdog loop). */
   pid: number;
   accessKey: string;
   secretKey: string;
@@ -182,6 +183,29 @@ function killOnExit(pid: number): void {
   });
 }
 
+/** Live (not zombie) processes of a process group, from /proc. */
+export function processGroupMembers(pgid: number): number[] {
+  const out: number[] = [];
+  let entries: string[];
+  try {
+    entries = readdirSync('/proc');
+  } catch {
+    return out;
+  }
+  for (const e of entries) {
+    if (!/^\d+$/.test(e)) continue;
+    try {
+      // pid (comm) state ppid pgrp …; comm may hold spaces and parentheses: split after the last ')'
+      const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      if (f[0] !== 'Z' && Number(f[2]) === pgid) out.push(Number(e));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+
 function logTail(file: string, lines = 20): string {
   try {
     return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
@@ -190,43 +214,50 @@ function logTail(file: string, lines = 20): string {
   }
 }
 
-/** One HTTP answer (any status) from the port: Jetty is serving. */
-async function answers(endpoint: string): Promise<boolean> {
+async function signedClient(endpoint: string, region: string, accessKey: string, secretKey: string): Promise<S3Client> {
+  const { S3Client } = await import('@aws-sdk/client-s3');
+  return new S3Client({ endpoint, region, forcePathStyle: true, maxAttempts: 1, credentials: { accessKeyId: accessKey, secretAccessKey: secretKey } });
+}
+
+/** Healthy: a request signed with this server's own random credentials succeeds, so the answer
+ *  comes from our server (not another process that took the port in between). */
+async function answersSigned(client: S3Client): Promise<boolean> {
+  const { ListBucketsCommand } = await import('@aws-sdk/client-s3');
   try {
-    const res = await fetch(`${endpoint}/`, { signal: AbortSignal.timeout(2_000) });
-    await res.arrayBuffer();
+    await client.send(new ListBucketsCommand({}), { abortSignal: AbortSignal.timeout(5_000) });
     return true;
   } catch {
     return false;
   }
 }
 
-/** Creates a bucket with a signed request (SigV4 by the AWS SDK); an existing bucket of ours is fine. */
-async function createBuckets(server: S3Server, buckets: string[]): Promise<void> {
-  if (!buckets.length) return;
-  const { S3Client, CreateBucketCommand } = await import('@aws-sdk/client-s3');
-  const client = new S3Client({
-    endpoint: server.endpoint,
-    region: server.region,
-    forcePathStyle: true,
-    credentials: { accessKeyId: server.accessKey, secretAccessKey: server.secretKey },
-  });
-  try {
-    for (const Bucket of buckets) {
-      try {
-        await client.send(new CreateBucketCommand({ Bucket }));
-      } catch (err) {
-        if ((err as { name?: string }).name !== 'BucketAlreadyOwnedByYou') throw err;
-      }
+async function createBuckets(client: S3Client, buckets: string[]): Promise<void> {
+  const { CreateBucketCommand } = await import('@aws-sdk/client-s3');
+  for (const Bucket of buckets) {
+    try {
+      await client.send(new CreateBucketCommand({ Bucket }));
+    } catch (err) {
+      if ((err as { name?: string }).name !== 'BucketAlreadyOwnedByYou') throw err;
     }
-  } finally {
-    client.destroy();
   }
 }
 
 /**
+ * A watchdog beside the server, in its process group: the shell forks a loop, then execs Java (so the
+ * group leader's pid is Java's). Once the Node process that started it is gone, even by SIGKILL
+ * where no exit hook runs, the loop stops the whole group (TERM, then KILL after 5 s); once Java
+ * itself is gone, the loop just ends.
+ */
+const WATCHDOG = [
+  '( while kill -0 "$TEMPO_RL_S3_PARENT" 2>/dev/null && kill -0 $$ 2>/dev/null; do sleep 1; done',
+  '  kill -0 $$ 2>/dev/null || exit 0',
+  "  trap '' TERM; kill -TERM 0 2>/dev/null; sleep 5; kill -KILL 0 2>/dev/null ) &",
+  'exec "$0" "$@"',
+].join('\n');
+
+/**
  * Installs (if needed) and starts S3Proxy on a free loopback port, serving `dataDir` with the given
- * credentials (SigV2 or SigV4); resolves once it answers HTTP from its own process. Throws
+ * credentials (SigV2 or SigV4); resolves once it answers a request signed with them. Throws
  * S3ServerUnavailable where the jar cannot be had or no Java runs it.
  */
 export async function startS3Server(opts: S3ServerOptions): Promise<S3Server> {
@@ -262,18 +293,21 @@ export async function startS3Server(opts: S3ServerOptions): Promise<S3Server> {
     // A small JVM: C1 only and a serial GC start faster and take less CPU on a shared machine.
     const args = ['-Xmx256m', '-XX:+UseSerialGC', '-XX:TieredStopAtLevel=1', '-jar', install.jar, '--properties', props];
     const t0 = Date.now();
-    const { pid } = spawnDetached(java, args, { log, env: { ...env, LOG_LEVEL: env.S3PROXY_LOG_LEVEL || 'warn', JETTY_LOG_LEVEL: 'warn' } });
+    const childEnv = { ...env, LOG_LEVEL: env.S3PROXY_LOG_LEVEL || 'warn', JETTY_LOG_LEVEL: 'warn', TEMPO_RL_S3_PARENT: String(process.pid) };
+    const { pid } = spawnDetached('/bin/sh', ['-c', WATCHDOG, java, ...args], { log, env: childEnv });
     killOnExit(pid);
+    const client = await signedClient(endpoint, region, accessKey, secretKey);
     const deadline = t0 + (opts.startTimeoutMs ?? 60_000);
     let healthy = false;
     while (Date.now() < deadline && isAlive(pid)) {
-      if ((await answers(endpoint)) && listensOn(pid, port) !== false) {
+      if (await answersSigned(client)) {
         healthy = true;
         break;
       }
       await new Promise((r) => setTimeout(r, 100));
     }
     if (!healthy) {
+      client.destroy();
       const alive = isAlive(pid);
       await stopProcess(pid, 1_000);
       running.delete(pid);
@@ -306,15 +340,26 @@ export async function startS3Server(opts: S3ServerOptions): Promise<S3Server> {
       stop: () =>
         (stopped ??= (async () => {
           await stopProcess(pid, 5_000);
+          // The watchdog loop and its sleep share the group: gone with it, or killed now.
+          for (let i = 0; i < 40 && processGroupMembers(pid).length; i++) await new Promise((r) => setTimeout(r, 50));
+          if (processGroupMembers(pid).length) {
+            try {
+              process.kill(-pid, 'SIGKILL');
+            } catch {
+              /* gone */
+            }
+          }
           running.delete(pid);
           await fs.rm(confDir, { recursive: true, force: true });
         })()),
     };
     try {
-      await createBuckets(server, opts.buckets ?? []);
+      await createBuckets(client, opts.buckets ?? []);
     } catch (err) {
       await server.stop();
       throw err;
+    } finally {
+      client.destroy();
     }
     return server;
   }

@@ -2,7 +2,7 @@
 // installed into the cache and started here (lib/s3-server.ts), stopped in the after hook. Where it
 // cannot be installed (no network, no Java) every S3 test skips, naming what was missing.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -13,7 +13,7 @@ import { BlobError, LocalBlobStore, openBlobStore, parseBlobStoreUri, type Condi
 import { S3BlobStore } from '../../lib/blobstore-s3.js';
 import { pythonBin, REPO_ROOT } from '../../lib/paths.js';
 import { isAlive } from '../../lib/process.js';
-import { S3ServerUnavailable, startS3Server, type S3Server } from '../../lib/s3-server.js';
+import { processGroupMembers, S3ServerUnavailable, startS3Server, type S3Server } from '../../lib/s3-server.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'blobstore-s3-'));
 const BUCKET = 'tempo-test';
@@ -38,6 +38,7 @@ after(async () => {
     const pid = server.pid;
     await server.stop();
     assert.equal(isAlive(pid), false, 'S3Proxy still running after stop()');
+    assert.deepEqual(processGroupMembers(pid), [], 'processes of the S3Proxy group left after stop()');
   }
   rmSync(tmp, { recursive: true, force: true });
 });
@@ -201,7 +202,7 @@ print(json.dumps(out))
       encoding: 'utf8',
       timeout: 120_000,
     });
-    assert.equal(py.status, 0, `python failed: ${py.stderr}`);
+    assert.equal(py.status, 0, `${pythonBin()} failed: ${py.error?.message ?? ''} ${py.stderr}`);
     const got = JSON.parse(py.stdout.trim().split('\n').pop()!);
     assert.equal(got.uri, store.uri);
     assert.equal(got.image_hex, image.toString('hex'));
@@ -211,6 +212,31 @@ print(json.dumps(out))
     assert.equal(got.missing, 'BlobError: blob not found: blob:named/none.json');
     assert.deepEqual(await store.getJson(got.py_doc_ref), { from: 'python', doc: { reward: 0.5, text: 'ü∠' } });
     assert.equal((await keysUnder('xlang/cas/')).length, 1);
+  });
+});
+
+describe('S3 server lifetime', () => {
+  test('a server whose starter is SIGKILLed (no exit hook runs) goes down with it', { skip }, async () => {
+    const child = spawn(process.execPath, ['--import', 'tsx', 'tests/ts/support/s3-server-child.ts', path.join(tmp, 'orphan-data')], {
+      cwd: REPO_ROOT,
+      stdio: ['pipe', 'pipe', 'ignore'],
+    });
+    const line = await new Promise<string>((resolve, reject) => {
+      let out = '';
+      child.stdout!.on('data', (d: Buffer) => {
+        out += d.toString();
+        if (out.includes('\n')) resolve(out.split('\n')[0]!);
+      });
+      child.once('exit', (code) => reject(new Error(`helper exited ${code} before answering: ${out}`)));
+    });
+    const { pid } = JSON.parse(line) as { pid: number };
+    assert.ok(isAlive(pid));
+    child.kill('SIGKILL');
+    const deadline = Date.now() + 15_000;
+    while (processGroupMembers(pid).length && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200));
+    const left = processGroupMembers(pid);
+    if (left.length) process.kill(-pid, 'SIGKILL');
+    assert.deepEqual(left, [], 'the orphaned S3Proxy group outlived its starter');
   });
 });
 
