@@ -60,7 +60,11 @@ export interface ConditionalBlobStore extends BlobStore {
 }
 
 export class LocalBlobStore implements ConditionalBlobStore {
-  constructor(readonly root: string) {}
+  constructor(readonly root: string) {
+    // A store URI given where a directory is expected would quietly become ./s3:/bucket/…
+    if (/^[a-zA-Z][a-zA-Z0-9+.-]*:\/\//.test(root))
+      throw new BlobError(`LocalBlobStore takes a directory, not the URI ${JSON.stringify(root)}: open a store URI with openBlobStore`);
+  }
 
   get uri(): string {
     return pathToFileURL(path.resolve(this.root)).href;

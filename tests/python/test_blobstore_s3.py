@@ -234,6 +234,9 @@ def test_local_store_new_methods_keep_the_layout(tmp_path):
     assert isinstance(open_blob_store(store.uri), BlobStore)
     assert open_blob_store(store.uri).root == tmp_path.resolve()
     assert open_blob_store(str(tmp_path)).root == tmp_path.resolve()
+    for uri in ("s3://bucket/p", store.uri):
+        with pytest.raises(BlobError, match="open_blob_store"):
+            BlobStore(uri)
 
 
 @pytest.mark.parametrize("uri,why", [

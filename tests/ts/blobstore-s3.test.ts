@@ -260,6 +260,7 @@ describe('openBlobStore', () => {
     assert.ok(s3 instanceof S3BlobStore);
     assert.equal(s3.uri, 's3://bucket-1/a/b');
     s3.close();
+    for (const uri of ['s3://bucket/p', a.uri]) assert.throws(() => new LocalBlobStore(uri), /openBlobStore/);
   });
 
   test('a bad URI is a BlobError that names the value and what is wrong', async () => {

@@ -113,6 +113,9 @@ class BlobStore(BlobStoreBase):
     """The blob store on a local or shared filesystem (lib/blobstore.ts's LocalBlobStore)."""
 
     def __init__(self, root: str | Path):
+        if isinstance(root, str) and re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*://", root):
+            # a store URI given where a directory is expected would quietly become ./s3:/bucket/…
+            raise BlobError(f"BlobStore takes a directory, not the URI {root!r}: open a store URI with open_blob_store")
         self.root = Path(root).resolve()
 
     @property
