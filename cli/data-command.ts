@@ -1,14 +1,13 @@
 // tempo-rl data download geo3k | synth | sft-export — datasets on disk.
 import path from 'node:path';
 import { type Command, InvalidArgumentError } from 'commander';
-import { LocalBlobStore } from '../lib/blobstore.js';
+import { openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { GEO3K_REPO, downloadHfParquet } from '../lib/data/hf.js';
 import { loadDataset } from '../lib/data/load.js';
 import { writeSftJsonl, writeSftRecords } from '../lib/data/sft.js';
 import { toolTranscripts } from '../lib/data/transcripts.js';
 import { writeSyntheticDataset } from '../lib/data/synth.js';
 import { checkOutputFile, checkOutputLocation } from '../lib/out-path.js';
-import { stateLayout } from '../lib/paths.js';
 import { action, configFrom, printJson } from './common.js';
 
 /** A commander parser for integers ≥ min. */
@@ -26,7 +25,7 @@ async function splitForExport(opts: { out: string; split: string; force?: boolea
     throw Object.assign(new Error(`--split ${JSON.stringify(opts.split)}: expected train or eval`), { exitCode: 2 });
   checkOutputFile(opts.out, { force: opts.force });
   const cfg = configFrom(cmd);
-  const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
+  const store = await openConfiguredBlobStore(cfg);
   return { cfg, store, ...(await loadDataset(cfg.dataset, opts.split, store, cfg.rollout.environment)) };
 }
 

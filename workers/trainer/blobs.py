@@ -34,14 +34,28 @@ class BlobRootUnreachable(Exception):
 
 
 def check_blob_root(given: str, own: str | Path | None) -> None:
-    """Refuses work whose blob store is not this worker's (`own`, None where the worker was not told
-    its root) or does not exist on this machine: its samples would be "not found" one by one."""
-    reach = f"this trainer worker's blob root is {Path(own).resolve()}" if own is not None else "this trainer worker was started without --blob-root"
-    if not Path(given).is_dir():
-        raise BlobRootUnreachable(f"blob root {given} does not exist on this machine ({socket.gethostname()}); {reach}")
-    if own is not None and Path(given).resolve() != Path(own).resolve():
-        raise BlobRootUnreachable(f"given blob root {given}, but {reach}: the task reached a worker of another stack "
+    """Refuses work whose blob store (a URI or a directory) is not this worker's (`own`, None where the
+    worker was not told its store) or, when local, does not exist on this machine: its samples would be
+    "not found" one by one. Locations are compared parsed (file: URLs are spelled differently in Node)."""
+    reach = (f"this trainer worker's blob store is {canonical_blob_store_uri(str(own))}" if own is not None
+             else "this trainer worker was started without --blob-store")
+    try:
+        where = parse_blob_store_uri(given)
+    except BlobError as err:
+        raise BlobRootUnreachable(f"{err}; {reach}") from None
+    if where[0] == "local" and not Path(where[1]).is_dir():
+        raise BlobRootUnreachable(f"blob store {given} does not exist on this machine ({socket.gethostname()}); {reach}")
+    if own is not None and where != parse_blob_store_uri(str(own)):
+        raise BlobRootUnreachable(f"given blob store {given}, but {reach}: the task reached a worker of another stack "
                                   "(give each stack its own temporal.task_queues: the default)")
+
+
+def canonical_blob_store_uri(uri: str) -> str:
+    """file:///abs/path or s3://bucket[/prefix], as BlobStore.uri spells it."""
+    kind, where, prefix = parse_blob_store_uri(uri)
+    if kind == "local":
+        return Path(where).as_uri()
+    return f"s3://{where}/{prefix}" if prefix else f"s3://{where}"
 
 
 def _cas_ref(data: bytes, ext: str) -> str:
@@ -75,6 +89,9 @@ class BlobStoreBase(ABC):
     """What every blob store offers (lib/blobstore.ts's BlobStore, plus put_json_if_absent)."""
 
     uri: str
+
+    def close(self) -> None:
+        """Releases what the store holds open (an S3 client's connections); nothing for a local store."""
 
     @abstractmethod
     def get_bytes(self, ref: str) -> bytes:

@@ -19,7 +19,7 @@ from . import packing, varlen_attention
 from .lm_head import linear_logprobs
 
 if TYPE_CHECKING:
-    from .blobs import BlobStore
+    from .blobs import BlobStoreBase as BlobStore
     from .contract import Sample
 
 

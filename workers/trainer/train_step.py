@@ -40,7 +40,7 @@ import torch
 
 from . import checkpoint as ckpt
 from . import replay
-from .blobs import BlobStore
+from .blobs import open_blob_store
 from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
 from .grpo import aggregation_weights, group_advantages, only_active, policy_loss, sft_loss
 from .heartbeat import Heartbeater
@@ -393,8 +393,11 @@ class Trainer:
     def load_samples(self, inp: TrainStepInput, state: TrainerState, indices: list[int] | None = None) -> list[TrainSample]:
         """The step's samples (those at `indices` only: a data-parallel rank's share), advantages computed
         over the whole step, whichever samples are loaded."""
-        blobs = BlobStore(inp.blob_root)
+        blobs = open_blob_store(inp.store_uri)
         advantages = (torch.zeros(len(inp.samples)) if inp.algorithm == "sft" else group_advantages(
             [s.reward for s in inp.samples], [s.group_id for s in inp.samples], dr_grpo=inp.hyper.dr_grpo)).tolist()
-        return [prepare_sample(Sample.model_validate(blobs.get_json(inp.samples[i].ref)), advantages[i], blobs, state.vision)
-                for i in (range(len(inp.samples)) if indices is None else indices)]
+        try:
+            return [prepare_sample(Sample.model_validate(blobs.get_json(inp.samples[i].ref)), advantages[i], blobs, state.vision)
+                    for i in (range(len(inp.samples)) if indices is None else indices)]
+        finally:
+            blobs.close()
