@@ -1,13 +1,14 @@
 // tempo-rl data download geo3k | synth | sft-export — datasets on disk.
 import path from 'node:path';
 import { type Command, InvalidArgumentError } from 'commander';
-import { openConfiguredBlobStore } from '../lib/blob-store-config.js';
+import { LocalBlobStore } from '../lib/blobstore.js';
 import { GEO3K_REPO, downloadHfParquet } from '../lib/data/hf.js';
 import { loadDataset } from '../lib/data/load.js';
 import { writeSftJsonl, writeSftRecords } from '../lib/data/sft.js';
 import { toolTranscripts } from '../lib/data/transcripts.js';
 import { writeSyntheticDataset } from '../lib/data/synth.js';
 import { checkOutputFile, checkOutputLocation } from '../lib/out-path.js';
+import { stateLayout } from '../lib/paths.js';
 import { action, configFrom, printJson } from './common.js';
 
 /** A commander parser for integers ≥ min. */
@@ -25,7 +26,9 @@ async function splitForExport(opts: { out: string; split: string; force?: boolea
     throw Object.assign(new Error(`--split ${JSON.stringify(opts.split)}: expected train or eval`), { exitCode: 2 });
   checkOutputFile(opts.out, { force: opts.force });
   const cfg = configFrom(cmd);
-  const store = await openConfiguredBlobStore(cfg);
+  // The exported JSONL names image files, so its images are staged in the local store under the
+  // state dir whatever blobs.uri says; a run reading it (sft.path) ingests them into its own store.
+  const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
   return { cfg, store, ...(await loadDataset(cfg.dataset, opts.split, store, cfg.rollout.environment)) };
 }
 

@@ -13,6 +13,11 @@ export function openConfiguredBlobStore(cfg: Pick<TempoConfig, 'state_dir' | 'bl
   return openBlobStore(configuredBlobStoreUri(cfg), { env });
 }
 
+/** Releases an S3 store's connections (a local store holds none). */
+export function closeBlobStore(store: BlobStore): void {
+  (store as { close?: () => void }).close?.();
+}
+
 /** Whether two store URIs name the same store (Node and Python spell file: URLs differently). */
 export function sameBlobStore(a: string, b: string): boolean {
   return sameLocation(parseBlobStoreUri(a), parseBlobStoreUri(b));

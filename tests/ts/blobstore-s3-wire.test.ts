@@ -12,7 +12,7 @@ import { after, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { createActivities } from '../../activities/index.js';
 import type { StoreSampleInput } from '../../activities/sample.js';
-import { openConfiguredBlobStore } from '../../lib/blob-store-config.js';
+import { closeBlobStore, openConfiguredBlobStore } from '../../lib/blob-store-config.js';
 import type { ConditionalBlobStore } from '../../lib/blobstore.js';
 import type { PromptRow } from '../../lib/data/rows.js';
 import { sftRecord } from '../../lib/data/sft.js';
@@ -40,7 +40,7 @@ else {
 
 const opened: ConditionalBlobStore[] = [];
 after(async () => {
-  for (const s of opened) (s as { close?: () => void }).close?.();
+  for (const s of opened) closeBlobStore(s);
   if (server) {
     const pid = server.pid;
     await server.stop();
