@@ -274,3 +274,31 @@ def test_good_uris():
     store = open_blob_store("s3://bucket-1//a/b/", env={"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9",
                                                         "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
     assert isinstance(store, S3BlobStore) and store.uri == "s3://bucket-1/a/b"
+
+
+def test_the_trainer_reads_samples_and_images_from_s3_and_keeps_its_checkpoint_in_run_dir(
+        env, samples, mixed_refs, make_input, blob_root, tmp_path, monkeypatch):
+    """A train step whose blob_store is s3://…: the samples (two with images) are only in S3 — the local
+    copies they were made from are gone — and the checkpoint is written under run_dir, not to S3."""
+    from trainer.contract import TrainStepInput
+    from trainer.train_step import Trainer
+
+    uri = f"s3://{BUCKET}/trainer-step"
+    s3 = open_blob_store(uri, env=env)
+    try:
+        for path in sorted(p for p in blob_root.rglob("*") if p.is_file()):
+            rel = path.relative_to(blob_root).as_posix()
+            if rel.startswith("cas/"):
+                assert s3.put_bytes(path.read_bytes(), path.suffix[1:]) == f"blob:{rel}"
+            else:
+                assert s3.put_json(rel[len("named/"):], json.loads(path.read_text())) == f"blob:{rel}"
+    finally:
+        s3.close()
+    shutil.rmtree(blob_root)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    payload = {**make_input(mixed_refs), "blob_store": uri}
+    del payload["blob_root"]
+    out = Trainer().train_step(TrainStepInput.model_validate(payload))
+    assert out.weight_version == 1 and out.metrics["train/n_samples"] == 4
+    assert Path(out.checkpoint).is_dir() and Path(out.checkpoint).is_relative_to(tmp_path / "run")
