@@ -34,9 +34,8 @@ class BlobRootUnreachable(Exception):
 
 
 def check_blob_root(given: str, own: str | Path | None) -> None:
-    """Refuses work whose blob store (a URI or a directory) is not this worker's (`own`, None where the
-    worker was not told its store) or, when local, does not exist on this machine: its samples would be
-    "not found" one by one. Locations are compared parsed (file: URLs are spelled differently in Node)."""
+    """Refuses work whose blob store (URI or directory) is not this worker's (`own`; None: not told) or, when
+    local, is missing here: its samples would be "not found" one by one. Locations compare parsed."""
     reach = (f"this trainer worker's blob store is {canonical_blob_store_uri(str(own))}" if own is not None
              else "this trainer worker was started without --blob-store")
     try:
@@ -53,9 +52,7 @@ def check_blob_root(given: str, own: str | Path | None) -> None:
 def canonical_blob_store_uri(uri: str) -> str:
     """file:///abs/path or s3://bucket[/prefix], as BlobStore.uri spells it."""
     kind, where, prefix = parse_blob_store_uri(uri)
-    if kind == "local":
-        return Path(where).as_uri()
-    return f"s3://{where}/{prefix}" if prefix else f"s3://{where}"
+    return Path(where).as_uri() if kind == "local" else f"s3://{where}" + (f"/{prefix}" if prefix else "")
 
 
 def _cas_ref(data: bytes, ext: str) -> str:
@@ -90,8 +87,8 @@ class BlobStoreBase(ABC):
 
     uri: str
 
-    def close(self) -> None:
-        """Releases what the store holds open (an S3 client's connections); nothing for a local store."""
+    def close(self) -> None:  # an S3 client's connections; a local store holds nothing open
+        pass
 
     @abstractmethod
     def get_bytes(self, ref: str) -> bytes:

@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -393,11 +393,8 @@ class Trainer:
     def load_samples(self, inp: TrainStepInput, state: TrainerState, indices: list[int] | None = None) -> list[TrainSample]:
         """The step's samples (those at `indices` only: a data-parallel rank's share), advantages computed
         over the whole step, whichever samples are loaded."""
-        blobs = open_blob_store(inp.store_uri)
         advantages = (torch.zeros(len(inp.samples)) if inp.algorithm == "sft" else group_advantages(
             [s.reward for s in inp.samples], [s.group_id for s in inp.samples], dr_grpo=inp.hyper.dr_grpo)).tolist()
-        try:
+        with closing(open_blob_store(inp.store_uri)) as blobs:
             return [prepare_sample(Sample.model_validate(blobs.get_json(inp.samples[i].ref)), advantages[i], blobs, state.vision)
                     for i in (range(len(inp.samples)) if indices is None else indices)]
-        finally:
-            blobs.close()
