@@ -1,6 +1,6 @@
 // The episode's activities (render, generate, env step, score, store) over their shared deps.
 import type { TempoConfig } from '../config/schema.js';
-import type { LocalBlobStore } from '../lib/blobstore.js';
+import type { BlobStore } from '../lib/blobstore.js';
 import { tinyModelDir } from '../lib/paths.js';
 import { envStep } from './env-step.js';
 import type { EpisodeEngines } from './episode-engines.js';
@@ -24,7 +24,7 @@ export function defaultEpisodeDeps(cfg: TempoConfig): EpisodeDeps {
   };
 }
 
-export function episodeActivities(deps: EpisodeDeps & { store: LocalBlobStore }) {
+export function episodeActivities(deps: EpisodeDeps & { store: BlobStore }) {
   return {
     ...renderActivities(deps),
     ...generateActivities(deps),

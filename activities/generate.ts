@@ -6,7 +6,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
-import type { LocalBlobStore } from '../lib/blobstore.js';
+import type { BlobStore } from '../lib/blobstore.js';
 import { childLogger } from '../lib/log.js';
 import { idsForText } from '../lib/trajectory.js';
 import { EngineRequestError, type EpisodeEngines, type SamplingSettings } from './episode-engines.js';
@@ -15,7 +15,7 @@ import { loadStoredPrompt } from './render.js';
 const log = childLogger('generate');
 
 export interface GenerateDeps {
-  store: LocalBlobStore;
+  store: BlobStore;
   engines: () => EpisodeEngines;
 }
 

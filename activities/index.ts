@@ -1,8 +1,8 @@
 // Every activity of the rollout worker. Activities that need shared state (config, blob store,
 // engine pool) are built by a factory over `RolloutDeps` so tests can pass their own.
 import type { TempoConfig } from '../config/schema.js';
-import { LocalBlobStore } from '../lib/blobstore.js';
-import { stateLayout } from '../lib/paths.js';
+import type { BlobStore } from '../lib/blobstore.js';
+import { openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { systemActivities } from './system.js';
 import { runActivities } from './run.js';
 import { episodeActivities, defaultEpisodeDeps, type EpisodeDeps } from './episode.js';
@@ -10,11 +10,12 @@ import { sftActivities } from './sft.js';
 
 export interface RolloutDeps extends Partial<EpisodeDeps> {
   cfg: TempoConfig;
-  store: LocalBlobStore;
+  store: BlobStore;
 }
 
-export function rolloutDeps(cfg: TempoConfig): RolloutDeps {
-  return { cfg, store: new LocalBlobStore(stateLayout(cfg.state_dir).blobs) };
+/** The production deps: the configured blob store (blobs.uri). */
+export async function rolloutDeps(cfg: TempoConfig): Promise<RolloutDeps> {
+  return { cfg, store: await openConfiguredBlobStore(cfg) };
 }
 
 export function createActivities(deps: RolloutDeps) {

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import sharp from 'sharp';
 import { z } from 'zod';
-import type { LocalBlobStore } from '../lib/blobstore.js';
+import type { BlobStore } from '../lib/blobstore.js';
 import type { ChatMessage, ToolSpec } from '../lib/data/prompt.js';
 import { resolveImageUrls } from '../lib/data/prompt-images.js';
 import { checkObservationSpecials, observationSuffix, TrajectoryError, type TokenConventions } from '../lib/trajectory.js';
@@ -22,7 +22,7 @@ export interface ImageProcessorSpec {
 }
 
 export interface RenderDeps {
-  store: LocalBlobStore;
+  store: BlobStore;
   engines: () => EpisodeEngines;
   imageProcessor: ImageProcessorSpec | null;
 }
@@ -183,6 +183,6 @@ export function renderActivities(deps: RenderDeps) {
 }
 
 /** Reads a stored prompt (ids + features) back. */
-export async function loadStoredPrompt(store: LocalBlobStore, ref: string): Promise<StoredPrompt> {
+export async function loadStoredPrompt(store: BlobStore, ref: string): Promise<StoredPrompt> {
   return StoredPrompt.parse(await store.getJson(ref));
 }

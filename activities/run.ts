@@ -5,7 +5,7 @@ import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import path from 'node:path';
 import type { DatasetConfig, TempoConfig } from '../config/schema.js';
-import { writeFileAtomic, type LocalBlobStore } from '../lib/blobstore.js';
+import { writeFileAtomic, type BlobStore } from '../lib/blobstore.js';
 import { loadDataset, type PromptRow } from '../lib/data/index.js';
 import { DEFAULT_ENVIRONMENT, getEnvironment } from '../lib/env/registry.js';
 import { engineUrls } from '../lib/engines.js';
@@ -39,7 +39,7 @@ export async function readStepRecords(dir: string): Promise<StepRecord[]> {
 }
 
 /** The held-out split of a run (GRPO or SFT), snapshotted once; none: eval is off, with a warning. */
-export async function snapshotEval(store: LocalBlobStore, runId: string, dataset: DatasetConfig, environment?: string): Promise<{ eval_ref: string | null; eval_size: number }> {
+export async function snapshotEval(store: BlobStore, runId: string, dataset: DatasetConfig, environment?: string): Promise<{ eval_ref: string | null; eval_size: number }> {
   let evalRows: PromptRow[] = [];
   try {
     evalRows = (await loadDataset(dataset, 'eval', store, environment)).rows;
@@ -50,7 +50,7 @@ export async function snapshotEval(store: LocalBlobStore, runId: string, dataset
   return { eval_ref, eval_size: evalRows.length };
 }
 
-export function runActivities(deps: { cfg: TempoConfig; store: LocalBlobStore }) {
+export function runActivities(deps: { cfg: TempoConfig; store: BlobStore }) {
   const { cfg, store } = deps;
   return {
     /** Loads the run's dataset once, rows as the environment asks (absent: inputs made before

@@ -3,7 +3,7 @@
 // activity stitches the arrays again with the same pure code the workflow ran and checks that they
 // agree with the workflow's counts, so the full token arrays never travel through a payload.
 import { ApplicationFailure } from '@temporalio/common';
-import type { LocalBlobStore } from '../lib/blobstore.js';
+import type { BlobStore } from '../lib/blobstore.js';
 import { refuseForeignBlobRoot } from './blob-root.js';
 import { Sample } from '../lib/contract.js';
 import { appendGenerated, appendObservation, checkInvariants, startTrajectory, type EpisodeStatus, type TokenConventions } from '../lib/trajectory.js';
@@ -42,7 +42,9 @@ export interface StoreSampleInput {
   /** The episode's environment; absent in histories recorded before samples carried it. */
   environment?: string;
   expected: { response_len: number; mask_sum: number };
-  /** The run's blob store; absent in histories recorded before episodes carried it. */
+  /** The run's blob store (plan.blob_store, a store URI); blob_root (a directory) in histories recorded
+   *  before the store was configurable; neither in those before episodes carried it. */
+  blob_store?: string;
   blob_root?: string;
 }
 
@@ -50,10 +52,10 @@ export function sampleKey(episodeId: string): string {
   return `samples/${episodeId}.json`;
 }
 
-export function sampleActivities(deps: { store: LocalBlobStore }) {
+export function sampleActivities(deps: { store: BlobStore }) {
   return {
     async storeSample(input: StoreSampleInput): Promise<{ sample_ref: string }> {
-      refuseForeignBlobRoot(deps.store, input.blob_root, `storeSample of episode ${input.episode_id}`);
+      refuseForeignBlobRoot(deps.store, input, `storeSample of episode ${input.episode_id}`);
       const prompt_ids = input.prompt_ref ? (await loadStoredPrompt(deps.store, input.prompt_ref)).prompt_ids : [];
       const t = startTrajectory(prompt_ids.length, input.limits);
       const routed: Array<string | null> = [];
@@ -108,8 +110,8 @@ export function sampleActivities(deps: { store: LocalBlobStore }) {
 
     /** The summary of an episode whose sample is already stored (a retried step), or null.
      *  `weight_version`: the episode's (its turns may hold null where the engine reported none). */
-    async loadEpisodeSummary(input: { episode_id: string; weight_version?: number; blob_root?: string }): Promise<EpisodeSummary | null> {
-      refuseForeignBlobRoot(deps.store, input.blob_root, `loadEpisodeSummary of episode ${input.episode_id}`);
+    async loadEpisodeSummary(input: { episode_id: string; weight_version?: number; blob_store?: string; blob_root?: string }): Promise<EpisodeSummary | null> {
+      refuseForeignBlobRoot(deps.store, input, `loadEpisodeSummary of episode ${input.episode_id}`);
       const ref = deps.store.namedRef(sampleKey(input.episode_id));
       if (!(await deps.store.exists(ref))) return null;
       const s = Sample.parse(await deps.store.getJson(ref));

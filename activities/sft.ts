@@ -6,7 +6,7 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { DatasetConfig } from '../config/schema.js';
-import type { LocalBlobStore } from '../lib/blobstore.js';
+import { LocalBlobStore, type BlobStore } from '../lib/blobstore.js';
 
 import { readJsonl } from '../lib/data/readers.js';
 import { ImageError, ImageIntake } from '../lib/images.js';
@@ -59,7 +59,9 @@ export interface SftBatchInput {
   dataset_ref: string;
   indices: number[];
   limits: { max_response_len: number; max_context_len: number };
-  /** The run's blob store; absent in histories recorded before steps carried it. */
+  /** The run's blob store (plan.blob_store, a store URI); blob_root (a directory) in histories recorded
+   *  before the store was configurable; neither in those before steps carried it. */
+  blob_store?: string;
   blob_root?: string;
 }
 export interface SftBatchResult {
@@ -68,7 +70,7 @@ export interface SftBatchResult {
   skipped: Array<{ id: string; reason: string }>;
 }
 
-export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
+export function sftActivities(deps: RenderDeps & { store: BlobStore }) {
   const render = renderActivities(deps);
   // Transcripts repeat a few feedback texts: their tokens (three renders each) are worked out once per worker.
   const observations = new Map<string, Promise<{ token_ids: number[] }>>();
@@ -136,7 +138,8 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
     async prepareSftDataset(input: { run_id: string; path: string; dataset: DatasetConfig; environment?: string }): Promise<DatasetInfo & { skipped: Array<{ row: number; reason: string }>; skipped_count: number }> {
       const file = path.resolve(input.path);
       const intake = new ImageIntake({
-        store: deps.store, roots: [path.dirname(file), deps.store.root, ...input.dataset.image_roots], baseDir: path.dirname(file),
+        store: deps.store, // Paths into a local store are allowed: sft-export writes them.
+        roots: [path.dirname(file), ...(deps.store instanceof LocalBlobStore ? [deps.store.root] : []), ...input.dataset.image_roots], baseDir: path.dirname(file),
         maxPixels: input.dataset.max_image_pixels, maxBytes: input.dataset.max_image_bytes,
       });
       const rows: SftRow[] = [];
@@ -178,7 +181,7 @@ export function sftActivities(deps: RenderDeps & { store: LocalBlobStore }) {
 
     /** One step's records → samples (blob:named/samples/sft/<run>/<step>/<i>.json); a record that does not fit is skipped with its reason. */
     async renderSftBatch(input: SftBatchInput): Promise<SftBatchResult> {
-      refuseForeignBlobRoot(deps.store, input.blob_root, `renderSftBatch of run ${input.run_id} step ${input.step}`);
+      refuseForeignBlobRoot(deps.store, input, `renderSftBatch of run ${input.run_id} step ${input.step}`);
       const rows = await deps.store.getJson<SftRow[]>(input.dataset_ref);
       const out: SftBatchResult = { samples: [], skipped: [] };
       for (const [k, index] of input.indices.entries()) {

@@ -26,6 +26,8 @@ async function splitForExport(opts: { out: string; split: string; force?: boolea
     throw Object.assign(new Error(`--split ${JSON.stringify(opts.split)}: expected train or eval`), { exitCode: 2 });
   checkOutputFile(opts.out, { force: opts.force });
   const cfg = configFrom(cmd);
+  // The exported JSONL names image files, so its images are staged in the local store under the
+  // state dir whatever blobs.uri says; a run reading it (sft.path) ingests them into its own store.
   const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
   return { cfg, store, ...(await loadDataset(cfg.dataset, opts.split, store, cfg.rollout.environment)) };
 }

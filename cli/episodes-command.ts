@@ -3,8 +3,7 @@
 import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
 import { auditEpisode, listEpisodes, type EpisodeAudit } from '../lib/audit.js';
-import { LocalBlobStore } from '../lib/blobstore.js';
-import { stateLayout } from '../lib/paths.js';
+import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { connectClient, temporalAddress } from '../lib/temporal.js';
 import type { TempoConfig } from '../config/schema.js';
 import { serverStatus, startServer, stopServer } from '../lib/server.js';
@@ -59,7 +58,8 @@ export function register(program: Command): void {
       action(async (episode: string, opts: { json?: boolean }, cmd: Command) => {
         const cfg = configFrom(cmd);
         await withClient(cfg, async (client) => {
-          const audit = await auditEpisode(client, new LocalBlobStore(stateLayout(cfg.state_dir).blobs), episode);
+          const store = await openConfiguredBlobStore(cfg);
+          const audit = await auditEpisode(client, store, episode).finally(() => closeBlobStore(store));
           if (opts.json) printJson(audit);
           else printAudit(audit);
         });

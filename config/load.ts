@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
+import { blobStoreUri, parseBlobStoreUri } from '../lib/blobstore.js';
 import { decodeUtf8 } from '../lib/utf8.js';
 import { temporalEnvOverrides } from './temporal-env.js';
 import { SECRET_KEYS, stackTaskQueue, TASK_QUEUE_BASES, TempoConfig, type TaskQueueKind } from './schema.js';
@@ -257,6 +258,8 @@ export function loadConfig(opts: LoadOptions = {}): TempoConfig {
   const cfg = checked(merged, source);
   if (!cfg.state_dir) cfg.state_dir = defaultStateDir(env);
   cfg.state_dir = path.resolve(cfg.state_dir);
+  // Canonical, so a relative path means the same to every process that receives the plan.
+  if (cfg.blobs.uri) cfg.blobs.uri = blobStoreUri(parseBlobStoreUri(cfg.blobs.uri));
   const queues = cfg.temporal.task_queues;
   for (const kind of Object.keys(TASK_QUEUE_BASES) as TaskQueueKind[]) queues[kind] ||= stackTaskQueue(kind, cfg.state_dir);
   return cfg;

@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { SYNTHETIC_TASKS } from '../lib/data/rows.js';
 import { DEFAULT_ENVIRONMENT, environmentNames, getEnvironment } from '../lib/env/registry.js';
 import { REWARD_MATCHES } from '../lib/math/options.js';
+import { BlobStoreUri } from '../lib/blobstore.js';
 
 const port = z.number().int().min(1).max(65535);
 const positiveInt = z.number().int().positive();
@@ -286,8 +287,22 @@ export const RunConfig = z
   })
   .prefault({});
 
+/** The claim-check store of samples, prompts, datasets and images (docs/blobstore.md). Checkpoints
+ *  and the weights the engines reload stay in the trainer's run directory whatever this says. */
+export const BlobsConfig = z
+  .strictObject({
+    /** s3://bucket[/prefix], file:///abs/path or a path; empty: <state_dir>/blobs. */
+    uri: z.string().default('').superRefine((uri, ctx) => {
+      if (uri === '') return;
+      const r = BlobStoreUri.safeParse(uri);
+      if (!r.success) ctx.addIssue({ code: 'custom', message: `bad blob store URI ${JSON.stringify(uri)}: ${r.error.issues.map((i) => i.message).join('; ')}` });
+    }),
+  })
+  .prefault({});
+
 export const TempoConfig = z.strictObject({
   state_dir: z.string().default(''),
+  blobs: BlobsConfig,
   /** grpo: RL on episodes. sft: masked NLL on the transcripts of sft.path. One run machinery for both. */
   algorithm: z.enum(['grpo', 'sft']).default('grpo'),
   temporal: TemporalConfig,

@@ -4,7 +4,7 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { decodeTimeoutType, defaultPayloadConverter } from '@temporalio/common';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { z } from 'zod';
-import type { LocalBlobStore } from './blobstore.js';
+import type { BlobStore } from './blobstore.js';
 import { Sample } from './contract.js';
 import { checkInvariants, maskedSpans } from './trajectory.js';
 import { EPISODE_WORKFLOW_TYPE, episodeWorkflowId, parseEpisodeId, type EpisodeSummary } from '../workflows/episode-messages.js';
@@ -148,7 +148,7 @@ export function workflowResult(history: History): { status: EpisodeAudit['workfl
   return { status: 'running', result: null };
 }
 
-export async function auditFromHistory(episodeId: string, history: History, store: LocalBlobStore): Promise<EpisodeAudit> {
+export async function auditFromHistory(episodeId: string, history: History, store: BlobStore): Promise<EpisodeAudit> {
   const calls = activityCalls(history);
   const { status: workflow_status, result } = workflowResult(history);
   const summary = (result ?? null) as EpisodeSummary | null;
@@ -235,7 +235,7 @@ export function normalizeEpisodeId(id: string): string {
   }
 }
 
-export async function auditEpisode(client: Client, store: LocalBlobStore, episode: string): Promise<EpisodeAudit> {
+export async function auditEpisode(client: Client, store: BlobStore, episode: string): Promise<EpisodeAudit> {
   const episodeId = normalizeEpisodeId(episode);
   parseEpisodeId(episodeId);
   let history: History;

@@ -5,9 +5,17 @@
 //   blob:cas/<2 hex>/<sha256>.<ext>   content-addressed bytes (an image used by 8 samples is stored once)
 //   blob:named/<key>                  named JSON documents (samples, metrics), written atomically
 // The Python trainer resolves the same references against the same root (workers/trainer/blobs.py).
+//
+// Two stores behind one interface (BlobStore), chosen by a store URI (openBlobStore):
+//   a path or file:///path          LocalBlobStore: files under that directory (local or shared filesystem)
+//   s3://bucket[/prefix]            S3BlobStore (lib/blobstore-s3.ts): objects <prefix>/<ref's path>,
+//                                   any S3-compatible endpoint, the standard AWS_* variables
+// A reference means the same in both: the same bytes give the same `blob:cas/…` ref in either store.
 import { createHash, randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { z } from 'zod';
 
 export const BLOB_PREFIX = 'blob:';
 
@@ -26,8 +34,41 @@ export async function writeFileAtomic(file: string, data: Uint8Array | string): 
   await fs.rename(tmp, file);
 }
 
-export class LocalBlobStore {
-  constructor(readonly root: string) {}
+/** What every blob store offers; references are portable between stores (same bytes, same ref). */
+export interface BlobStore {
+  /** The store's canonical URI (`file:///abs/path` or `s3://bucket/prefix`); openBlobStore(uri) opens it again. */
+  readonly uri: string;
+  /** Stores bytes content-addressed (stored once) and returns `blob:cas/<2 hex>/<sha256>.<ext>`. */
+  putBytes(data: Uint8Array, ext?: string): Promise<string>;
+  /** Writes JSON under `blob:named/<key>`, replacing what was there; readers never see half a document. */
+  putJson(key: string, value: unknown): Promise<string>;
+  /** The bytes behind a reference; BlobError `blob not found: <ref>` when there are none. */
+  getBytes(ref: string): Promise<Buffer>;
+  getJson<T = unknown>(ref: string): Promise<T>;
+  /** Whether a reference has a blob (false also for a reference this store refuses). */
+  exists(ref: string): Promise<boolean>;
+  namedRef(key: string): string;
+}
+
+/**
+ * Writes `blob:named/<key>` only if nothing is there yet: true when this call created it, false
+ * when it existed (nothing written). Atomic against concurrent callers on both stores (a hard link
+ * on a filesystem, `If-None-Match: *` on S3): the building block for commit records.
+ */
+export interface ConditionalBlobStore extends BlobStore {
+  putJsonIfAbsent(key: string, value: unknown): Promise<boolean>;
+}
+
+export class LocalBlobStore implements ConditionalBlobStore {
+  constructor(readonly root: string) {
+    // A store URI given where a directory is expected would quietly become ./s3:/bucket/…
+    if (/^[a-zA-Z][a-zA-Z0-9+.-]*:\/\//.test(root))
+      throw new BlobError(`LocalBlobStore takes a directory, not the URI ${JSON.stringify(root)}: open a store URI with openBlobStore`);
+  }
+
+  get uri(): string {
+    return pathToFileURL(path.resolve(this.root)).href;
+  }
 
   /** The file behind a reference; refuses anything that would leave the root. */
   pathOf(ref: string): string {
@@ -87,4 +128,120 @@ export class LocalBlobStore {
   namedRef(key: string): string {
     return `${BLOB_PREFIX}named/${key}`;
   }
+
+  async putJsonIfAbsent(key: string, value: unknown): Promise<boolean> {
+    const file = this.pathOf(this.namedRef(key));
+    await fs.mkdir(path.dirname(file), { recursive: true });
+    const tmp = `${file}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+    await fs.writeFile(tmp, JSON.stringify(value));
+    try {
+      // link(2) fails on an existing name (rename would replace it): one caller wins, whole.
+      await fs.link(tmp, file);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw err;
+    } finally {
+      await fs.rm(tmp, { force: true });
+    }
+  }
+}
+
+/**
+ * The object key path of a reference, the same rules as LocalBlobStore.pathOf on a POSIX root:
+ * `blob:` + a relative path, normalised (`a/./b`, `a//b`, `a/x/../b` → `a/b`), that stays strictly
+ * inside the store. Also refuses a leading backslash (as workers/trainer/blobs.py does).
+ */
+export function refPath(ref: string): string {
+  if (typeof ref !== 'string' || !ref.startsWith(BLOB_PREFIX)) throw new BlobError(`not a blob reference: ${JSON.stringify(ref)}`);
+  const rel = ref.slice(BLOB_PREFIX.length);
+  const root = '/r';
+  const full = path.posix.resolve(root, rel);
+  if (!rel || rel.includes('\0') || rel.startsWith('/') || rel.startsWith('\\') || !full.startsWith(root + '/'))
+    throw new BlobError(`blob reference escapes the store: ${JSON.stringify(ref)}`);
+  return full.slice(root.length + 1);
+}
+
+/** Where a store URI points. */
+export type BlobStoreLocation = { kind: 'local'; root: string } | { kind: 's3'; bucket: string; prefix: string };
+
+const S3_BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
+
+function parseS3(uri: string, ctx: z.RefinementCtx): BlobStoreLocation {
+  const m = /^s3:\/\/([^/?#]*)(\/[^?#]*)?([?#].*)?$/i.exec(uri);
+  const fail = (message: string) => {
+    ctx.addIssue({ code: 'custom', message });
+    return z.NEVER;
+  };
+  if (!m) return fail('not of the form s3://bucket/prefix');
+  const [, bucket = '', rawPrefix = '', rest] = m;
+  if (rest) return fail('a query or fragment is not allowed (endpoint, region and credentials come from the AWS_* variables)');
+  if (!bucket) return fail('no bucket (s3://bucket/prefix)');
+  if (bucket.includes('@') || bucket.includes(':')) return fail(`bucket ${JSON.stringify(bucket)} holds credentials or a port; set AWS_ENDPOINT_URL_S3 and the AWS_* credential variables instead`);
+  if (!S3_BUCKET.test(bucket) || bucket.includes('..') || /^\d+\.\d+\.\d+\.\d+$/.test(bucket))
+    return fail(`bucket ${JSON.stringify(bucket)} is not a valid S3 bucket name (3-63 of a-z 0-9 . -, starting and ending with a letter or digit)`);
+  const prefix = rawPrefix.replace(/^\/+|\/+$/g, '');
+  if (prefix) {
+    const segs = prefix.split('/');
+    if (segs.some((seg) => seg === '' || seg === '.' || seg === '..')) return fail(`prefix ${JSON.stringify(prefix)} has an empty, "." or ".." segment`);
+    if (/[\0\\]/.test(prefix)) return fail(`prefix ${JSON.stringify(prefix)} holds a NUL or a backslash`);
+  }
+  return { kind: 's3', bucket, prefix };
+}
+
+function parseLocal(uri: string, ctx: z.RefinementCtx): BlobStoreLocation {
+  if (uri.includes('\0')) {
+    ctx.addIssue({ code: 'custom', message: 'a path cannot hold a NUL' });
+    return z.NEVER;
+  }
+  if (!uri.startsWith('file:')) return { kind: 'local', root: path.resolve(uri) };
+  let root: string;
+  try {
+    if (!/^file:\/\//i.test(uri)) throw new Error('no // after file:');
+    const url = new URL(uri);
+    if (url.search || url.hash) throw new Error('a query or fragment is not allowed');
+    root = fileURLToPath(url);
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: `not a local file URL (file:///absolute/path): ${(err as Error).message}` });
+    return z.NEVER;
+  }
+  return { kind: 'local', root: path.resolve(root) };
+}
+
+/** A store URI: `s3://bucket[/prefix]`, `file:///abs/path`, or a path (relative to the working directory). */
+export const BlobStoreUri = z
+  .string({ error: 'a blob store URI must be a string' })
+  .min(1, { error: 'empty (give s3://bucket/prefix, file:///path or a path)' })
+  .transform((uri, ctx): BlobStoreLocation => {
+    const scheme = /^([a-zA-Z][a-zA-Z0-9+.-]*):/.exec(uri)?.[1]?.toLowerCase();
+    if (scheme === 's3') return parseS3(uri, ctx);
+    if (scheme === undefined || scheme === 'file') return parseLocal(uri, ctx);
+    ctx.addIssue({ code: 'custom', message: `unsupported scheme ${JSON.stringify(scheme + ':')} (give s3://bucket/prefix, file:///path or a path)` });
+    return z.NEVER;
+  });
+
+/** Parses a store URI; BlobError naming the value and what is wrong with it. */
+export function parseBlobStoreUri(uri: unknown): BlobStoreLocation {
+  const r = BlobStoreUri.safeParse(uri);
+  if (r.success) return r.data;
+  throw new BlobError(`bad blob store URI ${JSON.stringify(uri) ?? String(uri)}: ${r.error.issues.map((i) => i.message).join('; ')}`);
+}
+
+/** The canonical URI of a location (what BlobStore.uri gives). */
+export function blobStoreUri(loc: BlobStoreLocation): string {
+  return loc.kind === 'local' ? pathToFileURL(loc.root).href : `s3://${loc.bucket}${loc.prefix ? `/${loc.prefix}` : ''}`;
+}
+
+export interface OpenBlobStoreOptions {
+  /** Where S3 settings come from (default process.env): AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+   *  AWS_SESSION_TOKEN, AWS_REGION (or AWS_DEFAULT_REGION), AWS_ENDPOINT_URL_S3 (or AWS_ENDPOINT_URL). */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Opens the store a URI names (the S3 client module loads only for an s3:// URI). */
+export async function openBlobStore(uri: string, opts: OpenBlobStoreOptions = {}): Promise<ConditionalBlobStore> {
+  const loc = parseBlobStoreUri(uri);
+  if (loc.kind === 'local') return new LocalBlobStore(loc.root);
+  const { S3BlobStore } = await import('./blobstore-s3.js');
+  return new S3BlobStore(loc, { env: opts.env });
 }

@@ -7,7 +7,9 @@ export const TrainerInfo = z.object({
   device: z.string(),
   cuda_available: z.boolean(),
   python_version: z.string(),
-  /** The blob store of the worker's stack (--blob-root); null when it was started without one. */
+  /** The blob store of the worker's stack (--blob-store), canonical; null when it was started without one. */
+  blob_store: z.string().nullable().optional(),
+  /** Its directory where that store is local (the field before blob_store). */
   blob_root: z.string().nullable().optional(),
 });
 export type TrainerInfo = z.infer<typeof TrainerInfo>;
@@ -16,7 +18,9 @@ export const RolloutInfo = z.object({
   node_version: z.string(),
   platform: z.string(),
   worker_pid: z.number().int(),
-  blob_root: z.string(),
+  /** The worker's blob store (canonical URI) and, where it is local, its directory. */
+  blob_store: z.string(),
+  blob_root: z.string().optional(),
 });
 export type RolloutInfo = z.infer<typeof RolloutInfo>;
 
@@ -58,7 +62,10 @@ export const TrainStepInput = z.strictObject({
   run_id: z.string(),
   step: z.number().int().nonnegative(),
   run_dir: z.string(),
-  blob_root: z.string(),
+  /** The store of the samples and images (a store URI: s3://…, file:///…). Checkpoints stay in run_dir. */
+  blob_store: z.string().optional(),
+  /** The local store's directory, in histories recorded before blob_store. One of the two is given. */
+  blob_root: z.string().optional(),
   model_path: z.string(),
   samples: z.array(SampleRef),
   hyper: TrainHyper,
@@ -73,7 +80,7 @@ export const TrainStepInput = z.strictObject({
   checkpoint_interval: z.number().int().positive().optional(),
   /** A full checkpoint at this step whatever the interval (the run's last step). */
   full_checkpoint: z.boolean().optional(),
-});
+}).refine((i) => i.blob_store !== undefined || i.blob_root !== undefined, { message: 'blob_store (or blob_root) is required' });
 export type TrainStepInput = z.infer<typeof TrainStepInput>;
 
 export const TrainStepOutput = z.object({

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { crc32 } from 'node:zlib';
 import axios from 'axios';
 import sharp, { type Metadata } from 'sharp';
-import type { LocalBlobStore } from './blobstore.js';
+import type { BlobStore } from './blobstore.js';
 import { childLogger } from './log.js';
 
 const log = childLogger('images');
@@ -33,7 +33,7 @@ export class ImageError extends Error {
 export type ImageSource = Uint8Array | string | { bytes?: Uint8Array | null; path?: string | null; url?: string | null };
 
 export interface ImageIntakeOptions {
-  store: LocalBlobStore;
+  store: BlobStore;
   /** Local paths must resolve (symlinks followed) under one of these directories. */
   roots: string[];
   /** Relative paths resolve against this directory (it must itself be under a root). */
@@ -267,7 +267,7 @@ export class ImageIntake {
 }
 
 /** A stored PNG as a data: URL for an OpenAI-style image_url message part. */
-export async function imageDataUrl(store: LocalBlobStore, ref: string): Promise<string> {
+export async function imageDataUrl(store: BlobStore, ref: string): Promise<string> {
   const bytes = await store.getBytes(ref);
   const type = sniffImageType(bytes) ?? 'png';
   return `data:${MIME[type]};base64,${bytes.toString('base64')}`;

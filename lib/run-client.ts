@@ -55,7 +55,7 @@ function checkSameStack(runId: string, last: { state: RunState; taskQueue: strin
   if (last.taskQueue === queues.rollout && plan.trainer_task_queue === queues.trainer) return;
   const message =
     `run ${runId} was started on task queues rollout=${last.taskQueue}, trainer=${plan.trainer_task_queue} ` +
-      `(blob root ${plan.blob_root}), but this config's workers poll rollout=${queues.rollout}, trainer=${queues.trainer} ` +
+      `(blob store ${plan.blob_store ?? plan.blob_root}), but this config's workers poll rollout=${queues.rollout}, trainer=${queues.trainer} ` +
       `(state dir ${cfg.state_dir}): continue it with the state_dir it started with, or set temporal.task_queues.rollout ` +
       `and temporal.task_queues.trainer to its queues`;
   throw Object.assign(new Error(message), { exitCode: 2 });

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
 import { getEnvironment } from './env/registry.js';
+import { configuredBlobStoreUri } from './blob-store-config.js';
 import { stateLayout, tinyModelDir } from './paths.js';
 import { episodeSettings } from '../workflows/episode-messages.js';
 import type { RunState } from '../workflows/training-run-messages.js';
@@ -74,7 +75,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       },
       model_path: modelPath(cfg),
       run_dir: path.join(stateLayout(cfg.state_dir).runs, runId),
-      blob_root: stateLayout(cfg.state_dir).blobs,
+      blob_store: configuredBlobStoreUri(cfg),
       trainer_task_queue: cfg.temporal.task_queues.trainer,
       system_prompt: cfg.dataset.system_prompt ?? null,
       dataset: cfg.dataset,

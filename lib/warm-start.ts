@@ -83,6 +83,7 @@ export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: 
 /** The warm start's transcripts of the train split, at `file` (atomically): enough that the SFT run
  *  `sftCfg` sees each once, every row's answers drawn afresh each time. */
 export async function writeWarmStartTranscripts(rl: TempoConfig, sftCfg: TempoConfig, file: string, firstCorrect = WARM_START_FIRST_CORRECT): Promise<void> {
+  // Transcripts name image files: staged in the local store whatever blobs.uri says (as `data sft-export`).
   const store = new LocalBlobStore(stateLayout(rl.state_dir).blobs);
   const { rows } = await loadDataset(rl.dataset, 'train', store, rl.rollout.environment);
   const perRow = Math.ceil((sftCfg.run.steps * sftCfg.sft.batch_size) / Math.max(rows.length, 1));

@@ -33,7 +33,8 @@ async function failOverDeadWorkers(cfg: TempoConfig, ledger: InflightLedger): Pr
   }
 }
 
-export async function createRolloutWorker(cfg: TempoConfig, deps: RolloutDeps = rolloutDeps(cfg)): Promise<Worker> {
+export async function createRolloutWorker(cfg: TempoConfig, deps?: RolloutDeps): Promise<Worker> {
+  deps ??= await rolloutDeps(cfg);
   installTemporalRuntime();
   const ledger = new InflightLedger(stateLayout(cfg.state_dir).inflight('rollout'));
   const failedOver = failOverDeadWorkers(cfg, ledger).catch((err) => log.warn({ err: (err as Error).message }, 'could not fail over dead workers\' activities'));

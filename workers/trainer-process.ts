@@ -1,5 +1,5 @@
 // Starts the Python trainer worker (workers/trainer) with the Temporal settings of the config and its
-// stack's task queue and blob root; with model.num_gpus above 1, through torchrun, one process per GPU
+// stack's task queue and blob store; with model.num_gpus above 1, through torchrun, one process per GPU
 // (rank 0 is the Temporal worker: workers/trainer/data_parallel.py).
 import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
@@ -8,6 +8,7 @@ import type { TempoConfig } from '../config/schema.js';
 import { pythonBin, REPO_ROOT, stateLayout } from '../lib/paths.js';
 import { isAlive } from '../lib/process.js';
 import { temporalAddress } from '../lib/temporal.js';
+import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
 
 /** The resolved Temporal settings as the standard TEMPORAL_* variables, which the trainer's
  *  temporalio.envconfig reads. Inherited TEMPORAL_* variables are dropped: the config already
@@ -41,7 +42,7 @@ export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[];
   };
   const args = [
     '-m', 'trainer.worker', '--address', temporalAddress(cfg), '--namespace', t.namespace,
-    '--task-queue', t.task_queues.trainer, '--blob-root', stateLayout(cfg.state_dir).blobs,
+    '--task-queue', t.task_queues.trainer, '--blob-store', configuredBlobStoreUri(cfg),
     // The stack's trainer processes: one active (holds the lock), the others standing by (worker.py).
     '--lock-file', stateLayout(cfg.state_dir).trainerLock, '--inflight-dir', stateLayout(cfg.state_dir).inflight('trainer'),
     // The settings above are resolved already (profile included): the trainer must not re-read a profile.

@@ -56,8 +56,10 @@ export interface EpisodeInput {
    *  inputs made before environments kept state: the first step starts from the initial state. */
   env_state?: JsonValue;
   weight_version: number;
-  /** The run's blob store (plan.blob_root): a worker that does not reach it refuses the sample. Absent
-   *  in histories recorded before episodes carried it. */
+  /** The run's blob store (plan.blob_store, a store URI; blob_root, a directory, in histories recorded
+   *  before it was configurable): a worker that does not reach it refuses the sample. Neither in
+   *  histories recorded before episodes carried it. */
+  blob_store?: string;
   blob_root?: string;
   /** The async window: the training run's workflow id, signalled with the summary when the episode
    *  ends (the episode outlives the workflow run that started it). */

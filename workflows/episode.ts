@@ -176,6 +176,7 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
     label: input.label,
     environment: s.environment,
     expected: { response_len: traj?.response_ids.length ?? 0, mask_sum: traj?.loss_mask.reduce((a, b) => a + b, 0) ?? 0 },
+    blob_store: input.blob_store,
     blob_root: input.blob_root,
   });
   Object.assign(progress, { phase: 'done', status });

@@ -154,7 +154,7 @@ export class WindowRunner {
         const p = b.prompts[Math.floor(k / plan.n_samples_per_prompt)]!;
         const input: EpisodeInput = {
           run_id, step: b.step, prompt_index: Math.floor(k / plan.n_samples_per_prompt), sample_index: b.first_sample + (k % plan.n_samples_per_prompt),
-          prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}), settings: plan.episode, weight_version: this.state.weight_version, blob_root: plan.blob_root,
+          prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}), settings: plan.episode, weight_version: this.state.weight_version, blob_store: plan.blob_store, blob_root: plan.blob_root,
           report_to: workflowInfo().workflowId,
         };
         return [{ id, input }];

@@ -46,7 +46,10 @@ export interface RunPlan {
   hyper: TrainHyper;
   model_path: string;
   run_dir: string;
-  blob_root: string;
+  /** The claim-check store's URI (blobs.uri). Absent in plans made before it was configurable. */
+  blob_store?: string;
+  /** The local store's directory: plans made before blob_store; new plans leave it out. */
+  blob_root?: string;
   trainer_task_queue: string;
   system_prompt: string | null;
   dataset: DatasetConfig;

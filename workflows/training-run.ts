@@ -123,7 +123,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     progress.phase = 'rollout';
     if (plan.algorithm === 'sft') {
       const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
-      const batch = await acts.renderSftBatch({ run_id: state.run_id, step: state.step, dataset_ref: dataset.train_ref, indices: pick.indices, limits: plan.episode, blob_root: plan.blob_root });
+      const batch = await acts.renderSftBatch({ run_id: state.run_id, step: state.step, dataset_ref: dataset.train_ref, indices: pick.indices, limits: plan.episode, blob_store: plan.blob_store, blob_root: plan.blob_root });
       await trainAndRecord(batch.samples.map((b) => ({ ref: b.sample_ref, reward: 0, group_id: b.record_id })), sftMetrics(batch),
         [...batch.samples.map((b) => ({ episode_id: b.id, trained: true })), ...batch.skipped.map((b) => ({ episode_id: b.id, trained: false }))], pick.next, stepStarted);
       if (control.stopRequested) return finish('stopped');
@@ -194,7 +194,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const firstSample = (state.empty_redos ?? 0) * plan.n_samples_per_prompt;
     prompts.forEach((p, promptIndex) => {
       for (let s = firstSample; s < firstSample + plan.n_samples_per_prompt; s++)
-        inputs.push({ run_id: state.run_id, step: state.step, prompt_index: promptIndex, sample_index: s, prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}), settings: plan.episode, weight_version: state.weight_version, blob_root: plan.blob_root });
+        inputs.push({ run_id: state.run_id, step: state.step, prompt_index: promptIndex, sample_index: s, prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}), settings: plan.episode, weight_version: state.weight_version, blob_store: plan.blob_store, blob_root: plan.blob_root });
     });
     control.pauseNow = false;
     const summaries = await runEpisodes(inputs, plan.concurrency, (scope) => (control.episodeScope = scope), progress);
@@ -221,7 +221,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     progress.phase = 'train';
     const trainStarted = Date.now();
     const trained = await trainer.train_step({
-      run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_root: plan.blob_root, model_path: plan.model_path, samples,
+      run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_store: plan.blob_store, blob_root: plan.blob_root, model_path: plan.model_path, samples,
       // The trainer restricts its softmax to the tokens the engine sampled among (from the plan, so older plans work too).
       hyper: { ...plan.hyper, lr: scheduledLr(plan.hyper.lr, plan.lr_schedule, state.step, plan.steps, plan.lr_warmup_steps), ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}) }, data_cursor: dataAfter,
       ...(plan.algorithm === 'sft' ? { algorithm: 'sft' as const } : {}),
@@ -296,7 +296,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     // Keyed by the weight version evaluated: the start-of-run eval and each later one are distinct episodes.
     const evalInputs = prompts.map((p, i) => ({
       run_id: `${st.run_id}-eval`, step: patched(EVAL_BY_WEIGHT_VERSION) ? weightVersion : st.step, prompt_index: i, sample_index: 0, prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}),
-      settings: plan.eval_episode, weight_version: weightVersion, blob_root: plan.blob_root,
+      settings: plan.eval_episode, weight_version: weightVersion, blob_store: plan.blob_store, blob_root: plan.blob_root,
     }));
     const out = await runEpisodes(evalInputs, plan.concurrency, () => undefined, prog);
     return evalMetricsOf(out);
@@ -343,7 +343,7 @@ async function runOneEpisode(input: EpisodeInput): Promise<EpisodeSummary> {
     return await child.result();
   } catch (err) {
     if (err instanceof WorkflowExecutionAlreadyStartedError) {
-      const done = await acts.loadEpisodeSummary({ episode_id: id, weight_version: input.weight_version, blob_root: input.blob_root });
+      const done = await acts.loadEpisodeSummary({ episode_id: id, weight_version: input.weight_version, blob_store: input.blob_store, blob_root: input.blob_root });
       if (done) return done;
     }
     if (isCancellation(err)) throw err;

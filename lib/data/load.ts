@@ -5,7 +5,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { DatasetConfig } from '../../config/schema.js';
-import type { LocalBlobStore } from '../blobstore.js';
+import type { BlobStore } from '../blobstore.js';
 import { ImageIntake, normalizeToPng, type ImageSource } from '../images.js';
 import { DEFAULT_ENVIRONMENT, getEnvironment } from '../env/registry.js';
 import type { Environment } from '../env/types.js';
@@ -99,7 +99,7 @@ export async function rowsFromRecords(
   return { rows: results.filter((r): r is PromptRow => r !== null), skipped };
 }
 
-async function loadSynthetic(cfg: DatasetConfig, split: Split, store: LocalBlobStore, env: Environment): Promise<LoadedDataset> {
+async function loadSynthetic(cfg: DatasetConfig, split: Split, store: BlobStore, env: Environment): Promise<LoadedDataset> {
   const task = cfg.synthetic_task ?? env.syntheticTasks[0]!;
   if (!env.syntheticTasks.includes(task))
     throw new DatasetError(`dataset.synthetic_task ${task} makes rows that environment ${env.name} cannot take; its tasks: ${env.syntheticTasks.join(', ')}`);
@@ -119,7 +119,7 @@ async function loadSynthetic(cfg: DatasetConfig, split: Split, store: LocalBlobS
 }
 
 /** `environment`: rollout.environment, whose row schema and synthetic tasks the rows follow. */
-export async function loadDataset(cfg: DatasetConfig, split: Split, store: LocalBlobStore, environment = DEFAULT_ENVIRONMENT): Promise<LoadedDataset> {
+export async function loadDataset(cfg: DatasetConfig, split: Split, store: BlobStore, environment = DEFAULT_ENVIRONMENT): Promise<LoadedDataset> {
   const env = getEnvironment(environment);
   if (cfg.kind === 'synthetic') return loadSynthetic(cfg, split, store, env);
   const splitName = split === 'train' ? cfg.train_split : cfg.eval_split;

@@ -1,11 +1,11 @@
 // Image parts of a prompt as an OpenAI-compatible engine accepts them: data: URLs, not blob refs.
 // Apart from prompt.ts so that building a prompt does not load the image stack (sharp).
-import type { LocalBlobStore } from '../blobstore.js';
+import type { BlobStore } from '../blobstore.js';
 import { imageDataUrl } from '../images.js';
 import type { ChatMessage, ContentPart } from './prompt.js';
 
 /** Replaces blob refs in image parts by data: URLs (what an OpenAI-compatible engine accepts). */
-export async function resolveImageUrls(messages: ChatMessage[], store: LocalBlobStore): Promise<ChatMessage[]> {
+export async function resolveImageUrls(messages: ChatMessage[], store: BlobStore): Promise<ChatMessage[]> {
   return Promise.all(
     messages.map(async (m) => {
       if (typeof m.content === 'string' || m.content === null) return m;

@@ -3,7 +3,8 @@
 import type { ToolSpec } from '../vllm/types.js';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { LocalBlobStore } from '../blobstore.js';
+import type { BlobStore } from '../blobstore.js';
+import { localBlobPath } from '../blob-store-config.js';
 import { labelToLatex } from '../math/to-latex.js';
 import { DEFAULT_ENVIRONMENT, getEnvironment } from '../env/registry.js';
 import type { PromptRow } from './rows.js';
@@ -21,7 +22,7 @@ export function sftAnswer(label: string): string {
 }
 
 /** The prompt is the environment's single-turn one (rollout.environment; default geo3k). */
-export function sftRecord(row: PromptRow, store: LocalBlobStore, systemPrompt?: string, environment = DEFAULT_ENVIRONMENT): SftRecord {
+export function sftRecord(row: PromptRow, store: BlobStore, systemPrompt?: string, environment = DEFAULT_ENVIRONMENT): SftRecord {
   const { messages } = getEnvironment(environment).prompt(row, { systemPrompt, tools: false });
   const flat = messages.map((m) => ({
     role: m.role as 'system' | 'user',
@@ -33,11 +34,11 @@ export function sftRecord(row: PromptRow, store: LocalBlobStore, systemPrompt?: 
   return {
     id: row.id,
     messages: [...flat, { role: 'assistant', content: sftAnswer(row.answer) }],
-    images: row.images.map((ref) => store.pathOf(ref)),
+    images: row.images.map((ref) => localBlobPath(store, ref, 'an SFT JSONL export')),
   };
 }
 
-export async function writeSftJsonl(rows: PromptRow[], store: LocalBlobStore, outFile: string, systemPrompt?: string, environment = DEFAULT_ENVIRONMENT): Promise<number> {
+export async function writeSftJsonl(rows: PromptRow[], store: BlobStore, outFile: string, systemPrompt?: string, environment = DEFAULT_ENVIRONMENT): Promise<number> {
   return writeSftRecords(rows.map((row) => sftRecord(row, store, systemPrompt, environment)), outFile);
 }
 

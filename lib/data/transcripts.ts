@@ -7,7 +7,8 @@
 import { geo3kStep } from '../env/geo3k.js';
 import type { RewardMatch } from '../math/options.js';
 import { seededRandom } from '../prompt-order.js';
-import type { LocalBlobStore } from '../blobstore.js';
+import type { BlobStore } from '../blobstore.js';
+import { localBlobPath } from '../blob-store-config.js';
 import { buildMessages } from './prompt.js';
 import type { PromptRow } from './rows.js';
 import type { SftRecord } from './sft.js';
@@ -36,7 +37,7 @@ function flatten(content: string | Array<{ type: string; text?: string }> | null
   return content === null ? '' : typeof content === 'string' ? content : content.map((p) => (p.type === 'text' ? p.text ?? '' : '<image>')).join('');
 }
 
-export function toolTranscript(row: PromptRow, candidates: string[], store: LocalBlobStore, opts: TranscriptOptions, r: () => number): SftRecord {
+export function toolTranscript(row: PromptRow, candidates: string[], store: BlobStore, opts: TranscriptOptions, r: () => number): SftRecord {
   const built = buildMessages(row, { tools: true, systemPrompt: opts.systemPrompt });
   const messages: SftRecord['messages'] = built.messages.map((m) => ({ role: m.role as 'system' | 'user', content: flatten(m.content) }));
   const wrong = [...new Set(candidates)].filter((c) => c !== row.answer);
@@ -59,12 +60,12 @@ export function toolTranscript(row: PromptRow, candidates: string[], store: Loca
     if (env.done || env.observation === null) break;
     messages.push({ role: 'user', content: env.observation });
   }
-  return { id: row.id, messages, images: row.images.map((ref) => store.pathOf(ref)), tools: built.tools };
+  return { id: row.id, messages, images: row.images.map((ref) => localBlobPath(store, ref, 'an SFT transcript export')), tools: built.tools };
 }
 
 /** `per_row` transcripts per row, a pass over all rows at a time (the same seed gives the same
  *  transcripts); wrong answers come from the other rows. Ids: the row's, then `#k` for k ≥ 1. */
-export function toolTranscripts(rows: PromptRow[], store: LocalBlobStore, opts: TranscriptOptions): SftRecord[] {
+export function toolTranscripts(rows: PromptRow[], store: BlobStore, opts: TranscriptOptions): SftRecord[] {
   const perRow = opts.per_row ?? 1;
   if (!Number.isInteger(perRow) || perRow < 1) throw new Error(`per_row must be a positive integer, got ${perRow}`);
   const r = seededRandom(opts.seed);

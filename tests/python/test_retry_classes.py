@@ -116,8 +116,22 @@ def test_a_blob_root_missing_on_this_machine_is_refused_retryably(payload, tmp_p
     with pytest.raises(ApplicationError) as info:
         ActivityEnvironment().run(TrainerActivities(trainer).train_step, {**payload, "blob_root": missing})
     assert not info.value.non_retryable and info.value.type == "BlobRootUnreachable"
-    assert f"blob root {missing} does not exist on this machine" in info.value.message
-    assert "started without --blob-root" in info.value.message and not trainer.called
+    assert f"blob store {missing} does not exist on this machine" in info.value.message
+    assert "started without --blob-store" in info.value.message and not trainer.called
+
+
+def test_blob_store_uris_are_compared_parsed_an_s3_store_is_not_a_local_one(payload, tmp_path):
+    own = tmp_path / "own-blobs"
+    own.mkdir()
+    for given in ("s3://tempo-bucket/blobs", "gs://bucket"):
+        trainer = Reached()
+        with pytest.raises(ApplicationError) as info:
+            ActivityEnvironment().run(TrainerActivities(trainer, str(own)).train_step, {**payload, "blob_root": None, "blob_store": given})
+        assert info.value.type == "BlobRootUnreachable" and given in info.value.message and not trainer.called
+    with pytest.raises(ApplicationError) as info:
+        ActivityEnvironment().run(TrainerActivities(Reached(), "s3://tempo-bucket/blobs").train_step,
+                                  {**payload, "blob_root": None, "blob_store": "s3://tempo-bucket/other"})
+    assert "given blob store s3://tempo-bucket/other" in info.value.message and "is s3://tempo-bucket/blobs" in info.value.message
 
 
 def test_the_workers_own_blob_root_is_let_through(payload):

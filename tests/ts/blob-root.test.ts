@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
+import { pathToFileURL } from 'node:url';
 import { ApplicationFailure } from '@temporalio/common';
 import { LocalBlobStore } from '../../lib/blobstore.js';
 import { sampleActivities, type StoreSampleInput } from '../../activities/sample.js';
@@ -27,8 +28,8 @@ function refusedNamingBoth(work: string) {
     assert.equal(err.type, 'BlobRootUnreachable');
     assert.equal(err.nonRetryable, false);
     assert.ok(err.message.includes(work), err.message);
-    assert.ok(err.message.includes(`given blob root ${otherRoot}`), err.message);
-    assert.ok(err.message.includes(`this rollout worker's blob root is ${ownRoot}`), err.message);
+    assert.ok(err.message.includes(`given blob store ${otherRoot}`), err.message);
+    assert.ok(err.message.includes(`this rollout worker's blob store is ${pathToFileURL(ownRoot).href}`), err.message);
     return true;
   };
 }
@@ -48,4 +49,16 @@ test('the worker\'s own blob root (however spelled) and an absent one (older his
   assert.equal(stored.sample_ref, 'blob:named/samples/r/0/0/0.json');
   assert.ok(existsSync(path.join(ownRoot, 'named', 'samples', 'r', '0', '0', '0.json')));
   assert.equal((await acts.loadEpisodeSummary({ episode_id: 'r/0/0/0' }))?.status, 'FAILED');
+});
+
+test('blob_store (a URI) is compared parsed: a file: URL of the own root passes, an S3 store or a bad URI is refused', async () => {
+  const stored = await acts.storeSample({ ...input, episode_id: 'r/0/0/1', sample_index: 1, blob_store: pathToFileURL(ownRoot).href, blob_root: otherRoot });
+  assert.equal(stored.sample_ref, 'blob:named/samples/r/0/0/1.json');
+  for (const foreign of ['s3://bucket/blobs', 'gs://bucket', `file://${ownRoot}x`]) {
+    await assert.rejects(acts.loadEpisodeSummary({ episode_id: 'r/0/0/1', blob_store: foreign }), (err: unknown) => {
+      assert.ok(err instanceof ApplicationFailure && err.type === 'BlobRootUnreachable', String(err));
+      assert.ok(err.message.includes(`given blob store ${foreign}`), err.message);
+      return true;
+    });
+  }
 });

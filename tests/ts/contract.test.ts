@@ -35,7 +35,7 @@ print(json.dumps(out))
 test('what the workflow sends, Python accepts; a stray key is refused on both sides', () => {
   const state = initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/contract'] }), 'r1');
   const train = TrainStepInput.parse({
-    run_id: 'r1', step: 0, run_dir: state.plan.run_dir, blob_root: state.plan.blob_root, model_path: state.plan.model_path,
+    run_id: 'r1', step: 0, run_dir: state.plan.run_dir, blob_store: state.plan.blob_store, model_path: state.plan.model_path,
     samples: [{ ref: 'blob:named/samples/r1/0/0/0.json', reward: 1, group_id: 'r1/0/0' }], hyper: state.plan.hyper, data_cursor: { epoch: 0, cursor: 2 },
   });
   const sync = SyncWeightsInput.parse({ run_id: 'r1', weight_version: 1, checkpoint: '/tmp/c', engines: ['http://127.0.0.1:8100'] });
@@ -46,6 +46,22 @@ test('what the workflow sends, Python accepts; a stray key is refused on both si
   assert.equal((verdict as Record<string, string>).TrainStepInput, 'ok');
   assert.equal((verdict as Record<string, string>).SyncWeightsInput, 'ok');
   assert.match((verdict as Record<string, string>).Hyper!, /validation error/);
+});
+
+test('the store travels as blob_store (a URI); blob_root alone (histories before it) still passes; neither is refused on both sides', () => {
+  const state = initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/contract', 'blobs.uri=s3://tempo-bucket/runs'] }), 'r1');
+  assert.equal(state.plan.blob_store, 's3://tempo-bucket/runs');
+  const base = {
+    run_id: 'r1', step: 0, run_dir: state.plan.run_dir, model_path: state.plan.model_path,
+    samples: [{ ref: 'blob:named/samples/r1/0/0/0.json', reward: 1, group_id: 'r1/0/0' }], hyper: state.plan.hyper, data_cursor: { epoch: 0, cursor: 2 },
+  };
+  const s3 = TrainStepInput.parse({ ...base, blob_store: state.plan.blob_store });
+  const before = TrainStepInput.parse({ ...base, blob_root: '/tmp/contract/blobs' });
+  assert.equal(TrainStepInput.safeParse(base).success, false);
+  const verdict = python(VALIDATE.replace('getattr(contract, name)', 'getattr(contract, "TrainStepInput")'), { s3, before, neither: base }) as Record<string, string>;
+  assert.equal(verdict.s3, 'ok');
+  assert.equal(verdict.before, 'ok');
+  assert.match(verdict.neither!, /validation error/);
 });
 
 test('what Python returns, TS accepts', () => {

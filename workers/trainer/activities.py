@@ -27,7 +27,7 @@ import transformers
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from .blobs import BlobError, BlobRootUnreachable, check_blob_root
+from .blobs import BlobError, BlobRootUnreachable, canonical_blob_store_uri, check_blob_root, parse_blob_store_uri
 from .checkpoint import CheckpointCorrupt, CheckpointMissing, CheckpointPruned
 from .contract import (SyncWeightsInput, SyncWeightsOutput, TrainerInfoOutput, TrainStepInput,
                        TrainStepOutput)
@@ -65,7 +65,8 @@ def _parse(model: type[pydantic.BaseModel], payload: dict):
 
 class TrainerActivities:
     def __init__(self, trainer: Trainer, blob_root: str | None = None):
-        """`blob_root`: the blob store of this worker's stack (None: any root that exists here)."""
+        """`blob_root`: the blob store (URI or directory) of this worker's stack (None: any that this
+        machine reaches)."""
         self.trainer = trainer
         self.blob_root = blob_root
 
@@ -74,7 +75,7 @@ class TrainerActivities:
         inp = None
         try:
             inp = TrainStepInput.model_validate(payload)
-            check_blob_root(inp.blob_root, self.blob_root)
+            check_blob_root(inp.store_uri, self.blob_root)
             with activity.shield_thread_cancel_exception():
                 out: TrainStepOutput = self.trainer.train_step(inp, TemporalProgress())
         except StepCancelled as err:
@@ -125,7 +126,9 @@ class TrainerActivities:
             torch_version=torch.__version__, device=str(self.trainer.device), cuda_available=torch.cuda.is_available(),
             python_version=platform.python_version(), transformers_version=transformers.__version__,
             loaded_run=state.run_id if state else None, loaded_step=state.step if state else None,
-            blob_root=self.blob_root,
+            blob_store=canonical_blob_store_uri(self.blob_root) if self.blob_root is not None else None,
+            blob_root=(parse_blob_store_uri(self.blob_root)[1] if self.blob_root is not None
+                       and parse_blob_store_uri(self.blob_root)[0] == "local" else None),
         ).model_dump()
 
     @activity.defn(name="log_metrics")

@@ -71,7 +71,10 @@ class TrainStepInput(Strict):
     run_id: str = Field(min_length=1)
     step: int = Field(ge=0)
     run_dir: str
-    blob_root: str
+    # The store of the samples and images (a store URI: s3://…, file:///…, a path); blob_root, the local
+    # store's directory, in histories recorded before it. Checkpoints stay under run_dir either way.
+    blob_store: str | None = None
+    blob_root: str | None = None
     model_path: str
     # Empty when every episode of the step failed or was filtered: the step commits without an update.
     samples: list[SampleRef]
@@ -87,6 +90,16 @@ class TrainStepInput(Strict):
     # (or full_checkpoint: the run's last step); every other step commits its record only (replay.py).
     checkpoint_interval: int = Field(default=1, ge=1)
     full_checkpoint: bool = False
+
+    @model_validator(mode="after")
+    def _one_store(self) -> "TrainStepInput":
+        if self.blob_store is None and self.blob_root is None:
+            raise ValueError("blob_store (or blob_root) is required")
+        return self
+
+    @property
+    def store_uri(self) -> str:
+        return self.blob_store if self.blob_store is not None else self.blob_root  # type: ignore[return-value]
 
 
 class TrainStepOutput(Strict):
@@ -175,4 +188,6 @@ class TrainerInfoOutput(Strict):
     transformers_version: str
     loaded_run: str | None = None
     loaded_step: int | None = None
+    # The worker's blob store (--blob-store), canonical, and its directory where it is local.
+    blob_store: str | None = None
     blob_root: str | None = None

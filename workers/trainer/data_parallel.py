@@ -31,7 +31,7 @@ import torch
 
 from . import checkpoint as ckpt
 from . import replay, sharded_checkpoint, sharding
-from .blobs import BlobStore
+from .blobs import open_blob_store
 from .contract import Sample, TrainStepInput, TrainStepOutput
 from .dp_group import DataParallelGroup, is_agreed, mark_agreed
 from .model import TrainSample, load_policy, micro_batches
@@ -75,11 +75,14 @@ def plan_step(inp: TrainStepInput, lengths: list[tuple[int, int]], world_size: i
 
 
 def read_lengths(inp: TrainStepInput) -> list[tuple[int, int]]:
-    blobs = BlobStore(inp.blob_root)
+    blobs = open_blob_store(inp.store_uri)
     out = []
-    for ref in inp.samples:
-        s = Sample.model_validate(blobs.get_json(ref.ref))
-        out.append((len(s.prompt_ids) + len(s.response_ids), int(sum(s.loss_mask))))
+    try:
+        for ref in inp.samples:
+            s = Sample.model_validate(blobs.get_json(ref.ref))
+            out.append((len(s.prompt_ids) + len(s.response_ids), int(sum(s.loss_mask))))
+    finally:
+        blobs.close()
     return out
 
 

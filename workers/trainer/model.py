@@ -21,7 +21,7 @@ from .lm_head import linear_logprobs
 from .routing_replay import replay_routing
 
 if TYPE_CHECKING:
-    from .blobs import BlobStore
+    from .blobs import BlobStoreBase as BlobStore
     from .contract import Sample
 
 

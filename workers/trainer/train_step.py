@@ -32,7 +32,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,7 +40,7 @@ import torch
 
 from . import checkpoint as ckpt
 from . import replay
-from .blobs import BlobStore
+from .blobs import open_blob_store
 from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
 from .grpo import ContractError, aggregation_weights, group_advantages, only_active, policy_loss, sft_loss
 from .heartbeat import Heartbeater
@@ -398,13 +398,13 @@ class Trainer:
     def load_samples(self, inp: TrainStepInput, state: TrainerState, indices: list[int] | None = None) -> list[TrainSample]:
         """The step's samples (those at `indices` only: a data-parallel rank's share), advantages computed
         over the whole step, whichever samples are loaded."""
-        blobs = BlobStore(inp.blob_root)
         advantages = (torch.zeros(len(inp.samples)) if inp.algorithm == "sft" else group_advantages(
             [s.reward for s in inp.samples], [s.group_id for s in inp.samples], dr_grpo=inp.hyper.dr_grpo)).tolist()
         routing = replay_shape(state.model) if inp.hyper.routing_replay and inp.algorithm != "sft" else None
-        return [prepare_sample(Sample.model_validate(blobs.get_json(inp.samples[i].ref)), advantages[i], blobs, state.vision,
-                               routing=routing)
-                for i in (range(len(inp.samples)) if indices is None else indices)]
+        with closing(open_blob_store(inp.store_uri)) as blobs:
+            return [prepare_sample(Sample.model_validate(blobs.get_json(inp.samples[i].ref)), advantages[i], blobs, state.vision,
+                                   routing=routing)
+                    for i in (range(len(inp.samples)) if indices is None else indices)]
 
 
 def replay_shape(model) -> tuple[int, int, int]:

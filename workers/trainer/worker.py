@@ -1,8 +1,8 @@
-"""The trainer worker: `python -m trainer.worker --address HOST:PORT --namespace NS --task-queue Q --blob-root DIR
+"""The trainer worker: `python -m trainer.worker --address HOST:PORT --namespace NS --task-queue Q --blob-store URI
 [--lock-file F --inflight-dir D]`.
 
-The task queue and the blob root are those of one stack (tempo-rl passes them, workers/trainer-process.ts):
-a train step whose blob root is not DIR is refused, retryably.
+The task queue and the blob store are those of one stack (tempo-rl passes them, workers/trainer-process.ts):
+a train step whose blob store is not URI is refused, retryably.
 
 Active and standby (standby.py): with --lock-file, the process that holds an exclusive lock on F is
 the stack's active trainer; any other waits on the lock with its imports done (torch, transformers,
@@ -142,7 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-config-file", action="store_true",
                         help="read no Temporal config file, only the TEMPORAL_* variables (tempo-rl resolved them)")
     parser.add_argument("--task-queue", required=True, help="the stack's trainer queue (temporal.task_queues.trainer)")
-    parser.add_argument("--blob-root", default=None, help="the stack's blob store; train steps for another are refused")
+    parser.add_argument("--blob-store", "--blob-root", dest="blob_root", default=None,
+                        help="the stack's blob store (s3://bucket/prefix, file:///dir or a directory); train steps for another are refused")
     parser.add_argument("--lock-file", default=None, help="the stack's trainer lock: its holder is active, others stand by")
     parser.add_argument("--inflight-dir", default=None, help="the stack's in-flight ledger of trainer activities")
     parser.add_argument("--log-level", default=os.environ.get("TEMPO_RL_LOG_LEVEL", "info"))
