@@ -12,6 +12,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { temporal } from '@temporalio/proto';
 import { withSets } from '../config/load.js';
+import { activityCalls } from '../lib/audit.js';
 import { runHandle, startOrContinueRun } from '../lib/run-client.js';
 import { readStepRecords, runDir } from '../activities/run.js';
 import { startDemoRunFixture } from '../tests/ts/support/run.js';
@@ -47,10 +48,14 @@ try {
 
   const acts = new Map<string, { n: number; queue: number; exec: number }>();
   const wft = { n: 0, queue: 0, proc: 0 };
+  // The quick steps are local activities: no queue, their time is inside the workflow tasks' processing.
+  const locals = new Map<string, number>();
   let episodes = 0;
   for await (const wf of fx.client.workflow.list({ query: `WorkflowType = 'episode'` })) {
     episodes++;
-    const events = (await fx.client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory()).events ?? [];
+    const history = await fx.client.workflow.getHandle(wf.workflowId, wf.runId).fetchHistory();
+    const events = history.events ?? [];
+    for (const c of activityCalls(history)) if (c.local) locals.set(c.type, (locals.get(c.type) ?? 0) + 1);
     const byId = new Map(events.map((e) => [Number(e.eventId), e]));
     for (const e of events) {
       const done = e.activityTaskCompletedEventAttributes;
@@ -76,6 +81,7 @@ try {
   for (const k of STEP_TIME_KEYS) print(`${k} per step: ${per(k).join(' ')}`);
   print('activity            count  queue ms  exec ms');
   for (const [name, a] of acts) print(`${name.padEnd(20)}${String(a.n).padStart(5)}${(a.queue / a.n).toFixed(1).padStart(10)}${(a.exec / a.n).toFixed(1).padStart(9)}`);
+  for (const [name, n] of locals) print(`${name.padEnd(20)}${String(n).padStart(5)}  local: inside the workflow tasks below`);
   print(`workflow tasks      ${String(wft.n).padStart(5)}${(wft.queue / wft.n).toFixed(1).padStart(10)}${(wft.proc / wft.n).toFixed(1).padStart(9)}  (processing)`);
   print(`CPU seconds during the run (${wall.toFixed(0)} s wall):`);
   for (const [name, s] of cpu1) print(`  ${name.padEnd(18)}${String(s - (cpu0.get(name) ?? 0)).padStart(5)}`);
