@@ -9,7 +9,7 @@
 // for a non-AWS endpoint, which is then addressed path-style (http://host/bucket/key).
 import { createHash } from 'node:crypto';
 import { GetObjectCommand, HeadObjectCommand, PutObjectCommand, S3Client, type S3ClientConfig } from '@aws-sdk/client-s3';
-import { BLOB_PREFIX, BlobError, blobStoreUri, refPath, type ConditionalBlobStore } from './blobstore.js';
+import { BLOB_PREFIX, BlobError, blobStoreUri, parseJsonBlob, refPath, type ConditionalBlobStore } from './blobstore.js';
 
 interface SdkError {
   name?: string;
@@ -155,12 +155,7 @@ export class S3BlobStore implements ConditionalBlobStore {
   }
 
   async getJson<T = unknown>(ref: string): Promise<T> {
-    const bytes = await this.getBytes(ref);
-    try {
-      return JSON.parse(bytes.toString('utf8')) as T;
-    } catch (err) {
-      throw new BlobError(`blob ${ref} is not valid JSON: ${(err as Error).message}`);
-    }
+    return parseJsonBlob<T>(await this.getBytes(ref), ref);
   }
 
   async exists(ref: string): Promise<boolean> {

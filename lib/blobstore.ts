@@ -34,6 +34,15 @@ export async function writeFileAtomic(file: string, data: Uint8Array | string): 
   await fs.rename(tmp, file);
 }
 
+/** A JSON blob's document, or BlobError naming the blob: every store's getJson. */
+export function parseJsonBlob<T>(bytes: Buffer, ref: string): T {
+  try {
+    return JSON.parse(bytes.toString('utf8')) as T;
+  } catch (err) {
+    throw new BlobError(`blob ${ref} is not valid JSON: ${(err as Error).message}`);
+  }
+}
+
 /** What every blob store offers; references are portable between stores (same bytes, same ref). */
 export interface BlobStore {
   /** The store's canonical URI (`file:///abs/path` or `s3://bucket/prefix`); openBlobStore(uri) opens it again. */
@@ -108,12 +117,7 @@ export class LocalBlobStore implements ConditionalBlobStore {
   }
 
   async getJson<T = unknown>(ref: string): Promise<T> {
-    const bytes = await this.getBytes(ref);
-    try {
-      return JSON.parse(bytes.toString('utf8')) as T;
-    } catch (err) {
-      throw new BlobError(`blob ${ref} is not valid JSON: ${(err as Error).message}`);
-    }
+    return parseJsonBlob<T>(await this.getBytes(ref), ref);
   }
 
   async exists(ref: string): Promise<boolean> {
