@@ -43,7 +43,7 @@ from trainer.model import TrainSample, forward_response, load_policy  # noqa: E4
 from trainer.routing_replay import NO_ROUTE, decode_routed_experts, model_routing_shape, moe_routers, replay_routing  # noqa: E402
 from trainer.step_metrics import read_metrics  # noqa: E402
 from trainer.tiny_moe_model import build_tiny_moe_model  # noqa: E402
-from trainer.train_step import NoProgress, accumulate_gradients, make_optimizer  # noqa: E402
+from trainer.gradients import NoProgress, accumulate_gradients, make_optimizer  # noqa: E402
 
 QUESTIONS = ["What is 7 times 8?", "Name three prime numbers.", "How many sides has a hexagon?", "Spell 'geometry'.",
              "What is the square root of 81?", "Which is larger, 3/4 or 2/3?", "Count down from five.",

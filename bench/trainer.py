@@ -39,7 +39,7 @@ from trainer.grpo import group_advantages  # noqa: E402
 from trainer import varlen_attention  # noqa: E402
 from trainer.model import TrainSample, for_training, padded_micro_batches  # noqa: E402
 from trainer.step_metrics import read_metrics  # noqa: E402
-from trainer.train_step import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
+from trainer.gradients import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
 
 H200_BF16_PEAK = 790e12
 

@@ -62,7 +62,8 @@ export const TrainStepInput = z.strictObject({
   run_id: z.string(),
   step: z.number().int().nonnegative(),
   run_dir: z.string(),
-  /** The store of the samples and images (a store URI: s3://…, file:///…). Checkpoints stay in run_dir. */
+  /** The store (a store URI: s3://…, file:///…) of the samples and images, and with an s3:// store of the
+   *  checkpoints too (committed there; run_dir is then the trainer host's own scratch copy). */
   blob_store: z.string().optional(),
   /** The local store's directory, in histories recorded before blob_store. One of the two is given. */
   blob_root: z.string().optional(),
@@ -86,6 +87,7 @@ export type TrainStepInput = z.infer<typeof TrainStepInput>;
 export const TrainStepOutput = z.object({
   step: z.number().int(),
   weight_version: z.number().int(),
+  /** A directory in run_dir, or with an s3:// store the location <store>/named/runs/<run>/checkpoints/step-N. */
   checkpoint: z.string(),
   already_committed: z.boolean(),
   metrics: z.record(z.string(), z.number()),

@@ -7,7 +7,9 @@ import path from 'node:path';
 import { z } from 'zod';
 import type { TempoConfig } from '../config/schema.js';
 import { childLogger } from './log.js';
-import { pythonBin, stateLayout, tinyModelDir } from './paths.js';
+import { configuredBlobStoreUri } from './blob-store-config.js';
+import { parseBlobStoreUri } from './blobstore.js';
+import { pythonBin, REPO_ROOT, stateLayout, tinyModelDir } from './paths.js';
 import { commandLine, isAlive, portOpen, spawnDetached, stopProcess, waitFor } from './process.js';
 import { VllmClient } from './vllm/client.js';
 import { probeCapabilities } from './vllm/capabilities.js';
@@ -39,6 +41,14 @@ export interface EngineStatus {
   missing_routes: string[];
   metrics: EngineMetrics | null;
   log: string | null;
+}
+
+/** The vLLM worker extension that pulls weights from the blob store (workers/trainer/engine_store.py). */
+export const STORE_EXTENSION = 'trainer.engine_store.StoreWeights';
+
+/** With a remote (s3://) blob store the engines share no filesystem with the trainer: they pull weights. */
+export function pullsFromStore(cfg: TempoConfig): boolean {
+  return parseBlobStoreUri(configuredBlobStoreUri(cfg)).kind !== 'local';
 }
 
 export function engineModel(cfg: TempoConfig): string {
@@ -75,6 +85,8 @@ export function engineArgs(cfg: TempoConfig, port: number, env: NodeJS.ProcessEn
     '--disable-uvicorn-access-log',
     // R3: every completion choice carries its tokens' routed experts (base64 .npy, docs/engines.md)
     ...(cfg.rollout.routing_replay ? ['--enable-return-routed-experts'] : []),
+    // a remote blob store: weight syncs ask each engine to pull the committed weights from it
+    ...(pullsFromStore(cfg) ? ['--worker-extension-cls', STORE_EXTENSION] : []),
     ...cfg.engines.extra_args,
   ];
 }
@@ -85,6 +97,10 @@ export function engineEnv(cfg: TempoConfig, env: NodeJS.ProcessEnv = process.env
   // on CPU that runner needs triton-cpu, and without it the engine exits at start with
   // "Model Runner V2 requires Triton" (docs/engines.md "Routed experts").
   if (cfg.rollout.routing_replay) out.VLLM_USE_V2_MODEL_RUNNER = env.VLLM_USE_V2_MODEL_RUNNER ?? '1';
+  if (pullsFromStore(cfg)) {
+    out.PYTHONPATH = [path.join(REPO_ROOT, 'workers'), env.PYTHONPATH].filter(Boolean).join(':');
+    out.TEMPO_RL_ENGINE_WEIGHTS_DIR = env.TEMPO_RL_ENGINE_WEIGHTS_DIR ?? stateLayout(cfg.state_dir).engineWeights;
+  }
   if (cfg.model.num_gpus === 0) {
     // Engines share the machine's cores, unpinned, and leave one to the server, the workers and the
     // trainer, which starve while vLLM's OpenMP pool spins (2 cores: a generate turn took 0.96 s

@@ -43,6 +43,10 @@ export const stateLayout = (stateDir: string) => ({
   inflight: (kind: 'rollout' | 'trainer') => path.join(stateDir, 'workers', 'inflight', kind),
   /** The lock the active trainer holds; standbys wait on it (workers/trainer/worker.py). */
   trainerLock: path.join(stateDir, 'workers', 'trainer.lock'),
+  /** The trainer's copy of runs whose blob store is remote (workers/trainer/checkpoint_store.py). */
+  trainerScratch: path.join(stateDir, 'trainer-scratch'),
+  /** Weights the engines pulled from a remote blob store (workers/trainer/engine_store.py). */
+  engineWeights: path.join(stateDir, 'engines', 'weights'),
   /** What `train --detach` started, per run (lib/detached-run.ts). */
   detachedRuns: path.join(stateDir, 'workers', 'detached'),
 });

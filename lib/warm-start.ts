@@ -8,12 +8,14 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { loadConfig } from '../config/load.js';
 import { type TempoConfig, stackId } from '../config/schema.js';
-import { LocalBlobStore } from './blobstore.js';
+import { closeBlobStore } from './blob-store-config.js';
+import { LocalBlobStore, openBlobStore } from './blobstore.js';
 import { loadDataset } from './data/load.js';
 import { writeSftRecords } from './data/sft.js';
 import { toolTranscripts } from './data/transcripts.js';
 import { REPO_ROOT, cacheDir, stateLayout, tinyModelDir } from './paths.js';
 import { runHandle, startOrContinueRun } from './run-client.js';
+import { downloadCheckpoint, parseCheckpointLocation } from './stored-checkpoint.js';
 import type { RunResult } from '../workflows/training-run-messages.js';
 import { readStepRecords, runDir } from '../activities/run.js';
 
@@ -99,10 +101,21 @@ export async function exportModel(checkpoint: string, dir: string, about: Record
   const tmp = `${dir}.tmp-${process.pid}`;
   await fs.rm(tmp, { recursive: true, force: true });
   await fs.mkdir(tmp, { recursive: true });
-  for (const name of await fs.readdir(checkpoint)) {
-    if (name === 'optimizer.pt' || name === 'meta.json' || name === 'rng.pt' || name.startsWith('.')) continue;
-    const from = path.join(checkpoint, name);
-    if ((await fs.stat(from)).isFile()) await fs.copyFile(from, path.join(tmp, name));
+  const modelFile = (name: string) => !['optimizer.pt', 'meta.json', 'rng.pt'].includes(name) && !name.startsWith('.') && !name.includes('/');
+  const stored = parseCheckpointLocation(checkpoint);
+  if (stored) {
+    // committed in a remote store (blobs.uri=s3://…): the files its commit record names
+    const store = await openBlobStore(stored.store);
+    try {
+      await downloadCheckpoint(store, stored.key, tmp, modelFile);
+    } finally {
+      closeBlobStore(store);
+    }
+  } else {
+    for (const name of await fs.readdir(checkpoint)) {
+      const from = path.join(checkpoint, name);
+      if (modelFile(name) && (await fs.stat(from)).isFile()) await fs.copyFile(from, path.join(tmp, name));
+    }
   }
   await fs.writeFile(path.join(tmp, 'tempo_rl_warm_start.json'), JSON.stringify({ from_checkpoint: checkpoint, ...about }, null, 2));
   await fs.writeFile(path.join(tmp, '.complete'), 'ok\n');

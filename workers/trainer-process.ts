@@ -45,6 +45,7 @@ export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[];
     '--task-queue', t.task_queues.trainer, '--blob-store', configuredBlobStoreUri(cfg),
     // The stack's trainer processes: one active (holds the lock), the others standing by (worker.py).
     '--lock-file', stateLayout(cfg.state_dir).trainerLock, '--inflight-dir', stateLayout(cfg.state_dir).inflight('trainer'),
+    '--scratch-dir', stateLayout(cfg.state_dir).trainerScratch,
     // The settings above are resolved already (profile included): the trainer must not re-read a profile.
     '--no-config-file',
   ];

@@ -276,10 +276,11 @@ def test_good_uris():
     assert isinstance(store, S3BlobStore) and store.uri == "s3://bucket-1/a/b"
 
 
-def test_the_trainer_reads_samples_and_images_from_s3_and_keeps_its_checkpoint_in_run_dir(
+def test_the_trainer_reads_samples_and_images_from_s3_and_commits_its_checkpoint_there(
         env, samples, mixed_refs, make_input, blob_root, tmp_path, monkeypatch):
     """A train step whose blob_store is s3://…: the samples (two with images) are only in S3 — the local
-    copies they were made from are gone — and the checkpoint is written under run_dir, not to S3."""
+    copies they were made from are gone — and the checkpoint is committed in S3 (checkpoint_store.py),
+    with run_dir as the trainer's local copy."""
     from trainer.contract import TrainStepInput
     from trainer.train_step import Trainer
 
@@ -302,3 +303,9 @@ def test_the_trainer_reads_samples_and_images_from_s3_and_keeps_its_checkpoint_i
     out = Trainer().train_step(TrainStepInput.model_validate(payload))
     assert out.weight_version == 1 and out.metrics["train/n_samples"] == 4
     assert Path(out.checkpoint).is_dir() and Path(out.checkpoint).is_relative_to(tmp_path / "run")
+    s3 = open_blob_store(uri, env=env)
+    try:
+        record = s3.get_json(s3.named_ref("runs/r/checkpoints/step-000000/COMMIT.json"))
+    finally:
+        s3.close()
+    assert record["attempt"] == json.loads((Path(out.checkpoint) / "meta.json").read_text())["attempt"]

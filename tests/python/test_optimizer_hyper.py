@@ -2,7 +2,7 @@
 import torch
 
 from trainer.contract import Hyper
-from trainer.train_step import make_optimizer, set_hyper
+from trainer.gradients import make_optimizer, set_hyper
 
 
 def test_adam_eps_is_the_configured_one_and_follows_the_step_hyper():

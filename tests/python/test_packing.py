@@ -14,7 +14,7 @@ from trainer.blobs import BlobStore
 from trainer.contract import Hyper, Sample
 from trainer.model import TrainSample, VisionProcessor, forward_response, load_policy, prepare_sample
 from trainer.packing import pack_micro_batches
-from trainer.train_step import with_old_logprobs
+from trainer.gradients import with_old_logprobs
 
 
 def _sample(n: int, name: str) -> TrainSample:

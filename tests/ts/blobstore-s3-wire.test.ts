@@ -1,7 +1,7 @@
 // An S3 blob store (blobs.uri=s3://…) end to end against a real S3 server (S3Proxy, lib/s3-server.ts):
 // the rollout worker's storeSample writes an episode's sample to S3 from one state directory, and the
-// Python trainer — another process with another state directory — loads it from S3 and trains a step
-// on the tiny model; the checkpoint stays in the trainer's run_dir. Skips, naming why, where S3Proxy
+// Python trainer — another process with another state directory — loads it from S3, trains a step
+// on the tiny model and commits its checkpoint in S3 (workers/trainer/checkpoint_store.py). Skips, naming why, where S3Proxy
 // cannot be installed or run, or the tiny model is missing (scripts/bootstrap.sh builds it).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -19,6 +19,7 @@ import { sftRecord } from '../../lib/data/sft.js';
 import { pythonBin, REPO_ROOT, tinyModelDir } from '../../lib/paths.js';
 import { isAlive } from '../../lib/process.js';
 import { initialRunState } from '../../lib/run-plan.js';
+import { parseCheckpointLocation, readCommitRecord } from '../../lib/stored-checkpoint.js';
 import { S3ServerUnavailable, startS3Server, type S3Server } from '../../lib/s3-server.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'blobstore-s3-wire-'));
@@ -55,7 +56,7 @@ from temporalio.testing import ActivityEnvironment
 from trainer.activities import TrainerActivities
 from trainer.train_step import Trainer
 doc = json.load(sys.stdin)
-out = ActivityEnvironment().run(TrainerActivities(Trainer(), doc["own"]).train_step, doc["payload"])
+out = ActivityEnvironment().run(TrainerActivities(Trainer(), doc["own"], doc["scratch"]).train_step, doc["payload"])
 print(json.dumps(out))
 `;
 
@@ -105,15 +106,19 @@ test('a sample the rollout side stores in S3 is trained on by the Python trainer
     hyper: { ...plan.hyper, lr: 1e-3 }, data_cursor: { epoch: 0, cursor: 1 },
   };
   const res = spawnSync(pythonBin(), ['-c', TRAIN], {
-    input: JSON.stringify({ own: URI, payload }), encoding: 'utf8', cwd: path.join(tmp), timeout: 540_000,
+    input: JSON.stringify({ own: URI, scratch: path.join(tmp, 'trainer-state', 'trainer-scratch'), payload }), encoding: 'utf8', cwd: path.join(tmp), timeout: 540_000,
     env: { ...env, PYTHONPATH: path.join(REPO_ROOT, 'workers') },
   });
   assert.equal(res.status, 0, res.stderr.slice(-4000));
   const out = JSON.parse(res.stdout.trim().split('\n').pop()!) as { step: number; weight_version: number; checkpoint: string; metrics: Record<string, number> };
   assert.equal(out.weight_version, 1);
   assert.equal(out.metrics['train/n_samples'], 2, JSON.stringify(out.metrics));
-  assert.ok(out.checkpoint.startsWith(plan.run_dir), `checkpoint ${out.checkpoint} is in the trainer's run_dir ${plan.run_dir}`);
-  assert.ok(readdirSync(out.checkpoint).length > 0);
+  // Committed in the store (its location names it), cached in the trainer's scratch, not in the plan's run_dir.
+  assert.equal(out.checkpoint, `${URI}/named/runs/r1/checkpoints/step-000000`);
+  const record = await readCommitRecord(store, parseCheckpointLocation(out.checkpoint)!.key);
+  assert.ok(record.files['model.safetensors']! > 0 && await store.exists(store.namedRef(`${record.prefix}/model.safetensors`)));
+  assert.ok(readdirSync(path.join(tmp, 'trainer-state', 'trainer-scratch', 'runs', 'r1', 'checkpoints', 'step-000000')).includes('meta.json'));
+  assert.equal(existsSync(plan.run_dir), false, 'nothing written to the run_dir the plan names');
   assert.equal(existsSync(path.join(tmp, 'trainer-state', 'blobs')), false, 'the trainer read no local store');
 });
 

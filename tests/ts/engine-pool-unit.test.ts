@@ -132,6 +132,18 @@ describe('engine command line and metrics parsing', () => {
     assert.equal(engineEnv(cfg, {}).VLLM_SERVER_DEV_MODE, '1');
   });
 
+  test('an s3:// blob store: engines get the worker extension that pulls weights from it, and its cache directory', () => {
+    const local = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m'] });
+    assert.ok(!engineArgs(local, 8123).includes('--worker-extension-cls'));
+    assert.equal(engineEnv(local, {}).TEMPO_RL_ENGINE_WEIGHTS_DIR, undefined);
+    const s3 = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'blobs.uri=s3://bucket/p'] });
+    const args = engineArgs(s3, 8123);
+    assert.equal(args[args.indexOf('--worker-extension-cls') + 1], 'trainer.engine_store.StoreWeights');
+    const env = engineEnv(s3, { PYTHONPATH: '/other' });
+    assert.equal(env.TEMPO_RL_ENGINE_WEIGHTS_DIR, '/tmp/x/engines/weights');
+    assert.match(env.PYTHONPATH!, /\/workers:\/other$/, 'the extension is importable; the given path is kept');
+  });
+
   test('rollout.routing_replay: engines return routed experts, through the model runner that captures them', () => {
     const off = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe'] });
     assert.ok(!engineArgs(off, 8123).includes('--enable-return-routed-experts'));

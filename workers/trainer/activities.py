@@ -19,7 +19,9 @@ whose blob root this worker does not reach is refused before any work, retryably
 another worker may reach it)."""
 from __future__ import annotations
 
+import os
 import platform
+from pathlib import Path
 
 import pydantic
 import torch
@@ -29,6 +31,7 @@ from temporalio.exceptions import ApplicationError, CancelledError
 
 from .blobs import BlobError, BlobRootUnreachable, canonical_blob_store_uri, check_blob_root, parse_blob_store_uri
 from .checkpoint import CheckpointCorrupt, CheckpointMissing, CheckpointPruned
+from .checkpoint_store import engine_weights_location, is_location, parse_location
 from .contract import (SyncWeightsInput, SyncWeightsOutput, TrainerInfoOutput, TrainStepInput,
                        TrainStepOutput)
 from .grpo import ContractError
@@ -63,12 +66,22 @@ def _parse(model: type[pydantic.BaseModel], payload: dict):
         raise _non_retryable(err) from err
 
 
+def default_scratch_dir() -> Path:
+    return Path(os.environ.get("TEMPO_RL_CACHE") or Path.home() / ".cache" / "tempo-rl") / "trainer-scratch"
+
+
 class TrainerActivities:
-    def __init__(self, trainer: Trainer, blob_root: str | None = None):
+    def __init__(self, trainer: Trainer, blob_root: str | None = None, scratch_dir: str | Path | None = None):
         """`blob_root`: the blob store (URI or directory) of this worker's stack (None: any that this
-        machine reaches)."""
+        machine reaches). `scratch_dir`: where this host keeps its copy of runs whose store is remote
+        (checkpoint_store.py); with a local store a run's directory is the one its plan names."""
         self.trainer = trainer
         self.blob_root = blob_root
+        self.scratch_dir = Path(scratch_dir) if scratch_dir is not None else default_scratch_dir()
+
+    def _run_dir(self, store_uri: str | None, run_id: str, planned: str) -> str:
+        remote = store_uri is not None and parse_blob_store_uri(store_uri)[0] != "local"
+        return str(self.scratch_dir / "runs" / run_id) if remote else planned
 
     @activity.defn(name="train_step")
     def train_step(self, payload: dict) -> dict:
@@ -76,8 +89,11 @@ class TrainerActivities:
         try:
             inp = TrainStepInput.model_validate(payload)
             check_blob_root(inp.store_uri, self.blob_root)
+            inp = inp.model_copy(update={"run_dir": self._run_dir(inp.store_uri, inp.run_id, inp.run_dir)})
             with activity.shield_thread_cancel_exception():
                 out: TrainStepOutput = self.trainer.train_step(inp, TemporalProgress())
+            if (stored := self.trainer.stored_run(inp.store_uri, inp.run_id, inp.run_dir)) is not None:
+                out = out.model_copy(update={"checkpoint": stored.location_of(out.checkpoint)})
         except StepCancelled as err:
             raise CancelledError(str(err)) from err
         except BlobRootUnreachable as err:
@@ -101,7 +117,7 @@ class TrainerActivities:
         with Heartbeater(TemporalProgress()) as beat:
             beat.heartbeat({"phase": "weights", "checkpoint": inp.checkpoint})
             try:
-                weights = self.trainer.engine_weights(inp.checkpoint, beat)
+                weights = self._engine_weights(inp.checkpoint, beat)
             except StepCancelled as err:
                 raise CancelledError(str(err)) from err
             except NON_RETRYABLE as err:
@@ -119,6 +135,20 @@ class TrainerActivities:
                                   len(out.engines), out.weight_version)
         return out.model_dump()
 
+    def _engine_weights(self, checkpoint: str, progress) -> str:
+        """What the engines load: a local model directory, or the store location they pull it from."""
+        if not is_location(checkpoint):
+            return self.trainer.engine_weights(checkpoint, progress)
+        store, run_id, kind, step = parse_location(checkpoint)
+        try:
+            check_blob_root(store, self.blob_root)
+        except BlobRootUnreachable as err:
+            raise ApplicationError(str(err), type="BlobRootUnreachable") from err
+        stored = self.trainer.stored_run(store, run_id, self._run_dir(store, run_id, ""))
+        if kind != "checkpoints" or stored is None:
+            raise BlobError(f"sync_weights takes a checkpoint's location, not {checkpoint!r}")
+        return engine_weights_location(self.trainer, stored, step, progress)
+
     @activity.defn(name="trainer_info")
     def trainer_info(self, payload: dict | None = None) -> dict:
         state = self.trainer.state
@@ -134,6 +164,7 @@ class TrainerActivities:
     @activity.defn(name="log_metrics")
     def log_metrics(self, payload: dict) -> dict:
         inp = _parse(LogMetricsInput, payload)
+        inp = inp.model_copy(update={"run_dir": self._run_dir(self.blob_root, inp.run_id, inp.run_dir)})
         with Heartbeater(TemporalProgress()):
             return log_metrics(inp).model_dump()
 

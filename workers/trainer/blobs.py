@@ -15,44 +15,17 @@ import os
 import posixpath
 import re
 import secrets
-import socket
+import shutil
 import time
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
+
+from .blob_uri import (BlobError, BlobRootUnreachable, canonical_blob_store_uri, check_blob_root,  # noqa: F401 (re-exported)
+                       parse_blob_store_uri)
 
 BLOB_PREFIX = "blob:"
-
-
-class BlobError(ValueError):
-    pass
-
-
-class BlobRootUnreachable(Exception):
-    """The work's blob root is not one this worker reaches. Retryable: another worker may reach it."""
-
-
-def check_blob_root(given: str, own: str | Path | None) -> None:
-    """Refuses work whose blob store (URI or directory) is not this worker's (`own`; None: not told) or, when
-    local, is missing here: its samples would be "not found" one by one. Locations compare parsed."""
-    reach = (f"this trainer worker's blob store is {canonical_blob_store_uri(str(own))}" if own is not None
-             else "this trainer worker was started without --blob-store")
-    try:
-        where = parse_blob_store_uri(given)
-    except BlobError as err:
-        raise BlobRootUnreachable(f"{err}; {reach}") from None
-    if where[0] == "local" and not Path(where[1]).is_dir():
-        raise BlobRootUnreachable(f"blob store {given} does not exist on this machine ({socket.gethostname()}); {reach}")
-    if own is not None and where != parse_blob_store_uri(str(own)):
-        raise BlobRootUnreachable(f"given blob store {given}, but {reach}: the task reached a worker of another stack "
-                                  "(give each stack its own temporal.task_queues: the default)")
-
-
-def canonical_blob_store_uri(uri: str) -> str:
-    """file:///abs/path or s3://bucket[/prefix], as BlobStore.uri spells it."""
-    kind, where, prefix = parse_blob_store_uri(uri)
-    return Path(where).as_uri() if kind == "local" else f"s3://{where}" + (f"/{prefix}" if prefix else "")
 
 
 def _cas_ref(data: bytes, ext: str) -> str:
@@ -110,6 +83,22 @@ class BlobStoreBase(ABC):
     @abstractmethod
     def exists(self, ref: str) -> bool:
         """Whether a reference has a blob (False also for a reference this store refuses)."""
+
+    @abstractmethod
+    def put_file(self, key: str, path: str | Path) -> str:
+        """Uploads a file (any size; multipart on S3) to `blob:named/<key>`, replacing what was there."""
+
+    @abstractmethod
+    def get_file(self, ref: str, dest: str | Path) -> None:
+        """Downloads a blob to `dest` (a path the caller owns: it is written in place, not atomically)."""
+
+    @abstractmethod
+    def list_named(self, prefix: str) -> list[str]:
+        """The keys under `blob:named/<prefix>/`, sorted."""
+
+    @abstractmethod
+    def delete(self, ref: str) -> None:
+        """Removes a blob (nothing happens when there is none)."""
 
     def get_json(self, ref: str):
         data = self.get_bytes(ref)
@@ -195,6 +184,32 @@ class BlobStore(BlobStoreBase):
             return self.path_of(ref).exists()
         except BlobError:
             return False
+
+    def put_file(self, key: str, path: str | Path) -> str:
+        ref = self.named_ref(key)
+        file = self.path_of(ref)
+        file.parent.mkdir(parents=True, exist_ok=True)
+        tmp = file.with_name(f"{file.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
+        try:
+            shutil.copyfile(path, tmp)
+            os.replace(tmp, file)
+        finally:
+            tmp.unlink(missing_ok=True)
+        return ref
+
+    def get_file(self, ref: str, dest: str | Path) -> None:
+        try:
+            shutil.copyfile(self.path_of(ref), dest)
+        except FileNotFoundError:
+            raise BlobError(f"blob not found: {ref}") from None
+
+    def list_named(self, prefix: str) -> list[str]:
+        root = self.path_of(self.named_ref("x")).parent
+        base = self.path_of(self.named_ref(prefix))
+        return sorted(str(f.relative_to(root)) for f in base.rglob("*") if f.is_file() and ".tmp-" not in f.name)
+
+    def delete(self, ref: str) -> None:
+        self.path_of(ref).unlink(missing_ok=True)
 
 
 LocalBlobStore = BlobStore
@@ -334,61 +349,47 @@ class S3BlobStore(BlobStoreBase):
             return False
         return self._has(key, ref)
 
+    def put_file(self, key: str, path: str | Path) -> str:
+        from botocore.exceptions import ClientError
+
+        ref = self.named_ref(key)
+        try:
+            self.client.upload_file(str(path), self.bucket, self.key_of(ref))
+        except ClientError as err:
+            failure = self._failure(err, ref)
+            if failure is err:
+                raise
+            raise failure from err
+        return ref
+
+    def get_file(self, ref: str, dest: str | Path) -> None:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.download_file(self.bucket, self.key_of(ref), str(dest))
+        except ClientError as err:
+            code, status = _s3_code(err)
+            if code in ("NoSuchKey", "404") or (status == 404 and code != "NoSuchBucket"):
+                raise BlobError(f"blob not found: {ref}") from None
+            failure = self._failure(err, ref)
+            if failure is err:
+                raise
+            raise failure from err
+
+    def list_named(self, prefix: str) -> list[str]:
+        root = self.key_of(self.named_ref("x"))[:-1]
+        keys: list[str] = []
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self.key_of(self.named_ref(prefix)) + "/")
+        for page in pages:
+            keys += [o["Key"][len(root):] for o in page.get("Contents", [])]
+        return sorted(keys)
+
+    def delete(self, ref: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self.key_of(ref))
+
     def close(self) -> None:
         self.client.close()
-
-
-_S3_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_S3_URI = re.compile(r"^s3://([^/?#]*)(/[^?#]*)?([?#].*)?$", re.IGNORECASE)
-
-
-def _bad(uri: object, why: str) -> BlobError:
-    return BlobError(f"bad blob store URI {json.dumps(uri) if isinstance(uri, str) else repr(uri)}: {why}")
-
-
-def parse_blob_store_uri(uri: object) -> tuple[str, str, str]:
-    """("local", root, "") or ("s3", bucket, prefix); BlobError naming the value otherwise. The same
-    rules as parseBlobStoreUri in lib/blobstore.ts."""
-    if not isinstance(uri, str):
-        raise _bad(uri, "a blob store URI must be a string")
-    if not uri:
-        raise _bad(uri, "empty (give s3://bucket/prefix, file:///path or a path)")
-    m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*):", uri)
-    scheme = m.group(1).lower() if m else None
-    if scheme == "s3":
-        s = _S3_URI.match(uri)
-        if not s:
-            raise _bad(uri, "not of the form s3://bucket/prefix")
-        bucket, raw_prefix, rest = s.group(1), s.group(2) or "", s.group(3)
-        if rest:
-            raise _bad(uri, "a query or fragment is not allowed (endpoint, region and credentials come from the AWS_* variables)")
-        if not bucket:
-            raise _bad(uri, "no bucket (s3://bucket/prefix)")
-        if "@" in bucket or ":" in bucket:
-            raise _bad(uri, f"bucket {json.dumps(bucket)} holds credentials or a port; set AWS_ENDPOINT_URL_S3 and the AWS_* credential variables instead")
-        if not _S3_BUCKET.match(bucket) or ".." in bucket or re.match(r"^\d+\.\d+\.\d+\.\d+$", bucket):
-            raise _bad(uri, f"bucket {json.dumps(bucket)} is not a valid S3 bucket name (3-63 of a-z 0-9 . -, starting and ending with a letter or digit)")
-        prefix = raw_prefix.strip("/")
-        if prefix:
-            if any(seg in ("", ".", "..") for seg in prefix.split("/")):
-                raise _bad(uri, f'prefix {json.dumps(prefix)} has an empty, "." or ".." segment')
-            if "\0" in prefix or "\\" in prefix:
-                raise _bad(uri, f"prefix {json.dumps(prefix)} holds a NUL or a backslash")
-        return ("s3", bucket, prefix)
-    if scheme not in (None, "file"):
-        raise _bad(uri, f'unsupported scheme "{scheme}:" (give s3://bucket/prefix, file:///path or a path)')
-    if "\0" in uri:
-        raise _bad(uri, "a path cannot hold a NUL")
-    if scheme is None:
-        return ("local", str(Path(uri).resolve()), "")
-    parts = urlsplit(uri)
-    if parts.netloc not in ("", "localhost"):
-        raise _bad(uri, f"not a local file URL (file:///absolute/path): host {parts.netloc!r}")
-    if not uri[5:].startswith("//") or not parts.path.startswith("/"):
-        raise _bad(uri, "not a local file URL (file:///absolute/path)")
-    if parts.query or parts.fragment or uri.endswith(("?", "#")):
-        raise _bad(uri, "not a local file URL (file:///absolute/path): a query or fragment is not allowed")
-    return ("local", str(Path(unquote(parts.path)).resolve()), "")
 
 
 def open_blob_store(uri: str, *, env: Mapping[str, str] | None = None) -> BlobStoreBase:

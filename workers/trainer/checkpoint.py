@@ -20,10 +20,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from .moe_layout import to_checkpoint_layout
+
+if TYPE_CHECKING:
+    from .checkpoint_store import StoredRun
 
 META = "meta.json"
 PRUNED = ".pruned"
@@ -72,6 +76,10 @@ def read_meta(path: str | Path) -> dict:
     return json.loads((Path(path) / META).read_text())
 
 
+def write_meta(path: str | Path, meta: dict) -> None:
+    (Path(path) / META).write_text(json.dumps(meta, indent=1, allow_nan=False))
+
+
 def capture_rng() -> dict:
     state = {"torch": torch.get_rng_state(), "python": random.getstate()}
     if torch.cuda.is_available():
@@ -101,7 +109,8 @@ def _fsync(path: Path) -> None:
 
 def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module | None, optimizer: torch.optim.Optimizer | None,
                     *, weight_version: int, data_cursor: dict, metrics: dict, base_model_path: str | Path,
-                    extra: dict | None = None, write_files: Callable[[Path], None] | None = None) -> Path:
+                    extra: dict | None = None, write_files: Callable[[Path], None] | None = None,
+                    store: StoredRun | None = None) -> Path:
     """Commit step N (`extra` goes into meta.json: the sample refs consumed, the optimizer step count,
     the `attempt` token that names this attempt's temporary directory). If step N is already committed
     (a concurrent or earlier attempt), keep that one: the caller tells whose commit it is by meta.json's
@@ -111,11 +120,15 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module | Non
     model None: a light commit (run.checkpoint_interval) — the record only, `"full": false`; the state
     after it is rebuilt from the last full checkpoint by replaying the recorded steps (replay.py).
     write_files: writes a full checkpoint's files into the attempt's directory instead (a sharded
-    trainer's: sharded_checkpoint.py)."""
+    trainer's: sharded_checkpoint.py).
+    store: the run's remote store (checkpoint_store.py), where the commit then happens: the attempt is
+    written here, published, and renamed into place only if its record won."""
     final = checkpoint_dir(run_dir, step)
     final.parent.mkdir(parents=True, exist_ok=True)
     if is_committed(final):
         return final
+    if store is not None and (won := store.record("checkpoints", step)) is not None:
+        return store.materialize(step, won)
     extra = {"attempt": uuid.uuid4().hex, **(extra or {})}
     tmp = temporary_dir(run_dir, step, extra["attempt"])
     try:
@@ -126,9 +139,12 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module | Non
         else:
             tmp.mkdir()
         meta = {"step": step, "weight_version": weight_version, "data_cursor": data_cursor, "metrics": metrics,
-                "base_model_path": str(base_model_path), **extra, "full": model is not None or write_files is not None, "files": _manifest(tmp)}
-        (tmp / META).write_text(json.dumps(meta, indent=1, allow_nan=False))  # the commit record, last
+                "base_model_path": str(base_model_path), **extra, "full": model is not None or write_files is not None, "files": manifest(tmp)}
+        write_meta(tmp, meta)  # the commit record, last
         _fsync_tree(tmp)
+        if store is not None and (won := store.publish("checkpoints", step, tmp, meta))["attempt"] != meta["attempt"]:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return store.materialize(step, won)
         os.rename(tmp, final)  # the commit: atomic on one filesystem; fails once another attempt committed
     except OSError:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -198,7 +214,7 @@ def export_weights(run_dir: str | Path, step: int, model: torch.nn.Module, base_
     return out
 
 
-def _manifest(root: Path) -> dict[str, int]:
+def manifest(root: Path) -> dict[str, int]:
     return {str(f.relative_to(root)): f.stat().st_size for f in sorted(root.rglob("*")) if f.is_file()}
 
 

@@ -72,7 +72,8 @@ class TrainStepInput(Strict):
     step: int = Field(ge=0)
     run_dir: str
     # The store of the samples and images (a store URI: s3://…, file:///…, a path); blob_root, the local
-    # store's directory, in histories recorded before it. Checkpoints stay under run_dir either way.
+    # store's directory, in histories recorded before it. With an s3:// store the checkpoints are committed
+    # there too and run_dir is replaced by the trainer host's scratch copy (checkpoint_store.py).
     blob_store: str | None = None
     blob_root: str | None = None
     model_path: str

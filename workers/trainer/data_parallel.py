@@ -36,8 +36,9 @@ from .contract import Sample, TrainStepInput, TrainStepOutput
 from .dp_group import DataParallelGroup, is_agreed, mark_agreed
 from .model import TrainSample, load_policy, micro_batches
 from .step_metrics import read_metrics
-from .train_step import (NoProgress, Progress, StepCancelled, Trainer, TrainerState, accumulate_gradients,
-                         make_optimizer, set_hyper, update_batches, with_old_logprobs)
+from .gradients import (NoProgress, Progress, StepCancelled, accumulate_gradients, make_optimizer, set_hyper,
+                        update_batches, with_old_logprobs)
+from .train_step import Trainer, TrainerState
 
 log = logging.getLogger("trainer.worker")
 T = TypeVar("T")
@@ -137,7 +138,7 @@ class DataParallelTrainer(Trainer):
     def export_light_step(self, checkpoint: str, progress: Progress) -> str:
         run_dir, step = self.group.from_rank0(lambda: replay.light_step_of(checkpoint))
         recorded = self.group.from_rank0(lambda: replay.recorded_input(run_dir, step))
-        state = self.ensure_state(recorded.model_copy(update={"step": step + 1}), progress)
+        state = self.ensure_state(recorded.model_copy(update={"step": step + 1, "run_dir": str(run_dir)}), progress)
         weights = sharded_checkpoint.full_model_state(state.model)
         if not self.group.is_rank0:
             return ""

@@ -73,7 +73,7 @@ def plain_optimizer_state(path: Path, model: torch.nn.Module) -> dict:
     """The optimizer state of a sharded checkpoint as a single process's `optimizer.state_dict()`
     for `model` (whole, loaded from path's weights); no process group needed."""
     from .contract import Hyper
-    from .train_step import make_optimizer
+    from .gradients import make_optimizer
 
     optimizer = make_optimizer(model, Hyper())
     state = {"optimizer": get_optimizer_state_dict(model, optimizer)}

@@ -7,7 +7,9 @@ The model lives in the worker process between steps (`Trainer`). Step N:
    an attempt that failed between its optimizer step and its commit;
 3. forward/backward by micro-batches (cancellation honoured between them), the optimizer updates,
    commit step N atomically (checkpoint.py: each attempt in its own temporary directory, one rename
-   wins) — a full checkpoint every run.checkpoint_interval steps, the step's record otherwise.
+   wins; with an s3:// store one conditional put of the commit record wins: checkpoint_store.py) — a
+   full checkpoint every run.checkpoint_interval steps, the step's record otherwise.
+   The updates themselves are gradients.py's.
 
 A side thread heartbeats all along (heartbeat.py), through the phases without progress points of
 their own: waiting for the trainer's lock, loading a checkpoint or the samples, saving.
@@ -26,7 +28,6 @@ checkpoint N holds step N−1's weights. Metrics are JSON numbers only: a non-fi
 from `metrics` and its name listed in meta.json's `nonfinite_metrics`."""
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
 import time
@@ -34,155 +35,25 @@ import uuid
 from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
-from typing import Protocol
+from pathlib import Path
 
 import torch
 
 from . import checkpoint as ckpt
 from . import replay
-from .blobs import open_blob_store
-from .contract import Hyper, Sample, TrainStepInput, TrainStepOutput
-from .grpo import ContractError, aggregation_weights, group_advantages, only_active, policy_loss, sft_loss
+from .blobs import canonical_blob_store_uri, open_blob_store, parse_blob_store_uri
+from .checkpoint_store import StoredRun
+from .contract import Sample, TrainStepInput, TrainStepOutput
+from .gradients import (NoProgress, Progress, StepCancelled, accumulate_gradients,  # noqa: F401 (re-exported)
+                        make_optimizer, set_hyper, update_batches, with_old_logprobs)
+from .grpo import ContractError, group_advantages
 from .heartbeat import Heartbeater
+from .model import TrainSample, VisionProcessor, load_policy, pick_device, prepare_sample
 from .step_metrics import finite_metrics, read_metrics
-from .model import (ForwardOutput, TrainSample, VisionProcessor, forward_response, load_policy, micro_batches,
-                    pick_device, prepare_sample)
-
-
-class Progress(Protocol):
-    def heartbeat(self, details: dict) -> None: ...
-    def is_cancelled(self) -> bool: ...
-
-
-class NoProgress:
-    def heartbeat(self, details: dict) -> None:
-        pass
-
-    def is_cancelled(self) -> bool:
-        return False
-
-
-class StepCancelled(Exception):
-    pass
 
 
 # How often a step waiting for the trainer's lock checks whether it was cancelled.
 LOCK_POLL_S = 1.0
-
-
-def make_optimizer(model: torch.nn.Module, hyper: Hyper) -> torch.optim.Optimizer:
-    params = [p for p in model.parameters() if p.requires_grad]
-    # One fused kernel for the whole update on a GPU (the foreach loop on CPU).
-    fused = bool(params) and all(p.is_cuda for p in params)
-    return torch.optim.AdamW(params, lr=hyper.lr, weight_decay=hyper.weight_decay, betas=(0.9, 0.98),
-                             eps=hyper.adam_eps, fused=fused or None)
-
-
-def compute_precision(model: torch.nn.Module, dtype: str):
-    """bfloat16: forward in bf16 under autocast over the fp32 weights (their gradients, and so the
-    AdamW update, stay fp32: bf16 weights would round most updates at RL learning rates away)."""
-    device = next(model.parameters()).device.type
-    return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
-
-
-def _forward(model, batch: list[TrainSample], hyper: Hyper, temperature: float, **kw) -> ForwardOutput:
-    """forward_response in the step's precision, over the tokens the engine sampled among."""
-    with compute_precision(model, hyper.compute_dtype):
-        return forward_response(model, batch, temperature, allowed_token_ids=hyper.allowed_token_ids, **kw)
-
-
-def set_hyper(optimizer: torch.optim.Optimizer, hyper: Hyper) -> None:
-    for group in optimizer.param_groups:
-        group["lr"] = hyper.lr
-        group["weight_decay"] = hyper.weight_decay
-        group["eps"] = hyper.adam_eps
-
-
-def accumulate_gradients(model, samples: list[TrainSample], hyper: Hyper, progress: Progress,
-                         ref_model=None, algorithm: str = "grpo",
-                         totals: tuple[int, int] | None = None) -> dict[str, torch.Tensor | float]:
-    """Forward + backward over micro-batches (model.micro_batches); gradients sum to those of the whole batch.
-
-    The metrics stay on the device (summed tensors) so that the GPU never waits for the host between
-    micro-batches: the caller reads them all at once (Trainer._updates: one sync per update).
-    algorithm "sft": masked NLL of the loss-mask tokens (token mean over the batch), at temperature 1.
-    totals: (samples, loss-mask tokens) of the whole batch when `samples` is one rank's share of it."""
-    n_samples_total, n_tokens_total = totals or (len(samples), int(sum(float(s.loss_mask.sum()) for s in samples)))
-    batches = micro_batches(model, samples, hyper.micro_batch_tokens)
-    sums: dict[str, torch.Tensor | float] = {}
-    abs_diff_sum = 0.0
-    for i, batch in enumerate(batches):
-        if progress.is_cancelled():
-            raise StepCancelled(f"cancelled before micro-batch {i}/{len(batches)}")
-        if algorithm == "sft":
-            _sft_micro_batch(model, batch, n_tokens_total, sums, hyper)
-            progress.heartbeat({"phase": "training", "micro_batch": i + 1, "micro_batches": len(batches)})
-            continue
-        fwd = _forward(model, batch, hyper, hyper.temperature, with_entropy=True, entropy_grad=hyper.entropy_coef > 0)
-        device = fwd.logprobs[0].device
-        ref = None
-        if hyper.kl.enabled:
-            if batch[0].ref_logprobs is not None:
-                ref = [s.ref_logprobs.to(device) for s in batch]
-            else:
-                with torch.no_grad():
-                    ref = _forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
-        masks = [s.loss_mask.to(device) for s in batch]
-        weights = aggregation_weights(masks, hyper.loss_agg, n_samples_total, n_tokens_total)
-        logp = torch.cat(fwd.logprobs)
-        rollout = torch.cat([s.rollout_logprobs for s in batch]).to(device)
-        mask = torch.cat(masks)
-        adv = torch.cat([torch.full((s.response_len,), s.advantage) for s in batch]).to(device)
-        # One update per step: the weights that sampled are the ones being trained (ratio 1).
-        old = torch.cat([s.old_logprobs for s in batch]).to(device) if batch[0].old_logprobs is not None else logp.detach()
-        loss, metrics = policy_loss(
-            logp=logp, old_logp=old, rollout_logp=rollout, advantages=adv, weights=torch.cat(weights),
-            hyper=hyper, entropy=torch.cat(fwd.entropy), ref_logp=torch.cat(ref) if ref is not None else None)
-        loss.backward()
-        abs_diff_sum = abs_diff_sum + only_active((old - rollout).abs(), mask > 0).sum()
-        for k, v in metrics.items():
-            sums[k] = sums.get(k, 0.0) + v.detach()
-        progress.heartbeat({"phase": "training", "micro_batch": i + 1, "micro_batches": len(batches)})
-    if algorithm != "sft":
-        sums["train/train_rollout_logprob_abs_diff"] = abs_diff_sum / max(n_tokens_total, 1)
-    sums["train/n_micro_batches"] = float(len(batches))
-    return sums
-
-
-def update_batches(samples: list[TrainSample], hyper: Hyper) -> list[list[TrainSample]]:
-    """The samples of each optimizer update of a step: grpo.ppo_mini_batches consecutive slices (a
-    step's samples come prompt by prompt, so groups stay together when the sizes divide), repeated
-    grpo.ppo_epochs times."""
-    k = min(hyper.ppo_mini_batches, len(samples))
-    size = -(-len(samples) // k)
-    return [samples[i:i + size] for i in range(0, len(samples), size)] * hyper.ppo_epochs
-
-
-def with_old_logprobs(model, samples: list[TrainSample], hyper: Hyper, ref_model=None) -> list[TrainSample]:
-    """The samples with their logprobs under the current weights (and the reference's, for the KL),
-    before a step's first update: every later update of the step takes its PPO ratio against them."""
-    scored: dict[int, TrainSample] = {}
-    with torch.no_grad():
-        for batch in micro_batches(model, samples, hyper.micro_batch_tokens):
-            old = _forward(model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
-            ref = (_forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
-                   if ref_model is not None else [None] * len(batch))
-            for s, o, r in zip(batch, old, ref):
-                scored[id(s)] = dataclasses.replace(s, old_logprobs=o.float().cpu(),
-                                                    ref_logprobs=None if r is None else r.float().cpu())
-    # in the samples' order (packed bins reorder them): update_batches slices it group by group
-    return [scored[id(s)] for s in samples]
-
-
-def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict, hyper: Hyper) -> None:
-    fwd = _forward(model, batch, hyper, 1.0, with_entropy=False)
-    device = fwd.logprobs[0].device
-    weights = torch.cat(aggregation_weights([s.loss_mask.to(device) for s in batch], "token_mean",
-                                            len(batch), n_tokens_total))
-    loss, metrics = sft_loss(torch.cat(fwd.logprobs), weights)
-    loss.backward()
-    for k, v in metrics.items():
-        sums[k] = sums.get(k, 0.0) + v.detach()
 
 
 @dataclass
@@ -206,6 +77,16 @@ class Trainer:
         self._ref_model: tuple[str, torch.nn.Module] | None = None
         # Light steps re-applied (and how many ended off their recorded weights) since the last commit.
         self.replayed = [0, 0]
+        self._stored: dict[tuple[str, str, str], StoredRun] = {}
+
+    def stored_run(self, store_uri: str, run_id: str, run_dir: str | Path) -> StoredRun | None:
+        """The run's checkpoints in a remote store (None: a local store, where they commit in run_dir)."""
+        if parse_blob_store_uri(store_uri)[0] == "local":
+            return None
+        key = (canonical_blob_store_uri(store_uri), run_id, str(run_dir))
+        if key not in self._stored:
+            self._stored[key] = StoredRun(open_blob_store(store_uri), run_id, run_dir)
+        return self._stored[key]
 
     @staticmethod
     def _vision(model, model_path: str) -> VisionProcessor | None:
@@ -252,7 +133,7 @@ class Trainer:
             return str(ckpt.weights_dir(run_dir, step))
         with self._locked(progress, step):
             recorded = replay.recorded_input(run_dir, step)
-            state = self.ensure_state(recorded.model_copy(update={"step": step + 1}), progress)
+            state = self.ensure_state(recorded.model_copy(update={"step": step + 1, "run_dir": str(run_dir)}), progress)
             return str(ckpt.export_weights(run_dir, step, state.model, recorded.model_path))
 
     def reference_model(self, model_path: str) -> torch.nn.Module:
@@ -280,6 +161,9 @@ class Trainer:
             self.lock.release()
 
     def _train_step(self, inp: TrainStepInput, progress: Progress) -> TrainStepOutput:
+        if (stored := self.stored_run(inp.store_uri, inp.run_id, inp.run_dir)) is not None:
+            progress.heartbeat({"phase": "reading_store", "step": inp.step})
+            stored.hydrate(inp.step)
         final = ckpt.checkpoint_dir(inp.run_dir, inp.step)
         if ckpt.is_committed(final):
             if ckpt.is_pruned(final):
@@ -375,6 +259,7 @@ class Trainer:
         # between attempts, and NaN != NaN made an attempt disown its own commit).
         attempt = uuid.uuid4().hex
         weight_version = inp.step + 1
+        stored = self.stored_run(inp.store_uri, inp.run_id, inp.run_dir)
         path = ckpt.save_checkpoint(inp.run_dir, inp.step, files.pop("model", None), files.pop("optimizer", None),
                                     weight_version=weight_version, data_cursor=inp.data_cursor.model_dump(),
                                     metrics=metrics, base_model_path=inp.model_path,
@@ -382,7 +267,7 @@ class Trainer:
                                            "optimizer_steps": ckpt.optimizer_steps(state.optimizer),
                                            "update_applied": applied, "nonfinite_metrics": dropped,
                                            "attempt": attempt, "replay": inp.model_dump(mode="json"),
-                                           "param_digest": digest}, **files)
+                                           "param_digest": digest}, store=stored, **files)
         recorded = ckpt.read_meta(path)
         if recorded.get("attempt") != attempt:
             # Another attempt committed step N first: that one is the truth; reload it next time.
@@ -392,6 +277,8 @@ class Trainer:
         state.step = inp.step
         self.replayed = [0, 0]
         ckpt.prune_checkpoints(inp.run_dir, inp.keep_checkpoints, inp.keep_checkpoint_every)
+        if stored is not None:
+            stored.prune(inp.keep_checkpoints, inp.keep_checkpoint_every)
         return TrainStepOutput(step=inp.step, weight_version=weight_version, checkpoint=str(path),
                                already_committed=False, metrics=metrics)
 

@@ -20,7 +20,9 @@ vllm/entrypoints/serve/dev/{rpc,cache}/api_router.py):
     GET  /weight_info                          {"weight_version": "V"} — checked after the resume
 
 The checkpoint directory is a Hugging Face model directory (checkpoint.py), so it is what the engine
-reloads. Re-running a sync for the same version reloads the same weights: idempotent, safe to retry.
+reloads. With a remote blob store (s3://) the engines share no filesystem with the trainer: the reload
+is POST /collective_rpc {"method": "tempo_rl_reload_from_store", "kwargs": {"store", "key"}} instead, and
+each engine pulls the committed weights from the store itself (engine_store.py). Re-running a sync for the same version reloads the same weights: idempotent, safe to retry.
 
 NCCL transport (GPU): vLLM's weight-transfer engine, started on the engine with
 `--weight-transfer-config '{"backend": "nccl"}'`. The trainer (rank 0) and the engine workers
@@ -41,6 +43,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
+from .checkpoint_store import is_location, store_and_key
 from .contract import EngineSyncResult, SyncWeightsInput, SyncWeightsOutput
 
 
@@ -69,6 +72,13 @@ class EngineClient:
         self._call("POST", "/resume")
 
     def reload_weights(self, weights_path: str) -> None:
+        """`weights_path`: a model directory on the engine's host, or a store location (checkpoint_store.py)
+        that the engine pulls from the store itself (engine_store.py)."""
+        if is_location(weights_path):
+            store, key = store_and_key(weights_path)
+            self._call("POST", "/collective_rpc", json={"method": "tempo_rl_reload_from_store",
+                                                       "kwargs": {"store": store, "key": key}})
+            return
         self._call("POST", "/collective_rpc", json={"method": "reload_weights", "kwargs": {"weights_path": weights_path}})
 
     def reset_prefix_cache(self, attempts: int = 20, delay_s: float = 0.25) -> None:

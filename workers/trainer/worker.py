@@ -98,7 +98,8 @@ async def _active(lock: TrainerLock, stop: asyncio.Event) -> bool:
 
 
 async def run(connect: dict[str, Any], task_queue: str, blob_root: str | None = None,
-              inflight_dir: str | None = None, lock: TrainerLock | None = None, trainer=None) -> None:
+              inflight_dir: str | None = None, lock: TrainerLock | None = None, trainer=None,
+              scratch_dir: str | None = None) -> None:
     from .activities import TrainerActivities  # torch, transformers: a standby imports them before it waits
     from .train_step import Trainer
 
@@ -110,7 +111,7 @@ async def run(connect: dict[str, Any], task_queue: str, blob_root: str | None = 
     # Everything up to polling is done before waiting for the lock: a standby that takes over only polls.
     client = await Client.connect(**connect)
     ledger = InflightLedger(inflight_dir) if inflight_dir else None
-    activities = TrainerActivities(trainer or Trainer(), blob_root)
+    activities = TrainerActivities(trainer or Trainer(), blob_root, scratch_dir)
     # One thread per activity slot. Train steps serialise on the trainer's lock (one model per
     # process) and each waiting one holds a slot, so there are slots to spare: a running step and a
     # retry waiting beside it must still leave sync_weights, log_metrics and trainer_info room.
@@ -144,6 +145,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--task-queue", required=True, help="the stack's trainer queue (temporal.task_queues.trainer)")
     parser.add_argument("--blob-store", "--blob-root", dest="blob_root", default=None,
                         help="the stack's blob store (s3://bucket/prefix, file:///dir or a directory); train steps for another are refused")
+    parser.add_argument("--scratch-dir", default=None,
+                        help="this host's copy of runs whose blob store is remote (s3://): checkpoints are committed in"
+                             " the store and cached here; default $TEMPO_RL_CACHE/trainer-scratch")
     parser.add_argument("--lock-file", default=None, help="the stack's trainer lock: its holder is active, others stand by")
     parser.add_argument("--inflight-dir", default=None, help="the stack's in-flight ledger of trainer activities")
     parser.add_argument("--log-level", default=os.environ.get("TEMPO_RL_LOG_LEVEL", "info"))
@@ -171,7 +175,7 @@ def main(argv: list[str] | None = None) -> None:
         lock.wait_until_active_polls()  # another trainer is active or starting: let it start first
     try:
         connect = connect_kwargs(args.address, args.namespace, config_file=not args.no_config_file)
-        asyncio.run(run(connect, args.task_queue, args.blob_root, args.inflight_dir, lock, trainer))
+        asyncio.run(run(connect, args.task_queue, args.blob_root, args.inflight_dir, lock, trainer, args.scratch_dir))
     finally:
         if group is not None:
             group.send(None)  # the other ranks stop too

@@ -57,9 +57,10 @@ async function freeRun(count: number): Promise<number> {
   throw new Error('no free port run in 8170-8199');
 }
 
-/** `own`: always engines started here (a test that kills them must not touch the suite's). */
-export async function testEngines(count = 2, opts: { own?: boolean } = {}): Promise<TestEngines> {
-  const fromEnv = opts.own ? [] : (process.env.TEMPO_RL_TEST_ENGINE_URLS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+/** `own`: always engines started here (a test that kills them must not touch the suite's); `sets`: more
+ *  config for engines started here (and implies `own`). */
+export async function testEngines(count = 2, opts: { own?: boolean; sets?: string[] } = {}): Promise<TestEngines> {
+  const fromEnv = opts.own || opts.sets ? [] : (process.env.TEMPO_RL_TEST_ENGINE_URLS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   if (fromEnv.length >= count) {
     const urls = fromEnv.slice(0, count);
     // The suite's engines are shared: hand them back serving the tiny model, as later files expect.
@@ -73,7 +74,7 @@ export async function testEngines(count = 2, opts: { own?: boolean } = {}): Prom
   const env = { ...process.env };
   delete env.TEMPO_RL__ENGINES__URLS;
   const base = await freeRun(count);
-  const cfg = loadConfig({ env, sets: [`state_dir=${stateDir}`, `engines.count=${count}`, `engines.base_port=${base}`, 'engines.urls=[]'] });
+  const cfg = loadConfig({ env, sets: [`state_dir=${stateDir}`, `engines.count=${count}`, `engines.base_port=${base}`, 'engines.urls=[]', ...(opts.sets ?? [])] });
   const stop = async () => {
     await stopEngines(cfg);
     removeTestState(stateDir);

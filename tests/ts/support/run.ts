@@ -23,6 +23,8 @@ export interface RunFixture {
   cfg: TempoConfig;
   client: Client;
   rollout: ChildProcess;
+  /** Starts one more trainer process (on another "host" when the fixture was given trainerStateDir). */
+  startTrainer(): ChildProcess;
   /** The trainer processes: 1 + run.trainer_standbys (one active, the others standing by). */
   trainers: ChildProcess[];
   startRollout(): ChildProcess;
@@ -42,8 +44,11 @@ export const SMALL_RUN = [
   'run.trainer_standbys=0',
 ];
 
-/** `engines`: the caller's (kept running by close()); else one engine of the suite's or started here. */
-export async function startRunFixture(sets: string[] = [], given?: TestEngines): Promise<RunFixture> {
+/** `engines`: the caller's (kept running by close()); else one engine of the suite's or started here.
+ *  `trainerStateDir`: each trainer process gets the state directory it returns instead of the stack's
+ *  (a trainer on another host, sharing only Temporal and the blob store). */
+export async function startRunFixture(sets: string[] = [], given?: TestEngines,
+  opts: { trainerStateDir?: () => string } = {}): Promise<RunFixture> {
   const engines = given ?? (await testEngines(1));
   const server = await startTestServer([...SMALL_RUN, `engines.urls=${JSON.stringify(engines.urls)}`, ...sets]);
   const cfg = server.cfg;
@@ -57,12 +62,12 @@ export async function startRunFixture(sets: string[] = [], given?: TestEngines):
       cwd: REPO_ROOT, env, stdio: ['ignore', 'ignore', 'inherit'],
     });
   const startTrainer = () => {
-    const { cmd, args, env: tenv } = trainerCommand(cfg);
+    const { cmd, args, env: tenv } = trainerCommand(opts.trainerStateDir ? { ...cfg, state_dir: opts.trainerStateDir() } : cfg);
     return spawn(cmd, args, { cwd: REPO_ROOT, env: tenv, stdio: ['ignore', 'ignore', 'inherit'] });
   };
   const fx: RunFixture = {
     server, cfg, client: await connectClient(cfg), rollout: startRollout(),
-    trainers: Array.from({ length: 1 + cfg.run.trainer_standbys }, startTrainer), startRollout,
+    trainers: Array.from({ length: 1 + cfg.run.trainer_standbys }, startTrainer), startRollout, startTrainer,
     killTrainer: async () => {
       let pid: number | null = null;
       await waitFor(async () => (pid = activeTrainerPid(cfg)) !== null, 'an active trainer', 600_000, 50);
