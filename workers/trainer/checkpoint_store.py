@@ -52,10 +52,15 @@ def parse_location(text: str) -> tuple[str, str, str, int]:
     return m["store"], m["run"], m["kind"], int(m["step"])
 
 
+def step_key(run_id: str, kind: str, step: int) -> str:
+    """The named key of a run's stored step (`kind`: checkpoints or weights)."""
+    return f"runs/{run_id}/{kind}/step-{step:06d}"
+
+
 def store_and_key(text: str) -> tuple[str, str]:
     """(store URI, named key) of a stored step's location: what an engine pulls (engine_store.py)."""
     store, run_id, kind, step = parse_location(text)
-    return store, f"runs/{run_id}/{kind}/step-{step:06d}"
+    return store, step_key(run_id, kind, step)
 
 
 def sha256_of(path: Path) -> str:
@@ -86,10 +91,10 @@ class StoredRun:
         self._settled: set[int] = set()  # steps known light or pruned: prune() reads their records no more
 
     def key(self, kind: str, step: int) -> str:
-        return store_and_key(self.location(kind, step))[1]
+        return step_key(self.run_id, kind, step)
 
     def location(self, kind: str, step: int) -> str:
-        return f"{self.store.uri}/named/runs/{self.run_id}/{kind}/step-{step:06d}"
+        return f"{self.store.uri}/named/{self.key(kind, step)}"
 
     def location_of(self, local: str | Path) -> str:
         """The store location of a local checkpoint or weights directory of this run."""
