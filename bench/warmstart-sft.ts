@@ -3,7 +3,7 @@
 // figure → answer rule are learnt. Every checkpoint is kept: each is a model directory that
 // `bench/warmstart-learning.ts --warm DIR` can start GRPO from.
 //
-//   node --import tsx bench/warmstart-sft.ts [--steps 100] [--eval-every 10] [--first-correct 0.85] [--eval-temperature T] [--set k=v]…
+//   node --import tsx bench/warmstart-sft.ts [--steps 100] [--eval-every 10] [--first-correct 0.85|uniform] [--reasoned P [--reason-text S] [--hasty 60,90,…]] [--eval-temperature T] [--set k=v]…
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { withSets } from '../config/load.js';
@@ -15,7 +15,7 @@ import { startDemoRunFixture } from '../tests/ts/support/run.js';
 const { values } = parseArgs({
   options: {
     steps: { type: 'string', default: '100' }, 'eval-every': { type: 'string', default: '10' },
-    'first-correct': { type: 'string', default: String(WARM_START_FIRST_CORRECT) }, 'eval-temperature': { type: 'string' },
+    'first-correct': { type: 'string', default: String(WARM_START_FIRST_CORRECT) }, reasoned: { type: 'string' }, 'reason-text': { type: 'string' }, hasty: { type: 'string' }, 'eval-temperature': { type: 'string' },
     set: { type: 'string', multiple: true, default: [] },
   },
 });
@@ -27,7 +27,12 @@ try {
     `run.steps=${values.steps}`, `run.eval_interval=${values['eval-every']}`, 'run.eval_prompts=32', 'run.keep_checkpoints=0',
     ...(values['eval-temperature'] !== undefined ? [`run.eval_temperature=${values['eval-temperature']}`] : []), ...values.set,
   ]);
-  await writeWarmStartTranscripts(fx.cfg, sftCfg, transcripts, Number(values['first-correct']));
+  await writeWarmStartTranscripts(fx.cfg, sftCfg, transcripts, {
+    first_correct: values['first-correct'] === 'uniform' ? undefined : Number(values['first-correct']),
+    ...(values.reasoned !== undefined ? { reasoned: Number(values.reasoned) } : {}),
+    ...(values['reason-text'] !== undefined ? { reasoning: () => values['reason-text']! } : {}),
+    ...(values.hasty !== undefined ? { hasty: values.hasty.split(',') } : {}),
+  });
   const t0 = Date.now();
   await startOrContinueRun(fx.client, sftCfg, runId);
   const result = await waitForRun(fx.client, runId);

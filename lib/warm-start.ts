@@ -12,7 +12,7 @@ import { closeBlobStore } from './blob-store-config.js';
 import { LocalBlobStore, openBlobStore } from './blobstore.js';
 import { loadDataset } from './data/load.js';
 import { writeSftRecords } from './data/sft.js';
-import { toolTranscripts } from './data/transcripts.js';
+import { type TranscriptOptions, reasoningFor, toolTranscripts } from './data/transcripts.js';
 import { REPO_ROOT, cacheDir, stateLayout, tinyModelDir } from './paths.js';
 import { runHandle, startOrContinueRun } from './run-client.js';
 import { downloadCheckpoint, parseCheckpointLocation } from './stored-checkpoint.js';
@@ -84,12 +84,13 @@ export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: 
 
 /** The warm start's transcripts of the train split, at `file` (atomically): enough that the SFT run
  *  `sftCfg` sees each once, every row's answers drawn afresh each time. */
-export async function writeWarmStartTranscripts(rl: TempoConfig, sftCfg: TempoConfig, file: string, firstCorrect = WARM_START_FIRST_CORRECT): Promise<void> {
+export async function writeWarmStartTranscripts(rl: TempoConfig, sftCfg: TempoConfig, file: string, overrides: Partial<TranscriptOptions> = {}): Promise<void> {
   // Transcripts name image files: staged in the local store whatever blobs.uri says (as `data sft-export`).
   const store = new LocalBlobStore(stateLayout(rl.state_dir).blobs);
   const { rows } = await loadDataset(rl.dataset, 'train', store, rl.rollout.environment);
   const perRow = Math.ceil((sftCfg.run.steps * sftCfg.sft.batch_size) / Math.max(rows.length, 1));
-  const records = toolTranscripts(rows, store, { max_turns: rl.rollout.max_turns, first_correct: firstCorrect, per_row: perRow, seed: sftCfg.rollout.seed, systemPrompt: rl.dataset.system_prompt, match: rl.rollout.reward_match, tolerance: rl.rollout.reward_tolerance });
+  const records = toolTranscripts(rows, store, { max_turns: rl.rollout.max_turns, first_correct: WARM_START_FIRST_CORRECT, per_row: perRow, seed: sftCfg.rollout.seed, systemPrompt: rl.dataset.system_prompt, match: rl.rollout.reward_match, tolerance: rl.rollout.reward_tolerance,
+    reasoning: reasoningFor(rl.dataset), ...overrides });
   await fs.mkdir(path.dirname(file), { recursive: true });
   await writeSftRecords(records, `${file}.tmp`);
   await fs.rename(`${file}.tmp`, file);

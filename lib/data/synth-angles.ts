@@ -86,6 +86,17 @@ const KINDS: AngleKind[] = [
   },
 ];
 
+/** The fact behind each answer, as a reasoned turn of the warm start's transcripts states it (its last
+ *  number is the answer). */
+export const ANGLE_FACTS: Record<(typeof ANGLE_ANSWERS)[number], string> = {
+  '60': 'An equilateral triangle\'s angles are all 60°.',
+  '90': 'A square\'s corners are all 90°.',
+  '45': 'An isosceles right triangle\'s base angles are 45°.',
+  '30': 'The acute angles of a right triangle add up to 90°, so the other one is 30°.',
+  '50': 'An 80° apex leaves 100° for two equal base angles: 50°.',
+  '72': 'A regular pentagon\'s central angles are 360°/5 = 72°.',
+};
+
 // D, E and O name the pentagon's other vertices and its center.
 const LETTERS = 'ABCFGHJKLMNPQRSTUVWXYZ'.split('');
 

@@ -3,8 +3,10 @@
 // text, its last-chance message) until the answer is right or the turns run out. A transcript's first
 // answer is right with probability `first_correct`, else another row's answer; after a wrong answer
 // the next is drawn among the answers not tried yet, so wrong-then-right transcripts teach the use of
-// feedback without teaching which answer is right.
+// feedback without teaching which answer is right. Optionally (`reasoned`) a turn first states why and
+// answers right, and (`hasty`) the other turns answer by habit.
 import { geo3kStep } from '../env/geo3k.js';
+import { ANGLE_FACTS } from './synth-angles.js';
 import type { RewardMatch } from '../math/options.js';
 import { seededRandom } from '../prompt-order.js';
 import type { BlobStore } from '../blobstore.js';
@@ -25,11 +27,28 @@ export interface TranscriptOptions {
   /** The grader settings of the run (rollout.reward_match / reward_tolerance), so feedback matches the RL episodes'. */
   match?: RewardMatch;
   tolerance?: number;
+  /** Probability that a turn first states why (`reasoning`'s sentence), then calls with the right answer;
+   *  the other turns call at once with an answer drawn as above. 0 or unset: every turn calls at once. */
+  reasoned?: number;
+  /** The sentence of a reasoned turn for a row (its answer included). Default: "The answer is X." */
+  reasoning?: (row: PromptRow) => string;
+  /** The turns that do not reason answer the first of these not tried yet: a habit, not a draw
+   *  (docs/tasks.md, "careful or hasty turns"). */
+  hasty?: string[];
 }
 
 /** The assistant text of one calc_score call, as the chat template writes a tool call. */
 export function calcScoreCall(answer: string): string {
   return `<tool_call>\n{"name": "calc_score", "arguments": {"answer": ${JSON.stringify(answer)}}}\n</tool_call>`;
+}
+
+const defaultReasoning = (row: PromptRow) => `The answer is ${row.answer}.`;
+
+/** The sentence of a reasoned turn for a dataset's rows: the figure's fact for the angle-facts task, else
+ *  the default. */
+export function reasoningFor(dataset: { kind: string; synthetic_task?: string }): (row: PromptRow) => string {
+  if (dataset.kind !== 'synthetic' || dataset.synthetic_task !== 'angle_facts') return defaultReasoning;
+  return (row) => ANGLE_FACTS[row.answer as keyof typeof ANGLE_FACTS] ?? defaultReasoning(row);
 }
 
 /** Flattens image parts to "<image>" (the ShareGPT / LLaMA-Factory form of sft-export). */
@@ -47,14 +66,20 @@ export function toolTranscript(row: PromptRow, candidates: string[], store: Blob
   for (let turn = 1; turn <= opts.max_turns; turn++) {
     const untried = pool.filter((c) => !tried.has(c));
     if (untried.length === 0) break;
-    const guess =
-      turn === 1
+    const reasoned = opts.reasoned !== undefined && opts.reasoned > 0 && r() < opts.reasoned;
+    const habit = !reasoned && opts.hasty ? opts.hasty.find((a) => !tried.has(a)) : undefined;
+    const guess = reasoned
+      ? row.answer
+      : habit !== undefined
+        ? habit
+        : turn === 1
         ? r() < firstCorrect || wrong.length === 0
           ? row.answer
           : wrong[Math.floor(r() * wrong.length)]!
         : untried[Math.floor(r() * untried.length)]!;
     tried.add(guess);
-    const text = calcScoreCall(guess);
+    const call = calcScoreCall(guess);
+    const text = reasoned ? `${(opts.reasoning ?? defaultReasoning)(row)}\n${call}` : call;
     messages.push({ role: 'assistant', content: text });
     const env = geo3kStep({ text, label: row.answer, turn, max_turns: opts.max_turns, match: opts.match, tolerance: opts.tolerance });
     if (env.done || env.observation === null) break;
