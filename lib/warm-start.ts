@@ -83,7 +83,8 @@ export async function ensureWarmStart(client: Client, rl: TempoConfig, onBuild: 
 }
 
 /** The warm start's transcripts of the train split, at `file` (atomically): enough that the SFT run
- *  `sftCfg` sees each once, every row's answers drawn afresh each time. */
+ *  `sftCfg` sees each once, every row's answers drawn afresh each time. `overrides` change the
+ *  transcript options (bench/warmstart-sft.ts's variants). */
 export async function writeWarmStartTranscripts(rl: TempoConfig, sftCfg: TempoConfig, file: string, overrides: Partial<TranscriptOptions> = {}): Promise<void> {
   // Transcripts name image files: staged in the local store whatever blobs.uri says (as `data sft-export`).
   const store = new LocalBlobStore(stateLayout(rl.state_dir).blobs);
