@@ -66,17 +66,10 @@ export function toolTranscript(row: PromptRow, candidates: string[], store: Blob
   for (let turn = 1; turn <= opts.max_turns; turn++) {
     const untried = pool.filter((c) => !tried.has(c));
     if (untried.length === 0) break;
-    const reasoned = opts.reasoned !== undefined && opts.reasoned > 0 && r() < opts.reasoned;
-    const habit = !reasoned && opts.hasty ? opts.hasty.find((a) => !tried.has(a)) : undefined;
-    const guess = reasoned
-      ? row.answer
-      : habit !== undefined
-        ? habit
-        : turn === 1
-        ? r() < firstCorrect || wrong.length === 0
-          ? row.answer
-          : wrong[Math.floor(r() * wrong.length)]!
-        : untried[Math.floor(r() * untried.length)]!;
+    const reasoned = (opts.reasoned ?? 0) > 0 && r() < opts.reasoned!;
+    const draw = () =>
+      turn > 1 ? untried[Math.floor(r() * untried.length)]! : r() < firstCorrect || wrong.length === 0 ? row.answer : wrong[Math.floor(r() * wrong.length)]!;
+    const guess = reasoned ? row.answer : (opts.hasty?.find((a) => !tried.has(a)) ?? draw());
     tried.add(guess);
     const call = calcScoreCall(guess);
     const text = reasoned ? `${(opts.reasoning ?? defaultReasoning)(row)}\n${call}` : call;
