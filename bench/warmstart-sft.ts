@@ -3,19 +3,19 @@
 // figure → answer rule are learnt. Every checkpoint is kept: each is a model directory that
 // `bench/warmstart-learning.ts --warm DIR` can start GRPO from.
 //
-//   node --import tsx bench/warmstart-sft.ts [--steps 100] [--eval-every 10] [--first-correct 0.85|uniform] [--reasoned P [--reason-text S] [--hasty 60,90,…]] [--eval-temperature T] [--set k=v]…
+//   node --import tsx bench/warmstart-sft.ts [--steps 100] [--eval-every 10] [--first-correct P|uniform] [--habit 180,360|none] [--habit-share P] [--habit-recheck P] [--eval-temperature T] [--set k=v]…
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { withSets } from '../config/load.js';
 import { startOrContinueRun } from '../lib/run-client.js';
-import { WARM_START_FIRST_CORRECT, waitForRun, warmStartConfig, writeWarmStartTranscripts } from '../lib/warm-start.js';
+import { waitForRun, warmStartConfig, writeWarmStartTranscripts } from '../lib/warm-start.js';
 import { readStepRecords, runDir } from '../activities/run.js';
 import { startDemoRunFixture } from '../tests/ts/support/run.js';
 
 const { values } = parseArgs({
   options: {
     steps: { type: 'string', default: '100' }, 'eval-every': { type: 'string', default: '10' },
-    'first-correct': { type: 'string', default: String(WARM_START_FIRST_CORRECT) }, reasoned: { type: 'string' }, 'reason-text': { type: 'string' }, hasty: { type: 'string' }, 'eval-temperature': { type: 'string' },
+    'first-correct': { type: 'string' }, habit: { type: 'string' }, 'habit-share': { type: 'string' }, 'habit-recheck': { type: 'string' }, 'eval-temperature': { type: 'string' },
     set: { type: 'string', multiple: true, default: [] },
   },
 });
@@ -28,10 +28,11 @@ try {
     ...(values['eval-temperature'] !== undefined ? [`run.eval_temperature=${values['eval-temperature']}`] : []), ...values.set,
   ]);
   await writeWarmStartTranscripts(fx.cfg, sftCfg, transcripts, {
-    first_correct: values['first-correct'] === 'uniform' ? undefined : Number(values['first-correct']),
-    ...(values.reasoned !== undefined ? { reasoned: Number(values.reasoned) } : {}),
-    ...(values['reason-text'] !== undefined ? { reasoning: () => values['reason-text']! } : {}),
-    ...(values.hasty !== undefined ? { hasty: values.hasty.split(',') } : {}),
+    // Unset flags: the warm start's own transcripts (lib/warm-start.ts).
+    ...(values['first-correct'] !== undefined ? { first_correct: values['first-correct'] === 'uniform' ? undefined : Number(values['first-correct']) } : {}),
+    ...(values.habit !== undefined ? { habit: values.habit === 'none' ? undefined : values.habit.split(',') } : {}),
+    ...(values['habit-share'] !== undefined ? { habit_share: Number(values['habit-share']) } : {}),
+    ...(values['habit-recheck'] !== undefined ? { habit_recheck: Number(values['habit-recheck']) } : {}),
   });
   const t0 = Date.now();
   await startOrContinueRun(fx.client, sftCfg, runId);

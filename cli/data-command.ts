@@ -5,7 +5,7 @@ import { LocalBlobStore } from '../lib/blobstore.js';
 import { GEO3K_REPO, downloadHfParquet } from '../lib/data/hf.js';
 import { loadDataset } from '../lib/data/load.js';
 import { writeSftJsonl, writeSftRecords } from '../lib/data/sft.js';
-import { reasoningFor, toolTranscripts } from '../lib/data/transcripts.js';
+import { toolTranscripts } from '../lib/data/transcripts.js';
 import { writeSyntheticDataset } from '../lib/data/synth.js';
 import { checkOutputFile, checkOutputLocation } from '../lib/out-path.js';
 import { stateLayout } from '../lib/paths.js';
@@ -99,17 +99,19 @@ export function register(program: Command): void {
     .option('--split <split>', 'train or eval', 'train')
     .option('--first-correct <p>', 'probability that a transcript\'s first answer is right (default: a uniform guess among the answers)', probability)
     .option('--per-row <n>', 'transcripts per row, each with its own answers (default 1)', integerAtLeast(1))
-    .option('--reasoned <p>', 'probability that a turn first states its reasoning, then answers right (default 0)', probability)
+    .option('--habit <answers>', 'comma-separated answers some transcripts give by habit, in order, whatever the figure (default: none)', (v: string) => v.split(','))
+    .option('--habit-share <p>', 'share of transcripts that answer by habit (default 1 with --habit)', probability)
+    .option('--habit-recheck <p>', 'in those, the chance that a turn after a wrong answer answers right (default 0)', probability)
     .option('--force', 'overwrite an existing --out file')
     .option('--json', 'print counts as JSON')
     .description('synthesise multi-turn calc_score transcripts (wrong-then-right) from the configured dataset, for algorithm: sft')
     .action(
-      action(async (opts: { out: string; split: string; firstCorrect?: number; perRow?: number; reasoned?: number; force?: boolean; json?: boolean }, cmd: Command) => {
+      action(async (opts: { out: string; split: string; firstCorrect?: number; perRow?: number; habit?: string[]; habitShare?: number; habitRecheck?: number; force?: boolean; json?: boolean }, cmd: Command) => {
         const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
         if (cfg.rollout.environment !== 'geo3k')
           throw Object.assign(new Error(`sft-transcripts writes calc_score transcripts (Geo3K's tool); rollout.environment is ${cfg.rollout.environment}`), { exitCode: 2 });
         const records = toolTranscripts(rows, store, { max_turns: cfg.rollout.max_turns, seed: cfg.rollout.seed, first_correct: opts.firstCorrect, per_row: opts.perRow, systemPrompt: cfg.dataset.system_prompt, match: cfg.rollout.reward_match, tolerance: cfg.rollout.reward_tolerance,
-          reasoned: opts.reasoned, reasoning: reasoningFor(cfg.dataset) });
+          habit: opts.habit, habit_share: opts.habitShare, habit_recheck: opts.habitRecheck });
         const written = await writeSftRecords(records, opts.out);
         if (opts.json) printJson({ out: path.resolve(opts.out), records: written, skipped });
         else process.stdout.write(`wrote ${written} transcripts to ${opts.out} (${skipped.length} rows skipped); train on them with --set algorithm=sft --set sft.path=${path.resolve(opts.out)}\n`);

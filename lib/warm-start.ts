@@ -12,7 +12,7 @@ import { closeBlobStore } from './blob-store-config.js';
 import { LocalBlobStore, openBlobStore } from './blobstore.js';
 import { loadDataset } from './data/load.js';
 import { writeSftRecords } from './data/sft.js';
-import { type TranscriptOptions, reasoningFor, toolTranscripts } from './data/transcripts.js';
+import { type TranscriptOptions, toolTranscripts } from './data/transcripts.js';
 import { REPO_ROOT, cacheDir, stateLayout, tinyModelDir } from './paths.js';
 import { runHandle, startOrContinueRun } from './run-client.js';
 import { downloadCheckpoint, parseCheckpointLocation } from './stored-checkpoint.js';
@@ -25,6 +25,12 @@ export const WARM_START_CONFIG = path.join(REPO_ROOT, 'configs', 'cpu-tiny-sft.y
  *  with which figure at all; at 1.0 it learns it fully by step 80 (no room for RL); at 0.85, 60 steps
  *  leave a policy that has the format and is right first about a third of the time. */
 export const WARM_START_FIRST_CORRECT = 0.85;
+/** The angle-facts task's transcripts (docs/tasks.md, "answers by habit"): 40% answer right at once;
+ *  60% answer by habit — a triangle's angle sum, then a full turn: true of figures, right for no question
+ *  here — and after the first wrong answer answer right a quarter of the time. The SFT learns the format
+ *  and the figure → answer rule from the right answers, and the habit as the usual first answer: the
+ *  behaviour GRPO unlearns. */
+export const ANGLE_FACTS_TRANSCRIPTS: Partial<TranscriptOptions> = { first_correct: 1, habit: ['180', '360'], habit_share: 0.6, habit_recheck: 0.25 };
 // Sources whose change changes the warm start (besides the configs and the base model).
 const SOURCES = ['lib/warm-start.ts', 'lib/data/transcripts.ts', 'lib/data/synth-angles.ts', 'lib/data/prompt.ts', 'lib/env/geo3k.ts', 'activities/sft.ts',
   'lib/trajectory.ts', 'workers/trainer/grpo.py', 'workers/trainer/train_step.py', 'workers/trainer/model.py'];
@@ -91,7 +97,7 @@ export async function writeWarmStartTranscripts(rl: TempoConfig, sftCfg: TempoCo
   const { rows } = await loadDataset(rl.dataset, 'train', store, rl.rollout.environment);
   const perRow = Math.ceil((sftCfg.run.steps * sftCfg.sft.batch_size) / Math.max(rows.length, 1));
   const records = toolTranscripts(rows, store, { max_turns: rl.rollout.max_turns, first_correct: WARM_START_FIRST_CORRECT, per_row: perRow, seed: sftCfg.rollout.seed, systemPrompt: rl.dataset.system_prompt, match: rl.rollout.reward_match, tolerance: rl.rollout.reward_tolerance,
-    reasoning: reasoningFor(rl.dataset), ...overrides });
+    ...(rl.dataset.kind === 'synthetic' && rl.dataset.synthetic_task === 'angle_facts' ? ANGLE_FACTS_TRANSCRIPTS : {}), ...overrides });
   await fs.mkdir(path.dirname(file), { recursive: true });
   await writeSftRecords(records, `${file}.tmp`);
   await fs.rename(`${file}.tmp`, file);

@@ -13,15 +13,12 @@ const text = (x: number, y: number, t: string, color = 'red') => label(x, y, t, 
 type Pick = <T>(xs: readonly T[]) => T;
 interface AngleKind {
   answer: (typeof ANGLE_ANSWERS)[number];
-  /** What a reasoned turn of the warm start's transcripts states; its last number is the answer. */
-  fact: string;
   make(l: string[], pick: Pick): { problem: string; svg: string };
 }
 
 const KINDS: AngleKind[] = [
   {
     answer: '60',
-    fact: 'An equilateral triangle\'s angles are all 60°.',
     make: ([a, b, c], pick) => ({
       problem: pick([
         `As shown in the diagram, triangle ${a}${b}${c} is equilateral. Find the measure of ∠${a}${b}${c}.`,
@@ -32,7 +29,6 @@ const KINDS: AngleKind[] = [
   },
   {
     answer: '90',
-    fact: 'A square\'s corners are all 90°.',
     make: ([a, b, c, d], pick) => ({
       problem: pick([
         `As shown in the diagram, ${a}${b}${c}${d} is a square. Find the measure of ∠${a}${b}${c}.`,
@@ -43,7 +39,6 @@ const KINDS: AngleKind[] = [
   },
   {
     answer: '45',
-    fact: 'An isosceles right triangle\'s base angles are 45°.',
     make: ([a, b, c], pick) => ({
       problem: pick([
         `As shown in the diagram, triangle ${a}${b}${c} is an isosceles right triangle with the right angle at ${c}. Find the measure of ∠${c}${a}${b}.`,
@@ -56,7 +51,6 @@ const KINDS: AngleKind[] = [
   },
   {
     answer: '30',
-    fact: 'The acute angles of a right triangle add up to 90°, so the other one is 30°.',
     make: ([a, b, c], pick) => ({
       problem: pick([
         `As shown in the diagram, triangle ${a}${b}${c} has a right angle at ${c} and ∠${b}${a}${c} = 60°. Find the measure of ∠${a}${b}${c}.`,
@@ -69,7 +63,6 @@ const KINDS: AngleKind[] = [
   },
   {
     answer: '50',
-    fact: 'An 80° apex leaves 100° for two equal base angles: 50°.',
     make: ([a, b, c], pick) => ({
       problem: pick([
         `As shown in the diagram, ${a}${b} = ${a}${c} and ∠${b}${a}${c} = 80°. Find the measure of ∠${a}${b}${c}.`,
@@ -80,7 +73,6 @@ const KINDS: AngleKind[] = [
   },
   {
     answer: '72',
-    fact: 'A regular pentagon\'s central angles are 360°/5 = 72°.',
     make: ([a, b, c], pick) => ({
       problem: pick([
         `As shown in the diagram, ${a}${b}${c}DE is a regular pentagon with center O. Find the measure of ∠${a}O${b}.`,
@@ -93,9 +85,6 @@ const KINDS: AngleKind[] = [
     }),
   },
 ];
-
-/** The fact behind each answer (a reasoned transcript turn's sentence). */
-export const ANGLE_FACTS = Object.fromEntries(KINDS.map((k) => [k.answer, k.fact])) as Record<(typeof ANGLE_ANSWERS)[number], string>;
 
 // D, E and O name the pentagon's other vertices and its center.
 const LETTERS = 'ABCFGHJKLMNPQRSTUVWXYZ'.split('');

@@ -3,10 +3,10 @@
 // text, its last-chance message) until the answer is right or the turns run out. A transcript's first
 // answer is right with probability `first_correct`, else another row's answer; after a wrong answer
 // the next is drawn among the answers not tried yet, so wrong-then-right transcripts teach the use of
-// feedback without teaching which answer is right. Optionally (`reasoned`) a turn first states why and
-// answers right, and (`hasty`) the other turns answer by habit.
+// feedback without teaching which answer is right. Optionally a share of the transcripts answer by
+// habit (`habit`): the same answers whatever the figure, in the same order, and after a wrong one only
+// sometimes the right answer (`habit_recheck`) — the behaviour GRPO unlearns in the demo (docs/tasks.md).
 import { geo3kStep } from '../env/geo3k.js';
-import { ANGLE_FACTS } from './synth-angles.js';
 import type { RewardMatch } from '../math/options.js';
 import { seededRandom } from '../prompt-order.js';
 import type { BlobStore } from '../blobstore.js';
@@ -27,28 +27,18 @@ export interface TranscriptOptions {
   /** The grader settings of the run (rollout.reward_match / reward_tolerance), so feedback matches the RL episodes'. */
   match?: RewardMatch;
   tolerance?: number;
-  /** Probability that a turn first states why (`reasoning`'s sentence), then calls with the right answer;
-   *  the other turns call at once with an answer drawn as above. 0 or unset: every turn calls at once. */
-  reasoned?: number;
-  /** The sentence of a reasoned turn for a row (its answer included). Default: "The answer is X." */
-  reasoning?: (row: PromptRow) => string;
-  /** The turns that do not reason answer the first of these not tried yet: a habit, not a draw
-   *  (docs/tasks.md, "careful or hasty turns"). */
-  hasty?: string[];
+  /** Answers given by habit, in order (the first not tried yet), whatever the figure: in the demo, answers
+   *  true of figures but right for no question asked (docs/tasks.md, "answers by habit"). Unset: none. */
+  habit?: string[];
+  /** The share of transcripts that answer by habit (default 1 when `habit` is set); the others draw as above. */
+  habit_share?: number;
+  /** In a habitual transcript, the chance that a turn after a wrong answer answers right instead (default 0). */
+  habit_recheck?: number;
 }
 
 /** The assistant text of one calc_score call, as the chat template writes a tool call. */
 export function calcScoreCall(answer: string): string {
   return `<tool_call>\n{"name": "calc_score", "arguments": {"answer": ${JSON.stringify(answer)}}}\n</tool_call>`;
-}
-
-const defaultReasoning = (row: PromptRow) => `The answer is ${row.answer}.`;
-
-/** The sentence of a reasoned turn for a dataset's rows: the figure's fact for the angle-facts task, else
- *  the default. */
-export function reasoningFor(dataset: { kind: string; synthetic_task?: string }): (row: PromptRow) => string {
-  if (dataset.kind !== 'synthetic' || dataset.synthetic_task !== 'angle_facts') return defaultReasoning;
-  return (row) => ANGLE_FACTS[row.answer as keyof typeof ANGLE_FACTS] ?? defaultReasoning(row);
 }
 
 /** Flattens image parts to "<image>" (the ShareGPT / LLaMA-Factory form of sft-export). */
@@ -63,16 +53,17 @@ export function toolTranscript(row: PromptRow, candidates: string[], store: Blob
   const pool = [row.answer, ...wrong];
   const firstCorrect = opts.first_correct ?? 1 / pool.length;
   const tried = new Set<string>();
+  const habitual = (opts.habit?.length ?? 0) > 0 && r() >= 1 - (opts.habit_share ?? 1);
   for (let turn = 1; turn <= opts.max_turns; turn++) {
     const untried = pool.filter((c) => !tried.has(c));
     if (untried.length === 0) break;
-    const reasoned = (opts.reasoned ?? 0) > 0 && r() < opts.reasoned!;
+    const recheck = habitual && turn > 1 && (opts.habit_recheck ?? 0) > 0 && r() < opts.habit_recheck!;
+    const byHabit = habitual && !recheck ? opts.habit!.find((a) => !tried.has(a)) : undefined;
     const draw = () =>
       turn > 1 ? untried[Math.floor(r() * untried.length)]! : r() < firstCorrect || wrong.length === 0 ? row.answer : wrong[Math.floor(r() * wrong.length)]!;
-    const guess = reasoned ? row.answer : (opts.hasty?.find((a) => !tried.has(a)) ?? draw());
+    const guess = recheck ? row.answer : (byHabit ?? draw());
     tried.add(guess);
-    const call = calcScoreCall(guess);
-    const text = reasoned ? `${(opts.reasoning ?? defaultReasoning)(row)}\n${call}` : call;
+    const text = calcScoreCall(guess);
     messages.push({ role: 'assistant', content: text });
     const env = geo3kStep({ text, label: row.answer, turn, max_turns: opts.max_turns, match: opts.match, tolerance: opts.tolerance });
     if (env.done || env.observation === null) break;

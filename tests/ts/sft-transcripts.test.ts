@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { LocalBlobStore } from '../../lib/blobstore.js';
-import { ANGLE_ANSWERS, ANGLE_FACTS } from '../../lib/data/synth-angles.js';
+import { ANGLE_ANSWERS } from '../../lib/data/synth-angles.js';
 import { syntheticProblems } from '../../lib/data/synth.js';
 import { calcScoreCall, toolTranscripts } from '../../lib/data/transcripts.js';
 import { geo3kStep } from '../../lib/env/geo3k.js';
@@ -75,31 +75,28 @@ test('per_row: fresh answer draws for every copy of a row, unique ids, the right
   assert.throws(() => toolTranscripts(rows, store, { max_turns: 2, seed: 5, per_row: 0 }), /per_row must be a positive integer, got 0/);
 });
 
-test('reasoned turns: the stated fact, then the right answer; the other turns guess at once', () => {
-  const ts = toolTranscripts(rows, store, { max_turns: 2, seed: 9, per_row: 10, reasoned: 0.3, reasoning: (r) => ANGLE_FACTS[r.answer as keyof typeof ANGLE_FACTS] });
-  let reasoned = 0;
-  let turns = 0;
+test('habitual transcripts answer by habit whatever the figure, and after a wrong answer sometimes answer right; the others draw', () => {
+  const ts = toolTranscripts(rows, store, { max_turns: 2, seed: 9, per_row: 10, first_correct: 1, habit: ['180', '360'], habit_share: 0.6, habit_recheck: 0.25 });
+  const said = (c: string) => parseToolCall(lastToolCallBody(c)!).answer;
+  let habitual = 0;
+  let rechecks = 0;
   for (const [i, t] of ts.entries()) {
     const row = rows[i % rows.length]!;
-    for (const m of t.messages.filter((x) => x.role === 'assistant')) {
-      turns += 1;
-      const answer = parseToolCall(lastToolCallBody(m.content)!).answer;
-      if (m.content.startsWith('<tool_call>')) continue;
-      reasoned += 1;
-      assert.equal(m.content, `${ANGLE_FACTS[row.answer as keyof typeof ANGLE_FACTS]}\n${calcScoreCall(row.answer)}`);
-      assert.equal(answer, row.answer, 'a reasoned turn answers right');
-      assert.ok(m.content.split('\n')[0]!.endsWith(`${row.answer}°.`), 'the fact ends with the answer');
+    const turns = t.messages.filter((m) => m.role === 'assistant').map((m) => m.content);
+    if (said(turns[0]!) !== '180') {
+      assert.deepEqual(turns, [calcScoreCall(row.answer)], 'the others: first_correct 1, so one right answer');
+      continue;
     }
+    habitual += 1;
+    assert.equal(turns.length, 2, 'the habit is right for no question here, so there is a second turn');
+    if (said(turns[1]!) === row.answer) rechecks += 1;
+    else assert.equal(turns[1], calcScoreCall('360'), 'else the next habit answer');
   }
-  assert.ok(Math.abs(reasoned / turns - 0.3) < 0.05, `≈ 0.3 of turns reasoned: ${reasoned}/${turns}`);
-  // unset: the draws and the transcripts are those of before (no reasoned turn, no extra random draw)
-  assert.deepEqual(toolTranscripts(rows, store, { max_turns: 2, first_correct: 0.4, seed: 7, reasoned: 0 }), toolTranscripts(rows, store, { max_turns: 2, first_correct: 0.4, seed: 7 }));
-  const plain = toolTranscripts(rows.slice(0, 5), store, { max_turns: 2, seed: 1, reasoned: 1 });
-  assert.ok(plain.every((t, i) => t.messages.find((m) => m.role === 'assistant')!.content.startsWith(`The answer is ${rows[i]!.answer}.\n<tool_call>`)), 'the default sentence');
-  // hasty: the turns that do not reason answer by habit, the first of the list not tried yet
-  const habit = toolTranscripts(rows, store, { max_turns: 2, seed: 3, reasoned: 0.01, hasty: ['60', '90'] });
-  for (const [i, t] of habit.entries()) {
-    const answers = t.messages.filter((m) => m.role === 'assistant' && m.content.startsWith('<tool_call>')).map((m) => parseToolCall(lastToolCallBody(m.content)!).answer);
-    if (t.messages.filter((m) => m.role === 'assistant').length === answers.length) assert.deepEqual(answers, rows[i]!.answer === '60' ? ['60'] : ['60', '90']);
-  }
+  assert.ok(Math.abs(habitual / ts.length - 0.6) < 0.05, `≈ 0.6 habitual: ${habitual}/${ts.length}`);
+  assert.ok(Math.abs(rechecks / habitual - 0.25) < 0.06, `≈ 0.25 right after the habit's wrong answer: ${rechecks}/${habitual}`);
+  // unset: the draws and the transcripts are those of before (no habit, no extra random draw)
+  assert.deepEqual(toolTranscripts(rows, store, { max_turns: 2, first_correct: 0.4, seed: 7, habit_share: 0.5, habit_recheck: 0.5 }), toolTranscripts(rows, store, { max_turns: 2, first_correct: 0.4, seed: 7 }));
+  const all = toolTranscripts(rows, store, { max_turns: 2, seed: 3, habit: ['60', '90'] });
+  for (const [i, t] of all.entries())
+    assert.deepEqual(t.messages.filter((m) => m.role === 'assistant').map((m) => said(m.content)), rows[i]!.answer === '60' ? ['60'] : ['60', '90'], 'habit_share defaults to 1');
 });
