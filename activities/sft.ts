@@ -8,6 +8,7 @@ import { z } from 'zod';
 import type { DatasetConfig } from '../config/schema.js';
 import { LocalBlobStore, type BlobStore } from '../lib/blobstore.js';
 
+import { mapLimited } from '../lib/data/load.js';
 import { readJsonl } from '../lib/data/readers.js';
 import { ImageError, ImageIntake } from '../lib/images.js';
 import { childLogger } from '../lib/log.js';
@@ -20,6 +21,9 @@ import { Sample } from '../lib/contract.js';
 import { loadStoredPrompt, renderActivities, type RenderDeps } from './render.js';
 import { refuseForeignBlobRoot } from './blob-root.js';
 import { snapshotEval } from './run.js';
+
+// Records of one SFT step rendered at a time (engine render requests in flight).
+const RENDER_CONCURRENCY = 8;
 
 const log = childLogger('sft');
 
@@ -183,20 +187,21 @@ export function sftActivities(deps: RenderDeps & { store: BlobStore }) {
     async renderSftBatch(input: SftBatchInput): Promise<SftBatchResult> {
       refuseForeignBlobRoot(deps.store, input, `renderSftBatch of run ${input.run_id} step ${input.step}`);
       const rows = await deps.store.getJson<SftRow[]>(input.dataset_ref);
-      const out: SftBatchResult = { samples: [], skipped: [] };
-      for (const [k, index] of input.indices.entries()) {
+      // Records render independently (each its own engine requests and sample blob): several at a time.
+      const rendered = await mapLimited([...input.indices.entries()], RENDER_CONCURRENCY, async ([k, index]) => {
         const row = rows[index];
         if (!row) throw ApplicationFailure.nonRetryable(`SFT dataset ${input.dataset_ref} has no record ${index}`, 'DatasetError');
         try {
           const sample = await toSample(row, input, k);
           const sample_ref = await deps.store.putJson(`samples/${sample.episode_id}.json`, Sample.parse(sample));
-          out.samples.push({ id: sample.episode_id, record_id: row.id, sample_ref, response_len: sample.response_ids.length, mask_sum: sample.loss_mask.reduce<number>((a, b) => a + b, 0) });
+          return { sample: { id: sample.episode_id, record_id: row.id, sample_ref, response_len: sample.response_ids.length, mask_sum: sample.loss_mask.reduce<number>((a, b) => a + b, 0) } };
         } catch (err) {
           const recordProblem = err instanceof SftRecordError || (err instanceof ApplicationFailure && err.type === 'ObservationSpecialTokens');
           if (!recordProblem) throw err;
-          out.skipped.push({ id: row.id, reason: (err as Error).message });
+          return { skipped: { id: row.id, reason: (err as Error).message } };
         }
-      }
+      });
+      const out: SftBatchResult = { samples: rendered.flatMap((r) => (r.sample ? [r.sample] : [])), skipped: rendered.flatMap((r) => (r.skipped ? [r.skipped] : [])) };
       // A step that trains on nothing because every record is unusable is a data error, not a no-op.
       if (out.samples.length === 0)
         throw ApplicationFailure.nonRetryable(`step ${input.step}: none of its ${out.skipped.length} SFT records is usable; first: ${out.skipped[0]?.id}: ${out.skipped[0]?.reason}`, 'DatasetError');

@@ -21,9 +21,9 @@ import { readStepRecords, runDir } from '../activities/run.js';
 
 export const WARM_START_CONFIG = path.join(REPO_ROOT, 'configs', 'cpu-tiny-sft.yaml');
 /** Share of warm-start transcripts whose first answer is right (the rest start wrong, then use the
- *  feedback). Measured (docs/tasks.md): at 0.3–0.6 the noise keeps SFT from learning which answer goes
- *  with which figure at all; at 1.0 it learns it fully by step 80 (no room for RL); at 0.85, 60 steps
- *  leave a policy that has the format and is right first about a third of the time. */
+ *  feedback), for datasets other than the demo's task (`--data DIR`). Measured on the demo's task
+ *  (docs/tasks.md, "Earlier designs"): at 0.3–0.6 the noise keeps SFT from learning which answer goes
+ *  with which figure at all; at 1.0 it learns it fully by step 80; at 0.85 it is learnt by step 70–100. */
 export const WARM_START_FIRST_CORRECT = 0.85;
 /** The angle-facts task's transcripts (docs/tasks.md, "answers by habit"): 40% answer right at once;
  *  60% answer by habit — a triangle's angle sum, then a full turn: true of figures, right for no question

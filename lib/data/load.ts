@@ -39,7 +39,8 @@ export async function resolveSplitFiles(cfg: DatasetConfig, splitName: string): 
   throw new DatasetError(`no ${ext} file for split "${splitName}" in ${p}`);
 }
 
-async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+/** fn over items, at most `limit` at a time; results in the items' order. */
+export async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
   const worker = async () => {
