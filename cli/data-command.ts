@@ -107,6 +107,8 @@ export function register(program: Command): void {
     .description('synthesise multi-turn calc_score transcripts (wrong-then-right) from the configured dataset, for algorithm: sft')
     .action(
       action(async (opts: { out: string; split: string; firstCorrect?: number; perRow?: number; habit?: string[]; habitShare?: number; habitRecheck?: number; force?: boolean; json?: boolean }, cmd: Command) => {
+        const orphan = opts.habit ? undefined : opts.habitShare !== undefined ? '--habit-share' : opts.habitRecheck !== undefined ? '--habit-recheck' : undefined;
+        if (orphan) throw Object.assign(new Error(`${orphan} says how transcripts answer by habit; give the habit's answers with --habit A,B`), { exitCode: 2 });
         const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
         if (cfg.rollout.environment !== 'geo3k')
           throw Object.assign(new Error(`sft-transcripts writes calc_score transcripts (Geo3K's tool); rollout.environment is ${cfg.rollout.environment}`), { exitCode: 2 });

@@ -166,6 +166,7 @@ const CLI_ROWS: CliRow[] = [
   { kind: 'model tiny --seed abc', args: () => ['model', 'tiny', '--seed', 'abc'], exit: 2, says: [/seed/, /"abc"/] },
   { kind: 'data synth --n abc', args: () => ['data', 'synth', '--out', path.join(tmp, 'never'), '--n', 'abc'], exit: 2, says: [/--n/, /abc/] },
   { kind: 'sft-transcripts --per-row 0', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '0'], exit: 2, says: [/--per-row/, /given "0"/] },
+  { kind: 'sft-transcripts --habit-recheck without --habit', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit-recheck', '0.5'], exit: 2, says: [/--habit-recheck/, /--habit A,B/] },
   { kind: 'sft-transcripts --habit-share 2', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit-share', '2'], exit: 2, says: [/--habit-share/, /"2"/] },
   { kind: 'sft-export --split test', args: () => ['data', 'sft-export', '--out', path.join(tmp, 'never.jsonl'), '--split', 'test'], exit: 2, says: [/--split "test"/] },
   { kind: 'episodes list --step x', args: () => ['episodes', 'list', 'r1', '--step', 'x'], exit: 2, says: [/--step "x"/] },
