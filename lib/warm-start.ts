@@ -25,12 +25,13 @@ export const WARM_START_CONFIG = path.join(REPO_ROOT, 'configs', 'cpu-tiny-sft.y
  *  (docs/tasks.md, "Earlier designs"): at 0.3–0.6 the noise keeps SFT from learning which answer goes
  *  with which figure at all; at 1.0 it learns it fully by step 80; at 0.85 it is learnt by step 70–100. */
 export const WARM_START_FIRST_CORRECT = 0.85;
-/** The angle-facts task's transcripts (docs/tasks.md, "answers by habit"): 40% answer right at once;
- *  60% answer by habit — a triangle's angle sum, then a full turn: true of figures, right for no question
- *  here — and after the first wrong answer answer right a quarter of the time. The SFT learns the format
- *  and the figure → answer rule from the right answers, and the habit as the usual first answer: the
- *  behaviour GRPO unlearns. */
-export const ANGLE_FACTS_TRANSCRIPTS: Partial<TranscriptOptions> = { first_correct: 1, habit: ['180', '360'], habit_share: 0.6, habit_recheck: 0.25 };
+/** The angle-facts task's transcripts (docs/tasks.md, "answers by habit"): half answer right at once;
+ *  half answer by habit — a triangle's angle sum, then a full turn: true of figures, right for no
+ *  question here — and after the first wrong answer answer right a quarter of the time. The SFT learns
+ *  the format and the figure → answer rule from the right answers, and the habit as the usual first
+ *  answer: the behaviour GRPO unlearns. (At a 60% habit the policy sampled it up to 97% of the time and
+ *  GRPO moved it more slowly: measured.) */
+export const ANGLE_FACTS_TRANSCRIPTS: Partial<TranscriptOptions> = { first_correct: 1, habit: ['180', '360'], habit_share: 0.5, habit_recheck: 0.25 };
 // Sources whose change changes the warm start (besides the configs and the base model).
 const SOURCES = ['lib/warm-start.ts', 'lib/data/transcripts.ts', 'lib/data/synth-angles.ts', 'lib/data/prompt.ts', 'lib/env/geo3k.ts', 'activities/sft.ts',
   'lib/trajectory.ts', 'workers/trainer/grpo.py', 'workers/trainer/train_step.py', 'workers/trainer/model.py'];
