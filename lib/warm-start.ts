@@ -34,7 +34,7 @@ export const WARM_START_FIRST_CORRECT = 0.85;
 export const ANGLE_FACTS_TRANSCRIPTS: Partial<TranscriptOptions> = { first_correct: 1, habit: ['180', '360'], habit_share: 0.5, habit_recheck: 0.25 };
 // Sources whose change changes the warm start (besides the configs and the base model).
 const SOURCES = ['lib/warm-start.ts', 'lib/data/transcripts.ts', 'lib/data/synth-angles.ts', 'lib/data/prompt.ts', 'lib/env/geo3k.ts', 'activities/sft.ts',
-  'lib/trajectory.ts', 'workers/trainer/grpo.py', 'workers/trainer/train_step.py', 'workers/trainer/model.py'];
+  'lib/trajectory.ts', 'workers/trainer/grpo.py', 'workers/trainer/train_step.py', 'workers/trainer/model.py', 'workers/trainer/lm_head.py'];
 
 export interface WarmStart {
   model_dir: string;

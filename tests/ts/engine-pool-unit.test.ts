@@ -132,6 +132,18 @@ describe('engine command line and metrics parsing', () => {
     assert.equal(engineEnv(cfg, {}).VLLM_SERVER_DEV_MODE, '1');
   });
 
+  test('a CPU engine runs its one worker in its engine-core process, unless extra_args choose a layout', () => {
+    const cpu = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m'] });
+    assert.equal(engineArgs(cpu, 8123).join(' ').includes('--distributed-executor-backend uni'), true);
+    assert.equal(engineEnv(cpu, {}).VLLM_ENABLE_V1_MULTIPROCESSING, '0', 'vLLM forces the mp executor on CPU without it');
+    const tp = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'engines.extra_args=["--tensor-parallel-size","2"]'] });
+    assert.ok(!engineArgs(tp, 8123).includes('uni'));
+    assert.equal(engineEnv(tp, {}).VLLM_ENABLE_V1_MULTIPROCESSING, undefined);
+    const gpu = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'model.num_gpus=1'] });
+    assert.ok(!engineArgs(gpu, 8123).includes('uni'));
+    assert.equal(engineEnv(gpu, {}).VLLM_ENABLE_V1_MULTIPROCESSING, undefined);
+  });
+
   test('an s3:// blob store: engines get the worker extension that pulls weights from it, and its cache directory', () => {
     const local = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m'] });
     assert.ok(!engineArgs(local, 8123).includes('--worker-extension-cls'));
