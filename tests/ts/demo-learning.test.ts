@@ -46,14 +46,12 @@ test('the warm-started policy calls calc_score, and GRPO on the demo task raises
     assert.equal(r['train/nonfinite_step'], 0, `step ${step} is finite`);
   });
   assert.equal(rows.length, cfg.run.steps);
-  // The issue's goal — the last two steps' mean reward 0.25 above the first two's, the eval +0.15 — was
-  // met by both measures in two of six measured 10-step runs: step 1 already trains on one update, and
-  // a step's reward (8 prompts) and an eval (32 prompts) are each ±0.1 by sampling (docs/tasks.md, "The
-  // demo's run, measured"). What held in all six: the last two steps 0.23–0.47 above step 0 (the warm
-  // start's own episodes), and an eval that did not fall. At KL 0.5, where the habit stalls, the first
-  // fails (+0.03).
-  assert.ok(mean(curve.slice(-2)) >= curve[0]! + 0.2, `the mean reward of the last two steps is ≥ 0.2 above the warm start's own (step 0): ${curve}`);
-  assert.ok(last['eval/reward']! >= first['eval_start/reward']!, `the held-out eval does not fall: ${first['eval_start/reward']} → ${last['eval/reward']}`);
+  // The issue's goal: the last two steps' mean reward ≥ 0.25 above the first two's, the held-out eval
+  // +0.15. Met in each of the five measured 10-step runs of the demo's settings (rollout seeds 0–4:
+  // +0.27 to +0.41 and +0.25 to +0.50; docs/tasks.md, "The demo's run, measured"); with 4 PPO updates a
+  // step instead of 2, one of them missed (the format gave way late, −0.03).
+  assert.ok(mean(curve.slice(-2)) >= mean(curve.slice(0, 2)) + 0.25, `the mean reward of the last two steps is ≥ 0.25 above the first two's: ${curve}`);
+  assert.ok(last['eval/reward']! >= first['eval_start/reward']! + 0.15, `the held-out eval rises by ≥ 0.15: ${first['eval_start/reward']} → ${last['eval/reward']}`);
 
   // Every trained sample: token invariants, one image's placeholders in the prompt, the prompt a prefix of the sequence.
   const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
