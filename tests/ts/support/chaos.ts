@@ -161,10 +161,18 @@ export async function startChaos(seed: number, components: readonly Component[] 
       const runId = `chaos-${seed}-${i}`;
       const cfg = opts.async ? { ...fx.cfg, rollout: { ...fx.cfg.rollout, max_staleness: 1 }, grpo: { ...fx.cfg.grpo, tis: { ...fx.cfg.grpo.tis, enabled: true } } } : fx.cfg;
       await startOrContinueRun(client, cfg, runId);
-      const at = await reach(runId, moment, step);
+      let at = await reach(runId, moment, step);
       let recovery: number | null = null;
       if (at) {
         await sleep(delay);
+        const now = await progress(runId);
+        // The delay can outlast the moment (a rollout takes under a second): a kill then lands later in the
+        // run, which is still a fault mid-run — except from the last step's sync on, which no sync follows
+        // (a restarted engine would serve the base weights, as after any run): no kill there.
+        const last = !!now && now.step >= STEPS - 1 && ['sync', 'eval', 'record', 'idle'].includes(now.phase);
+        if (!now || now.workflow_status !== 'RUNNING' || now.step >= STEPS || last) at = null;
+      }
+      if (at) {
         const before = (await progress(runId)) ?? at;
         const tKill = Date.now();
         await kill(component);
