@@ -161,19 +161,17 @@ export async function startChaos(seed: number, components: readonly Component[] 
       const runId = `chaos-${seed}-${i}`;
       const cfg = opts.async ? { ...fx.cfg, rollout: { ...fx.cfg.rollout, max_staleness: 1 }, grpo: { ...fx.cfg.grpo, tis: { ...fx.cfg.grpo.tis, enabled: true } } } : fx.cfg;
       await startOrContinueRun(client, cfg, runId);
-      let at = await reach(runId, moment, step);
+      const at = await reach(runId, moment, step);
       let recovery: number | null = null;
-      if (at) {
-        await sleep(delay);
-        const now = await progress(runId);
-        // The delay can outlast the moment (a rollout takes under a second): a kill then lands later in the
-        // run, which is still a fault mid-run — except from the last step's sync on, which no sync follows
-        // (a restarted engine would serve the base weights, as after any run): no kill there.
-        const last = !!now && now.step >= STEPS - 1 && ['sync', 'eval', 'record', 'idle'].includes(now.phase);
-        if (!now || now.workflow_status !== 'RUNNING' || now.step >= STEPS || last) at = null;
-      }
-      if (at) {
-        const before = (await progress(runId)) ?? at;
+      let killed = false;
+      // The delay can outlast the moment (a rollout takes under a second): a kill then lands later in the
+      // run, which is still a fault mid-run — except from the last step's sync on, which no sync follows
+      // (a restarted engine would serve the base weights, as after any run): no kill there.
+      if (at) await sleep(delay);
+      const before = at ? await progress(runId) : null;
+      if (before && before.workflow_status === 'RUNNING' && before.step < STEPS &&
+          !(before.step === STEPS - 1 && ['sync', 'eval', 'record', 'idle'].includes(before.phase))) {
+        killed = true;
         const tKill = Date.now();
         await kill(component);
         for (let p = await progress(runId); Date.now() - tKill < 900_000; p = await progress(runId)) {
@@ -185,7 +183,7 @@ export async function startChaos(seed: number, components: readonly Component[] 
       const result = (await runHandle(client, runId).result()) as RunResult;
       await engineRestart;
       return {
-        trial: i, component, moment: `${moment} of step ${step}${delay ? ` +${Math.round(delay)} ms` : ''}`, killed: at !== null,
+        trial: i, component, moment: `${moment} of step ${step}${delay ? ` +${Math.round(delay)} ms` : ''}`, killed,
         recovery_s: recovery, violations: await violations(runId, result, !!opts.async), seconds: (Date.now() - t0) / 1000,
       };
     },
