@@ -125,14 +125,22 @@ export interface Started {
 export async function ensureStack(cfg: TempoConfig): Promise<Started> {
   const started: Started = { server: false, engines: false, rollout: false, trainer: false };
   if (!(await serverStatus(cfg)).running) started.server = (await startServer(cfg)).started;
-  if (!cfg.engines.urls.length) {
-    const statuses = await engineStatuses(cfg);
-    if (!statuses.length || statuses.some((s) => !s.healthy)) started.engines = (await startEngines(cfg)).started > 0;
-  }
+  // The workers boot (imports, the workflow bundle) while the engines do: neither needs the other to
+  // start, and an engine's start leaves a core idle much of the time (measured: the demo's start-up).
   for (const kind of WORKER_KINDS) {
     if (!workerPid(cfg, kind)) {
       startWorker(cfg, kind);
       started[kind] = true;
+    }
+  }
+  if (!cfg.engines.urls.length) {
+    const statuses = await engineStatuses(cfg);
+    try {
+      if (!statuses.length || statuses.some((s) => !s.healthy)) started.engines = (await startEngines(cfg)).started > 0;
+    } catch (err) {
+      // No engines: the workers started for them would only wait.
+      for (const kind of WORKER_KINDS) if (started[kind]) await stopWorker(cfg, kind);
+      throw err;
     }
   }
   return started;

@@ -7,6 +7,7 @@ import type { TrainHyper } from '../lib/contract.js';
 import type { DatasetConfig } from '../config/schema.js';
 import type { EpisodeSettings } from './episode-messages.js';
 import type { RolloutWindow } from './rollout-window.js';
+import type { SftBatchResult } from '../activities/sft.js';
 
 export const TRAINING_RUN_WORKFLOW_TYPE = 'trainingRun';
 export const STATUS_ATTR = defineSearchAttributeKey('TempoRlStatus', 'KEYWORD');
@@ -84,6 +85,15 @@ export interface RunState {
   /** rollout.max_staleness > 0: the batches dispatched ahead of training and their episodes (data is
    *  then the cursor of what was trained, window.dispatched that of what was dispatched). */
   window?: RolloutWindow;
+  /** algorithm sft: the next step's batch, rendered while the step before trained and carried across
+   *  a continue-as-new (used only for that step and those records). */
+  sft_next?: SftAhead | null;
+}
+
+export interface SftAhead {
+  step: number;
+  indices: number[];
+  batch: SftBatchResult;
 }
 
 export interface RunProgress {

@@ -16,12 +16,13 @@ import {
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { RolloutActivities } from '../activities/index.js';
+import type { SftBatchResult } from '../activities/sft.js';
 import type { SyncWeightsInput, SyncWeightsOutput, TrainStepInput, TrainStepOutput } from '../lib/contract.js';
 import { prefixed, scheduledLr, sftMetrics } from './sft-metrics.js';
 import { selectPrompts, type DataCursor } from '../lib/prompt-order.js';
 import { episode } from './episode.js';
 import { episodeId, episodeStartOptions, type EpisodeInput, type EpisodeSummary } from './episode-messages.js';
-import type { RunProgress, RunResult, RunState, RunStatus } from './training-run-messages.js';
+import type { RunProgress, RunResult, RunState, RunStatus, SftAhead } from './training-run-messages.js';
 import { RunControl } from './run-control.js';
 import { emptyWindow, stalenessMetrics, WindowRunner } from './rollout-window.js';
 import { evalMetricsOf, groupFilter, groupKey, rolloutMetrics } from './rollout-metrics.js';
@@ -32,6 +33,7 @@ const CONTINUE_AS_NEW_SUGGESTED = 'continue-as-new-when-suggested';
 const SFT_SYNC_BEFORE_EVAL_ONLY = 'sft-sync-before-eval-only';
 const EMPTY_STEP_REDONE = 'empty-step-redone-not-committed';
 const FINAL_SYNC_REACHES_ALL = 'final-sync-reaches-every-engine';
+const SFT_RENDER_AHEAD = 'sft-render-ahead';
 // The end of a run waits this long, at most, for engines the last sync missed.
 const FINAL_SYNC_TRIES = 20;
 const FINAL_SYNC_WAIT_MS = 15_000;
@@ -108,6 +110,8 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
   }
 
   let stepsThisRun = 0;
+  // The next SFT step's batch, rendering while this step trains.
+  let sftAhead: { step: number; indices: number[]; batch: Promise<SftBatchResult> } | null = null;
   let emptyTries = 0; // this workflow run's (a continued run gets its own tries)
   while (state.step < plan.steps) {
     if (state.paused) {
@@ -123,7 +127,15 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     progress.phase = 'rollout';
     if (plan.algorithm === 'sft') {
       const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
-      const batch = await acts.renderSftBatch({ run_id: state.run_id, step: state.step, dataset_ref: dataset.train_ref, indices: pick.indices, limits: plan.episode, blob_store: plan.blob_store, blob_root: plan.blob_root });
+      const batch = await sftBatch(state.step, pick.indices);
+      if (state.step + 1 < plan.steps && patched(SFT_RENDER_AHEAD)) {
+        // The next step's records render while this one trains (the engines and the trainer are
+        // different processes). Rendering is idempotent — a step's samples are named by run, step and
+        // position — so a render no step takes (a stop, a continue-as-new) costs nothing but its time.
+        const nextPick = selectPrompts(dataset.train_size, plan.seed, pick.next, plan.prompts_per_step);
+        sftAhead = { step: state.step + 1, indices: nextPick.indices, batch: sftBatch(state.step + 1, nextPick.indices) };
+        sftAhead.batch.catch(() => undefined); // its failure is the next step's to report
+      }
       await trainAndRecord(batch.samples.map((b) => ({ ref: b.sample_ref, reward: 0, group_id: b.record_id })), sftMetrics(batch),
         [...batch.samples.map((b) => ({ episode_id: b.id, trained: true })), ...batch.skipped.map((b) => ({ episode_id: b.id, trained: false }))], pick.next, stepStarted);
       if (control.stopRequested) return finish('stopped');
@@ -176,6 +188,18 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
       return finish('completed', `the final weights (version ${state.weight_version}) did not reach ${state.engines_behind.join(', ')} (labelled unusable there); the next run's start syncs them`);
   }
   return finish('completed');
+
+  /** A step's SFT records as samples: rendered ahead while the step before trained, or now. */
+  function sftBatch(step: number, indices: number[]): Promise<SftBatchResult> {
+    const same = (a: { step: number; indices: number[] }) => a.step === step && a.indices.join() === indices.join();
+    const carried = state.sft_next;
+    const ahead = sftAhead;
+    state.sft_next = null;
+    sftAhead = null;
+    if (carried && same(carried)) return Promise.resolve(carried.batch);
+    if (ahead && same(ahead)) return ahead.batch;
+    return acts.renderSftBatch({ run_id: state.run_id, step, dataset_ref: state.dataset!.train_ref, indices, limits: plan.episode, blob_store: plan.blob_store, blob_root: plan.blob_root });
+  }
 
   interface Rolled {
     summaries: EpisodeSummary[];
@@ -283,6 +307,9 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     // Temporal suggests it before the history gets too large (many episodes per step).
     if (state.step < plan.steps && (stepsThisRun >= plan.steps_per_workflow_run || (patched(CONTINUE_AS_NEW_SUGGESTED) && workflowInfo().continueAsNewSuggested))) {
       await window?.close(); // no episode start half-issued: the next run starts what is left
+      // The step rendering ahead goes to the next run with the state (failed: the next run renders it).
+      const ahead = sftAhead;
+      if (ahead) state.sft_next = await ahead.batch.then((batch): SftAhead => ({ step: ahead.step, indices: ahead.indices, batch }), () => null);
       await condition(allHandlersFinished);
       await continueAsNew<typeof trainingRun>(state);
     }

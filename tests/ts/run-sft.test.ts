@@ -16,6 +16,7 @@ import { runHandle, startOrContinueRun } from '../../lib/run-client.js';
 import { checkInvariants } from '../../lib/trajectory.js';
 import { readStepRecords } from '../../activities/run.js';
 import { type RunResult, trainingRunWorkflowId } from '../../workflows/training-run-messages.js';
+import { recordHistory } from './support/history-fixtures.js';
 import { startRunFixture, waitForProgress } from './support/run.js';
 
 const STEPS = 3;
@@ -63,6 +64,32 @@ test('an SFT run on tool transcripts: rollout token layout, falling NLL, exactly
   const history = await fx.client.workflow.getHandle(trainingRunWorkflowId(runId)).fetchHistory();
   const scheduled = (history.events ?? []).map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name).filter(Boolean);
   assert.ok(scheduled.includes('train_step') && !scheduled.includes('sync_weights'), `activities of the last execution: ${scheduled.join(', ')}`);
+  // Each step's records were rendered once, the next step's while this one trained (carried across
+  // the continue-as-new between them): a step after the first starts training without a render.
+  const renders: Array<{ step: number; execution: number; beforeTrainDone: boolean }> = [];
+  const executions: string[] = [];
+  const listed: Array<{ runId: string; start: number }> = [];
+  for await (const wf of fx.client.workflow.list({ query: `WorkflowId = '${trainingRunWorkflowId(runId)}'` })) listed.push({ runId: wf.runId, start: wf.startTime.getTime() });
+  executions.push(...listed.sort((a, b) => a.start - b.start).map((e) => e.runId));
+  assert.equal(executions.length, STEPS, 'one workflow execution per step (continued as new after each)');
+  // The middle one (the trainer killed in it) receives its batch with the state and renders the next.
+  await recordHistory(fx.client, trainingRunWorkflowId(runId), 'training-run-sft', executions[1]);
+  for (const [execution, runIdOf] of executions.entries()) {
+    const events = (await fx.client.workflow.getHandle(trainingRunWorkflowId(runId), runIdOf).fetchHistory()).events ?? [];
+    const trainScheduled = events.findIndex((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'train_step');
+    const trainIds = new Set(events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'train_step').map((e) => String(e.eventId)));
+    const trainCompleted = events.findIndex((e) => trainIds.has(String(e.activityTaskCompletedEventAttributes?.scheduledEventId ?? '')));
+    events.forEach((e, i) => {
+      const a = e.activityTaskScheduledEventAttributes;
+      if (a?.activityType?.name !== 'renderSftBatch') return;
+      const input = JSON.parse(Buffer.from(a.input!.payloads![0]!.data!).toString()) as { step: number };
+      renders.push({ step: input.step, execution, beforeTrainDone: trainScheduled >= 0 && i < trainCompleted });
+    });
+  }
+  assert.deepEqual(renders.map((r) => r.step).sort(), [0, 1, 2], `each step's records rendered once: ${JSON.stringify(renders)}`);
+  for (const r of renders.filter((x) => x.step > 0))
+    assert.ok(r.execution === r.step - 1 && r.beforeTrainDone, `step ${r.step}'s records rendered while step ${r.step - 1} trained, in its execution: ${JSON.stringify(renders)}`);
+
   const nll = steps.map((s) => s.metrics['sft/nll']!);
   assert.ok(nll[2]! < nll[0]!, `the NLL falls: ${nll.join(' → ')}`);
 

@@ -3,14 +3,16 @@
 // ended — unless another run of the stack still runs on it.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { once } from 'node:events';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import type { TempoConfig } from '../../config/schema.js';
 import { detachedStart, recordDetachedStart } from '../../lib/detached-run.js';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT, stateLayout } from '../../lib/paths.js';
 import { isAlive, waitFor } from '../../lib/process.js';
 import { initialRunState } from '../../lib/run-plan.js';
 import { ensureStack, startWorker, stopWorkers, workerPid, workerStatuses } from '../../lib/stack.js';
@@ -106,4 +108,24 @@ test('stop RUN of a detached run stops what its start started, once no run of th
   assert.equal((await second.describe()).status.name, 'COMPLETED');
   assert.ok(pids.every((p) => !isAlive(p)), 'the workers are gone');
   assert.equal(detachedStart(cfg, 'detached-2'), null);
+});
+
+test('a stack whose engines cannot start leaves no worker behind (the workers boot beside the engines)', { timeout: 120_000 }, async () => {
+  // engines.base_port taken by a process tempo-rl did not start: startEngines refuses at once.
+  const squatter = net.createServer().listen(0, '127.0.0.1');
+  await once(squatter, 'listening');
+  const port = (squatter.address() as net.AddressInfo).port;
+  const own: TempoConfig = loadConfig({
+    env, sets: [`state_dir=${mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-test-'))}`, `temporal.address=${cfg.server.ip}:${cfg.server.port}`, 'engines.count=1', `engines.base_port=${port}`],
+  });
+  try {
+    await assert.rejects(ensureStack(own), new RegExp(`port ${port} is taken`));
+    const logs = stateLayout(own.state_dir).workers;
+    assert.ok(existsSync(path.join(logs, 'rollout.log')) && existsSync(path.join(logs, 'trainer.log')), 'the workers were started before the engines');
+    assert.deepEqual(workerStatuses(own).map((w) => [w.kind, w.running]), [['rollout', false], ['trainer', false]], 'and stopped when the engines could not start');
+  } finally {
+    squatter.close();
+    await stopWorkers(own);
+    removeTestState(own.state_dir);
+  }
 });
