@@ -14,10 +14,10 @@ export function prefixed(metrics: Record<string, number>, from: string, to: stri
 }
 
 /** The learning rate of a step: after a linear warm-up of `warmup` steps, constant or cosine from `lr`
- *  down to lr/10 at the last step. */
+ *  (at the first step after the warm-up) down to lr/10 at the last step. */
 export function scheduledLr(lr: number, schedule: 'constant' | 'cosine' | undefined, step: number, steps: number, warmup = 0): number {
   if (step < warmup) return (lr * (step + 1)) / (warmup + 1);
-  if (schedule !== 'cosine' || steps <= 1) return lr;
-  const t = Math.min(1, step / (steps - 1));
+  if (schedule !== 'cosine' || steps - warmup <= 1) return lr;
+  const t = Math.min(1, (step - warmup) / (steps - 1 - warmup));
   return lr * (0.1 + 0.9 * 0.5 * (1 + Math.cos(Math.PI * t)));
 }

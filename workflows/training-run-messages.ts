@@ -20,6 +20,8 @@ export interface RunPlan {
   algorithm?: 'grpo' | 'sft';
   /** algorithm sft: the JSONL of SFT records (prompts_per_step is then sft.batch_size, hyper.lr sft.lr). */
   sft_path?: string;
+  /** sft.render_ahead; absent: true. */
+  sft_render_ahead?: boolean;
   /** Evaluate the starting weights before step 0 (reported in step 0's metrics as eval_start/*). */
   eval_at_start?: boolean;
   keep_checkpoints?: number;
@@ -29,7 +31,8 @@ export interface RunPlan {
   /** run.empty_step_retries / run.empty_step_wait_s; absent (older plans): 0 retries, 30 s. */
   empty_step_retries?: number;
   empty_step_wait_s?: number;
-  /** cosine: hyper.lr decays to a tenth over the run's steps (lib/lr-schedule.ts). Absent: constant. */
+  /** sft.lr_schedule or grpo.lr_schedule; cosine: hyper.lr decays to a tenth from the end of the
+   *  warm-up to the last step (workflows/sft-metrics.ts scheduledLr). Absent: constant. */
   lr_schedule?: 'constant' | 'cosine';
   /** GRPO's linear warm-up (grpo.lr_warmup_steps). Absent: none. */
   lr_warmup_steps?: number;

@@ -128,7 +128,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     if (plan.algorithm === 'sft') {
       const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
       const batch = await sftBatch(state.step, pick.indices);
-      if (state.step + 1 < plan.steps && patched(SFT_RENDER_AHEAD)) {
+      if (state.step + 1 < plan.steps && plan.sft_render_ahead !== false && patched(SFT_RENDER_AHEAD)) {
         // The next step's records render while this one trains (the engines and the trainer are
         // different processes). Rendering is idempotent — a step's samples are named by run, step and
         // position — so a render no step takes (a stop, a continue-as-new) costs nothing but its time.

@@ -80,3 +80,19 @@ test('GRPO lr warm-up: linear to grpo.lr over lr_warmup_steps, then constant; in
   assert.equal(scheduledLr(0.004, undefined, 0, 10, undefined), 0.004);
   assert.throws(() => plan(['grpo.lr_warmup_steps=-1']), /grpo\.lr_warmup_steps/);
 });
+
+test('lr schedule: cosine from the end of the warm-up down to a tenth at the last step; SFT and GRPO each take their own key', () => {
+  const plan = (sets: string[]) => initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'grpo.lr=0.004', 'sft.lr=0.008', 'sft.path=/tmp/x.jsonl', ...sets] }), 'r1').plan;
+  const p = plan(['grpo.lr_warmup_steps=3', 'grpo.lr_schedule=cosine']);
+  assert.equal(p.lr_schedule, 'cosine');
+  const lrs = Array.from({ length: 10 }, (_, step) => scheduledLr(p.hyper.lr, p.lr_schedule, step, 10, p.lr_warmup_steps));
+  assert.deepEqual(lrs.slice(0, 4), [0.001, 0.002, 0.003, 0.004], 'the warm-up, then the peak');
+  assert.ok(Math.abs(lrs[9]! - 0.0004) < 1e-12, `a tenth at the last step: ${lrs[9]}`);
+  assert.ok(lrs.slice(3).every((lr, i, a) => i === 0 || lr < a[i - 1]!), `decays after the warm-up: ${lrs}`);
+  assert.equal(plan(['algorithm=sft', 'grpo.lr_schedule=cosine']).lr_schedule, undefined, 'an SFT run takes sft.lr_schedule');
+  const sft = plan(['algorithm=sft', 'sft.lr_schedule=cosine']);
+  assert.equal(sft.lr_schedule, 'cosine');
+  assert.equal(scheduledLr(sft.hyper.lr, sft.lr_schedule, 0, 100, sft.lr_warmup_steps), 0.008, 'no warm-up: the peak at step 0');
+  assert.equal(plan([]).lr_schedule, undefined);
+  assert.throws(() => plan(['grpo.lr_schedule=linear']), /grpo\.lr_schedule/);
+});
