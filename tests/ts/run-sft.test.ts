@@ -67,23 +67,21 @@ test('an SFT run on tool transcripts: rollout token layout, falling NLL, exactly
   // Each step's records were rendered once, the next step's while this one trained (carried across
   // the continue-as-new between them): a step after the first starts training without a render.
   const renders: Array<{ step: number; execution: number; beforeTrainDone: boolean }> = [];
-  const executions: string[] = [];
   const listed: Array<{ runId: string; start: number }> = [];
   for await (const wf of fx.client.workflow.list({ query: `WorkflowId = '${trainingRunWorkflowId(runId)}'` })) listed.push({ runId: wf.runId, start: wf.startTime.getTime() });
-  executions.push(...listed.sort((a, b) => a.start - b.start).map((e) => e.runId));
+  const executions = listed.sort((a, b) => a.start - b.start).map((e) => e.runId);
   assert.equal(executions.length, STEPS, 'one workflow execution per step (continued as new after each)');
   // The middle one (the trainer killed in it) receives its batch with the state and renders the next.
   await recordHistory(fx.client, trainingRunWorkflowId(runId), 'training-run-sft', executions[1]);
   for (const [execution, runIdOf] of executions.entries()) {
     const events = (await fx.client.workflow.getHandle(trainingRunWorkflowId(runId), runIdOf).fetchHistory()).events ?? [];
-    const trainScheduled = events.findIndex((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'train_step');
     const trainIds = new Set(events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'train_step').map((e) => String(e.eventId)));
     const trainCompleted = events.findIndex((e) => trainIds.has(String(e.activityTaskCompletedEventAttributes?.scheduledEventId ?? '')));
     events.forEach((e, i) => {
       const a = e.activityTaskScheduledEventAttributes;
       if (a?.activityType?.name !== 'renderSftBatch') return;
       const input = JSON.parse(Buffer.from(a.input!.payloads![0]!.data!).toString()) as { step: number };
-      renders.push({ step: input.step, execution, beforeTrainDone: trainScheduled >= 0 && i < trainCompleted });
+      renders.push({ step: input.step, execution, beforeTrainDone: trainCompleted >= 0 && i < trainCompleted });
     });
   }
   assert.deepEqual(renders.map((r) => r.step).sort(), [0, 1, 2], `each step's records rendered once: ${JSON.stringify(renders)}`);
