@@ -39,8 +39,10 @@ try {
   const result = await waitForRun(fx.client, runId);
   process.stdout.write(`run ${runId} ${result.status} in ${((Date.now() - t0) / 1000).toFixed(0)} s; checkpoints under ${path.join(runDir(sftCfg, runId), 'checkpoints')}\n`);
   for (const { step, metrics: m } of await readStepRecords(runDir(sftCfg, runId))) {
-    if (m['eval/reward'] === undefined) continue;
     const f = (k: string) => (m[k] ?? Number.NaN).toFixed(2);
+    process.stdout.write(`step ${step + 1}: step ${f('perf/step_time')} s, train activity ${f('perf/train_time')} s, trainer ${f('perf/train_seconds')} s, ` +
+      `${m['train/n_response_tokens'] ?? 0} of ${m['train/n_tokens'] ?? 0} tokens trained\n`);
+    if (m['eval/reward'] === undefined) continue;
     process.stdout.write(`step ${step + 1}: nll ${f('sft/nll')}  eval reward ${f('eval/reward')}  first answer right ${f('eval/first_answer_correct')}  ` +
       `first-turn calls ${f('eval/first_turn_tool_call_rate')}  parseable ${f('eval/tool_call_rate')}  recovery ${f('eval/recovery_rate')}\n`);
   }

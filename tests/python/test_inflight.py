@@ -9,6 +9,8 @@ import threading
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 from trainer.inflight import InflightLedger, process_start_time
 from trainer.standby import TrainerLock
 
@@ -114,3 +116,19 @@ def test_a_standby_waits_for_the_lock_and_takes_over_when_the_active_trainer_die
         assert list(standby.standby_dir.iterdir()) == [], "no longer a standby"
     finally:
         holder.kill()
+
+
+def test_a_standby_imports_at_the_lowest_priority_and_keeps_its_own(tmp_path, monkeypatch):
+    """The standby's heavy imports run on a nice-19 thread (they must not slow the active trainer's
+    first steps); the calling thread keeps its nice value, and an import error reaches the caller."""
+    from trainer.standby import import_at_low_priority
+    (tmp_path / "probe_standby_nice.py").write_text(
+        "import os, threading\nNICE = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())\n")
+    (tmp_path / "probe_standby_broken.py").write_text("raise ImportError('broken on purpose')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    import_at_low_priority(["probe_standby_nice"])
+    assert sys.modules["probe_standby_nice"].NICE == 19
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == before
+    with pytest.raises(ImportError, match="broken on purpose"):
+        import_at_low_priority(["probe_standby_broken"])

@@ -96,3 +96,36 @@ def test_on_a_gpu_under_bf16_autocast_it_matches_the_autograd_path():
     torch.testing.assert_close(got[1], -(ref_all.exp() * ref_all).sum(-1).detach(), atol=1e-3, rtol=1e-3)
     for a, b in ((got[2], hidden.grad), (got[3], weight.grad)):
         assert float((a - b).norm() / b.norm()) < 2e-2
+
+
+@pytest.mark.parametrize("restricted", [False, True])
+def test_linear_nll_equals_the_weighted_nll_of_the_full_softmax(monkeypatch, restricted):
+    """SFT's fused loss: −Σ coef·logp and its gradients (hidden, tied weight), formed in the forward
+    pass, equal autograd through log_softmax — with zero-weight rows whose target the restriction
+    excludes (they must not turn the loss into NaN), and a scaled upstream gradient."""
+    monkeypatch.setattr(lm_head, "CHUNK_ROWS", 7)
+    torch.manual_seed(1)
+    n, h, v = 30, 16, 97
+    hidden = torch.randn(n, h).requires_grad_()
+    weight = torch.randn(v, h).mul(0.5).requires_grad_()
+    targets = torch.randint(0, v, (n,))
+    coef = torch.rand(n)
+    coef[::5] = 0.0
+    allowed = None
+    if restricted:
+        allowed = torch.zeros(v, dtype=torch.bool)
+        allowed[targets[coef > 0]] = True
+        allowed[torch.randperm(v)[:20]] = True
+        targets[0] = int(torch.nonzero(~allowed)[0])  # a zero-weight row whose target is excluded
+
+    loss, logp = lm_head.linear_nll(hidden, weight, targets, coef, 0.8, allowed)
+    (3.0 * loss).backward()
+    got = (loss.detach(), logp[coef > 0], hidden.grad.clone(), weight.grad.clone())
+    hidden.grad, weight.grad = None, None
+    ref_logp, _ = _reference(hidden, weight, targets, 0.8, allowed)
+    ref_loss = -(ref_logp[coef > 0] * coef[coef > 0]).sum()
+    (3.0 * ref_loss).backward()
+    want = (ref_loss.detach(), ref_logp.detach()[coef > 0], hidden.grad, weight.grad)
+    assert torch.isfinite(got[0]) and not logp.requires_grad
+    for name, a, b in zip(("loss", "logp", "grad hidden", "grad weight"), got, want):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)

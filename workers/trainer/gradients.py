@@ -134,11 +134,11 @@ def with_old_logprobs(model, samples: list[TrainSample], hyper: Hyper, ref_model
 
 
 def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict, hyper: Hyper) -> None:
-    fwd = _forward(model, batch, hyper, 1.0, with_entropy=False)
-    device = fwd.logprobs[0].device
+    device = next(model.parameters()).device
     weights = torch.cat(aggregation_weights([s.loss_mask.to(device) for s in batch], "token_mean",
                                             len(batch), n_tokens_total))
-    loss, metrics = sft_loss(torch.cat(fwd.logprobs), weights)
+    fwd = _forward(model, batch, hyper, 1.0, with_entropy=False, nll_weights=weights)
+    loss, metrics = sft_loss(torch.cat(fwd.logprobs), weights, fwd.nll)
     loss.backward()
     for k, v in metrics.items():
         sums[k] = sums.get(k, 0.0) + v.detach()

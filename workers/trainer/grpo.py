@@ -154,8 +154,9 @@ def only_active(x: torch.Tensor, active: torch.Tensor) -> torch.Tensor:
     return x.masked_fill(~active, 0.0)
 
 
-def sft_loss(logp: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+def sft_loss(logp: torch.Tensor, weights: torch.Tensor, fused: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Masked NLL (SFT): `weights` from aggregation_weights (0 on prompt and observation tokens), so the
-    loss and the metric add up across micro-batches to the batch's token-mean NLL."""
-    loss = -(only_active(logp, weights != 0) * weights).sum()
+    loss and the metric add up across micro-batches to the batch's token-mean NLL. `fused`: the same
+    sum as the LM head formed it with its gradients (lm_head.linear_nll), used as it is."""
+    loss = fused if fused is not None else -(only_active(logp, weights != 0) * weights).sum()
     return loss, {"sft/nll": loss.detach(), "train/loss": loss.detach()}

@@ -17,7 +17,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 from . import packing, varlen_attention
-from .lm_head import linear_logprobs
+from .lm_head import linear_logprobs, linear_nll
 from .routing_replay import replay_routing
 
 if TYPE_CHECKING:
@@ -225,8 +225,9 @@ def _forward_routes(batch: list[TrainSample], where: list[tuple[int, int]], shap
 
 @dataclass
 class ForwardOutput:
-    logprobs: list[torch.Tensor]  # per sample, (R,) fp32, differentiable
+    logprobs: list[torch.Tensor]  # per sample, (R,) fp32, differentiable (not when `nll` is set)
     entropy: list[torch.Tensor] | None  # per sample, (R,) fp32
+    nll: torch.Tensor | None = None  # −Σ nll_weights·logp, differentiable, where the LM head formed it (linear_nll)
 
 
 def restrict_logits(logits: torch.Tensor, allowed_token_ids: list[int] | None) -> torch.Tensor:
@@ -287,14 +288,20 @@ def _padded_inputs(model, batch: list[TrainSample], device: torch.device, pad_id
 
 def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperature: float,
                      with_entropy: bool, entropy_grad: bool = False, pad_id: int = 0,
-                     allowed_token_ids: list[int] | None = None, packed: bool | None = None) -> ForwardOutput:
+                     allowed_token_ids: list[int] | None = None, packed: bool | None = None,
+                     nll_weights: torch.Tensor | None = None) -> ForwardOutput:
     """Logprobs of each sample's response tokens under softmax(logits / temperature), over
     `allowed_token_ids` only when given (the same processing as the engine's logprobs).
 
     The batch runs as one packed row (packing.py) or right-padded (`packed`; by default as the trainer
     runs this model: `packs`); the LM head
     runs only on the positions that predict loss-mask tokens (the vocabulary is 150k wide: it is
-    most of the step's compute and memory)."""
+    most of the step's compute and memory).
+
+    nll_weights (one per response position of the batch, concatenated; 0 where the mask is 0): the
+    loss −Σ weight·logp is returned as `nll`, its gradients formed in the LM head's forward pass
+    (lm_head.linear_nll), and `logprobs` carry no gradient (SFT: a loss linear in the logprobs) —
+    except where the LM head has a bias or the entropy is asked for: then `nll` is None."""
     device = next(model.parameters()).device
     if packed if packed is not None else packs(model):
         kwargs, offsets = packing.packed_inputs(model, batch, device)
@@ -318,9 +325,14 @@ def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperatu
         flat.append(keep + starts[i])
     rows_t, cols_t, flat_t = torch.cat(rows).to(device), torch.cat(cols).to(device), torch.cat(flat).to(device)
     kept, kept_targets = hidden[rows_t, cols_t], torch.cat(targets).to(device)
+    nll = None
     if (with_entropy and entropy_grad and torch.is_grad_enabled()) or getattr(model.lm_head, "bias", None) is not None:
         picked, picked_entropy = _chunked_logprobs(model.lm_head, kept, kept_targets, temperature, allowed_token_ids,
                                                    with_entropy, entropy_grad)
+    elif nll_weights is not None and not with_entropy:
+        nll, picked = linear_nll(kept, model.lm_head.weight, kept_targets, nll_weights.to(device)[flat_t], temperature,
+                                 _allowed_mask(allowed_token_ids, model.lm_head.weight.shape[0], device))
+        picked_entropy = None
     else:
         # The common case (no entropy bonus): logits recomputed in backward, never kept (lm_head.py).
         picked, picked_entropy = linear_logprobs(kept, model.lm_head.weight, kept_targets, temperature,
@@ -330,4 +342,4 @@ def forward_response(model: torch.nn.Module, batch: list[TrainSample], temperatu
         # the kept positions' values in place, 0 at every mask-0 position, split back per sample
         return list(torch.zeros(starts[-1], dtype=torch.float32, device=device).index_put((flat_t,), values).split(sizes))
 
-    return ForwardOutput(per_sample(picked), per_sample(picked_entropy) if picked_entropy is not None else None)
+    return ForwardOutput(per_sample(picked), per_sample(picked_entropy) if picked_entropy is not None else None, nll)

@@ -39,9 +39,12 @@ def param_digest(model: torch.nn.Module) -> list[float] | None:
     def whole(t: torch.Tensor) -> float:
         return float(t.full_tensor() if isinstance(t, DTensor) else t)
 
+    total = squares = 0.0
     with torch.no_grad():
-        total = sum(whole(p.double().sum()) for p in model.parameters())
-        squares = sum(whole(p.double().square().sum()) for p in model.parameters())
+        for p in model.parameters():
+            d = p.double()  # one float64 copy per parameter, for both sums (the same values as two copies)
+            total += whole(d.sum())
+            squares += whole(d.square().sum())
     return [total, squares] if math.isfinite(total) and math.isfinite(squares) else None
 
 

@@ -4,12 +4,18 @@ A trainer that finds the lock free at its start takes it at once, before its hea
 process started first is the active one. One that finds it held waits until the active trainer polls
 (its pid, then "ready", in the lock file) before importing torch and transformers, so a standby does
 not slow the active trainer's start; it then registers in `<lock>.standby/` and blocks on the lock. The
-kernel frees an flock the moment its holder dies, SIGKILL included: a standby takes over at once."""
+kernel frees an flock the moment its holder dies, SIGKILL included: a standby takes over at once.
+
+Those imports are ~15–20 s of a core, made just as the active trainer takes its first steps: a standby
+makes them on a thread at the lowest CPU priority (`import_at_low_priority`), so they use what the
+active trainer leaves idle (on 2 cores they had slowed its first six steps to twice their time)."""
 from __future__ import annotations
 
 import fcntl
+import importlib
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -65,3 +71,27 @@ class TrainerLock:
 
     def mark_polling(self) -> None:
         self._write(f"{os.getpid()} ready\n")
+
+
+def import_at_low_priority(modules: list[str]) -> None:
+    """Imports `modules` on a thread of nice 19 and waits for it. Linux's nice is per thread: the
+    process's other threads (and those it starts later, the compute pool of a standby that takes over)
+    keep their priority. Where the priority cannot be set, the imports run as they are."""
+    failed: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+        except (OSError, AttributeError):
+            pass
+        try:
+            for name in modules:
+                importlib.import_module(name)
+        except BaseException as err:  # re-raised on the caller's thread
+            failed.append(err)
+
+    thread = threading.Thread(target=work, name="standby-imports")
+    thread.start()
+    thread.join()
+    if failed:
+        raise failed[0]

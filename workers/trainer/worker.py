@@ -40,7 +40,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.worker import Worker
 
 from .inflight import WORKER_DIED, InflightLedger
-from .standby import TrainerLock
+from .standby import TrainerLock, import_at_low_priority
 
 ACTIVITY_SLOTS = 8
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -173,6 +173,8 @@ def main(argv: list[str] | None = None) -> None:
     lock = TrainerLock(args.lock_file) if args.lock_file else None
     if lock is not None and not lock.try_acquire():
         lock.wait_until_active_polls()  # another trainer is active or starting: let it start first
+        if not lock.held:
+            import_at_low_priority([f"{__package__}.activities", f"{__package__}.train_step"])
     try:
         connect = connect_kwargs(args.address, args.namespace, config_file=not args.no_config_file)
         asyncio.run(run(connect, args.task_queue, args.blob_root, args.inflight_dir, lock, trainer, args.scratch_dir))
