@@ -129,3 +129,34 @@ def test_linear_nll_equals_the_weighted_nll_of_the_full_softmax(monkeypatch, res
     assert torch.isfinite(got[0]) and not logp.requires_grad
     for name, a, b in zip(("loss", "logp", "grad hidden", "grad weight"), got, want):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the device machine); CI has none")
+def test_linear_nll_on_a_gpu_under_bf16_autocast_matches_linear_logprobs():
+    """SFT's fused loss against the weighted sum of linear_logprobs: Qwen's vocabulary, a 0.5B width,
+    more rows than one GPU chunk, bf16 autocast (measured on an H200: the same loss and logp, the
+    gradients to 1e-5 relative, 12.0 ms against 14.3 ms a pass)."""
+    torch.manual_seed(0)
+    n, h, v = 5000, 896, 151936
+    hidden = (torch.randn(n, h, device="cuda") * 0.5).requires_grad_()
+    weight = (torch.randn(v, h, device="cuda") * 0.02).requires_grad_()
+    targets = torch.randint(0, v, (n,), device="cuda")
+    coef = torch.rand(n, device="cuda") / n
+    coef[::7] = 0
+
+    def run(fused: bool):
+        hidden.grad = weight.grad = None
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            if fused:
+                loss, logp = lm_head.linear_nll(hidden, weight, targets, coef)
+            else:
+                logp, _ = linear_logprobs(hidden, weight, targets, 1.0)
+                loss = -(logp * coef).sum()
+        loss.backward()
+        return loss.detach(), logp.detach(), hidden.grad.clone(), weight.grad.clone()
+
+    got, want = run(True), run(False)
+    torch.testing.assert_close(got[0], want[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(got[1], want[1], atol=1e-4, rtol=1e-4)
+    for a, b in ((got[2], want[2]), (got[3], want[3])):
+        assert float((a - b).norm() / b.norm()) < 1e-3
