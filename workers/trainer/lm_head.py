@@ -56,14 +56,20 @@ def _forward_rows(z: torch.Tensor, targets: torch.Tensor, inv_t: float, allowed:
     return lse, logp, lse - (torch.exp(zf - lse[:, None]) * finite).sum(-1)
 
 
+def _shifted(z: torch.Tensor, targets: torch.Tensor, inv_t: float, allowed: torch.Tensor | None):
+    """(y = z/T − max, each row's target logit z/T, the max) of a chunk's logits, y in place on `z`
+    where it is fp32."""
+    zf = _scaled(z, inv_t, allowed)
+    picked = zf.gather(-1, targets[:, None]).squeeze(-1)
+    top = zf.amax(-1, keepdim=True)
+    return zf.sub_(top), picked, top  # y at most 0
+
+
 def _forward_rows_in_place(z: torch.Tensor, targets: torch.Tensor, inv_t: float, allowed: torch.Tensor | None,
                            with_entropy: bool, spare: torch.Tensor | None):
     """_forward_rows for eager (CPU) passes: in place on the chunk's own block `z`, and on `spare`
     (a second reused block) for the entropy — no [rows, vocab] temporaries (measured on 2 cores)."""
-    zf = _scaled(z, inv_t, allowed)
-    picked = zf.gather(-1, targets[:, None]).squeeze(-1)
-    top = zf.amax(-1, keepdim=True)
-    y = zf.sub_(top)  # z − max: at most 0
+    y, picked, top = _shifted(z, targets, inv_t, allowed)
     if not with_entropy:
         shifted_lse = y.exp_().sum(-1).log_()
         lse = shifted_lse + top[:, 0]
@@ -88,14 +94,24 @@ def _logit_grads(z: torch.Tensor, lse: torch.Tensor, targets: torch.Tensor, coef
 def _nll_rows(z: torch.Tensor, targets: torch.Tensor, coef: torch.Tensor, inv_t: float, allowed: torch.Tensor | None):
     """(logp of each row's target, d(−Σ coef·logp)/dz = coef·(softmax − onehot)/T), in place on the
     chunk's logits `z` where they are fp32: one exp pass gives both."""
-    zf = _scaled(z, inv_t, allowed)
-    picked = zf.gather(-1, targets[:, None]).squeeze(-1)
-    top = zf.amax(-1, keepdim=True)
-    e = zf.sub_(top).exp_()
+    y, picked, top = _shifted(z, targets, inv_t, allowed)
+    e = y.exp_()
     total = e.sum(-1)
     c = coef * inv_t
     g = e.mul_((c / total)[:, None]).scatter_add_(-1, targets[:, None], -c[:, None])
     return picked - top[:, 0] - total.log(), g
+
+
+def _add_chunk_grads(g: torch.Tensor, h: torch.Tensor, w: torch.Tensor, rows: slice,
+                     grad_h: torch.Tensor | None, grad_w: torch.Tensor | None) -> None:
+    """A chunk's logit gradients `g` (compute dtype) into the hidden states' rows and the fp32 weight's."""
+    if grad_h is not None:
+        grad_h[rows] = (g @ w).to(grad_h.dtype)
+    if grad_w is not None:
+        if g.dtype == torch.float32:
+            grad_w.addmm_(g.T, h)  # no [vocab, hidden] temporary per chunk
+        else:
+            grad_w += (g.T @ h).float()
 
 
 def _chunk(t: torch.Tensor) -> int:
@@ -157,13 +173,7 @@ class _LinearLogprobs(torch.autograd.Function):
         for s in range(0, hidden.shape[0], c):
             h = h_all[s:s + c]
             g = grads(_logits(h, w, buf), lse[s:s + c], targets[s:s + c], coef[s:s + c], ctx.inv_t, allowed, dtype)
-            if grad_h is not None:
-                grad_h[s:s + c] = (g @ w).to(hidden.dtype)
-            if grad_w is not None:
-                if g.dtype == torch.float32:
-                    grad_w.addmm_(g.T, h)  # no [vocab, hidden] temporary per chunk
-                else:
-                    grad_w += (g.T @ h).float()
+            _add_chunk_grads(g, h, w, slice(s, s + c), grad_h, grad_w)
         return grad_h, None if grad_w is None else grad_w.to(weight.dtype), None, None, None, None, None
 
 
@@ -185,12 +195,7 @@ class _LinearNll(torch.autograd.Function):
             h = h_all[s:s + c]
             lp, g = rows(_logits(h, w, buf), targets[s:s + c], coef[s:s + c], inv_t, allowed)
             logp[s:s + c] = lp
-            g = g.to(dtype)
-            grad_h[s:s + c] = (g @ w).to(hidden.dtype)
-            if g.dtype == torch.float32:
-                grad_w.addmm_(g.T, h)
-            else:
-                grad_w += (g.T @ h).float()
+            _add_chunk_grads(g.to(dtype), h, w, slice(s, s + c), grad_h, grad_w)
         ctx.save_for_backward(grad_h, grad_w)
         ctx.weight_dtype = weight.dtype
         ctx.mark_non_differentiable(logp)
