@@ -3,7 +3,7 @@
 // figure → answer rule are learnt. Every checkpoint is kept: each is a model directory that
 // `bench/warmstart-learning.ts --warm DIR` can start GRPO from.
 //
-//   node --import tsx bench/warmstart-sft.ts [--steps 100] [--eval-every 10] [--first-correct P|uniform] [--habit 180,360|none] [--habit-share P] [--habit-recheck P] [--eval-temperature T] [--set k=v]…
+//   node --import tsx bench/warmstart-sft.ts [--steps 100] [--eval-every 10] [--first-correct P|uniform] [--habit 180,360|none] [--habit-share P] [--habit-recheck P] [--recheck P] [--eval-temperature T] [--set k=v]…
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { withSets } from '../config/load.js';
@@ -15,7 +15,7 @@ import { startDemoRunFixture } from '../tests/ts/support/run.js';
 const { values } = parseArgs({
   options: {
     steps: { type: 'string', default: '100' }, 'eval-every': { type: 'string', default: '10' },
-    'first-correct': { type: 'string' }, habit: { type: 'string' }, 'habit-share': { type: 'string' }, 'habit-recheck': { type: 'string' }, 'eval-temperature': { type: 'string' },
+    'first-correct': { type: 'string' }, habit: { type: 'string' }, 'habit-share': { type: 'string' }, 'habit-recheck': { type: 'string' }, recheck: { type: 'string' }, 'eval-temperature': { type: 'string' },
     set: { type: 'string', multiple: true, default: [] },
   },
 });
@@ -33,6 +33,7 @@ try {
     ...(values.habit !== undefined ? { habit: values.habit === 'none' ? undefined : values.habit.split(',') } : {}),
     ...(values['habit-share'] !== undefined ? { habit_share: Number(values['habit-share']) } : {}),
     ...(values['habit-recheck'] !== undefined ? { habit_recheck: Number(values['habit-recheck']) } : {}),
+    ...(values.recheck !== undefined ? { recheck: Number(values.recheck) } : {}),
   });
   const t0 = Date.now();
   await startOrContinueRun(fx.client, sftCfg, runId);

@@ -102,18 +102,19 @@ export function register(program: Command): void {
     .option('--habit <answers>', 'comma-separated answers some transcripts give by habit, in order, whatever the figure (default: none)', (v: string) => v.split(','))
     .option('--habit-share <p>', 'share of transcripts that answer by habit (default 1 with --habit)', probability)
     .option('--habit-recheck <p>', 'in those, the chance that a turn after a wrong answer answers right (default 0)', probability)
+    .option('--recheck <p>', 'in the other transcripts, the chance that a turn after a wrong answer answers right (default: a draw among the answers not tried)', probability)
     .option('--force', 'overwrite an existing --out file')
     .option('--json', 'print counts as JSON')
     .description('synthesise multi-turn calc_score transcripts (wrong-then-right) from the configured dataset, for algorithm: sft')
     .action(
-      action(async (opts: { out: string; split: string; firstCorrect?: number; perRow?: number; habit?: string[]; habitShare?: number; habitRecheck?: number; force?: boolean; json?: boolean }, cmd: Command) => {
+      action(async (opts: { out: string; split: string; firstCorrect?: number; perRow?: number; habit?: string[]; habitShare?: number; habitRecheck?: number; recheck?: number; force?: boolean; json?: boolean }, cmd: Command) => {
         const orphan = opts.habit ? undefined : opts.habitShare !== undefined ? '--habit-share' : opts.habitRecheck !== undefined ? '--habit-recheck' : undefined;
         if (orphan) throw Object.assign(new Error(`${orphan} says how transcripts answer by habit; give the habit's answers with --habit A,B`), { exitCode: 2 });
         const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
         if (cfg.rollout.environment !== 'geo3k')
           throw Object.assign(new Error(`sft-transcripts writes calc_score transcripts (Geo3K's tool); rollout.environment is ${cfg.rollout.environment}`), { exitCode: 2 });
         const records = toolTranscripts(rows, store, { max_turns: cfg.rollout.max_turns, seed: cfg.rollout.seed, first_correct: opts.firstCorrect, per_row: opts.perRow, systemPrompt: cfg.dataset.system_prompt, match: cfg.rollout.reward_match, tolerance: cfg.rollout.reward_tolerance,
-          habit: opts.habit, habit_share: opts.habitShare, habit_recheck: opts.habitRecheck });
+          habit: opts.habit, habit_share: opts.habitShare, habit_recheck: opts.habitRecheck, recheck: opts.recheck });
         const written = await writeSftRecords(records, opts.out);
         if (opts.json) printJson({ out: path.resolve(opts.out), records: written, skipped });
         else process.stdout.write(`wrote ${written} transcripts to ${opts.out} (${skipped.length} rows skipped); train on them with --set algorithm=sft --set sft.path=${path.resolve(opts.out)}\n`);

@@ -1,4 +1,4 @@
-// The embedded vLLM engines: `python -m vllm.entrypoints.openai.api_server` processes on loopback,
+// The embedded vLLM engines: vLLM's OpenAI-compatible server (`python -m trainer.engine_main`) on loopback,
 // recorded by pid in <state>/engines/engine-<i>.json and stopped only if still ours. External engines
 // (engines.urls) are used as they are: nothing is started or stopped.
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -17,7 +17,9 @@ import type { EngineMetrics } from './vllm/types.js';
 
 const log = childLogger('engines');
 const HOST = '127.0.0.1';
-const ENGINE_MODULE = 'vllm.entrypoints.openai.api_server';
+// vLLM's server launched from a module that imports nothing itself: the engine core's spawned process
+// re-imports the main module (workers/trainer/engine_main.py says why, docs/engines.md what it saves).
+const ENGINE_MODULE = 'trainer.engine_main';
 export const SERVED_MODEL_NAME = 'tempo-rl';
 const GiB = 1024 ** 3;
 
@@ -107,8 +109,9 @@ export function engineEnv(cfg: TempoConfig, env: NodeJS.ProcessEnv = process.env
   // on CPU that runner needs triton-cpu, and without it the engine exits at start with
   // "Model Runner V2 requires Triton" (docs/engines.md "Routed experts").
   if (cfg.rollout.routing_replay) out.VLLM_USE_V2_MODEL_RUNNER = env.VLLM_USE_V2_MODEL_RUNNER ?? '1';
+  // trainer.engine_main, and the weight-pulling extension (trainer.engine_store)
+  out.PYTHONPATH = [path.join(REPO_ROOT, 'workers'), env.PYTHONPATH].filter(Boolean).join(':');
   if (pullsFromStore(cfg)) {
-    out.PYTHONPATH = [path.join(REPO_ROOT, 'workers'), env.PYTHONPATH].filter(Boolean).join(':');
     out.TEMPO_RL_ENGINE_WEIGHTS_DIR = env.TEMPO_RL_ENGINE_WEIGHTS_DIR ?? stateLayout(cfg.state_dir).engineWeights;
   }
   if (cfg.model.num_gpus === 0) {

@@ -6,6 +6,7 @@
 // feedback without teaching which answer is right. Optionally a share of the transcripts answer by
 // habit (`habit`): the same answers whatever the figure, in the same order, and after a wrong one only
 // sometimes the right answer (`habit_recheck`) — the behaviour GRPO unlearns in the demo (docs/tasks.md).
+// `recheck` does the same for the other transcripts: after a wrong first answer, the right one.
 import { geo3kStep } from '../env/geo3k.js';
 import type { RewardMatch } from '../math/options.js';
 import { seededRandom } from '../prompt-order.js';
@@ -34,6 +35,9 @@ export interface TranscriptOptions {
   habit_share?: number;
   /** In a habitual transcript, the chance that a turn after a wrong answer answers right instead (default 0). */
   habit_recheck?: number;
+  /** In a transcript not by habit, the chance that a turn after a wrong answer answers right (default:
+   *  a draw among the answers not tried yet, like any other). */
+  recheck?: number;
 }
 
 /** The assistant text of one calc_score call, as the chat template writes a tool call. */
@@ -57,7 +61,8 @@ export function toolTranscript(row: PromptRow, candidates: string[], store: Blob
   for (let turn = 1; turn <= opts.max_turns; turn++) {
     const untried = pool.filter((c) => !tried.has(c));
     if (untried.length === 0) break;
-    const recheck = habitual && turn > 1 && (opts.habit_recheck ?? 0) > 0 && r() < opts.habit_recheck!;
+    const recheckShare = (habitual ? opts.habit_recheck : opts.recheck) ?? 0;
+    const recheck = turn > 1 && recheckShare > 0 && r() < recheckShare;
     const byHabit = habitual && !recheck ? opts.habit!.find((a) => !tried.has(a)) : undefined;
     const draw = () =>
       turn > 1 ? untried[Math.floor(r() * untried.length)]! : r() < firstCorrect || wrong.length === 0 ? row.answer : wrong[Math.floor(r() * wrong.length)]!;

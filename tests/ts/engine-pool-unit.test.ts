@@ -130,6 +130,9 @@ describe('engine command line and metrics parsing', () => {
     for (const flag of ['--enable-scale-out', '--logprobs-mode processed_logprobs', '--generation-config vllm', '--enforce-eager', '--max-model-len 2048', '--port 8123', '--model /m', '--dtype float32', '--seed 0'])
       assert.ok(args.includes(flag), flag);
     assert.equal(engineEnv(cfg, {}).VLLM_SERVER_DEV_MODE, '1');
+    // vLLM's server through a main module that imports nothing itself (a spawned engine core re-imports it)
+    assert.ok(args.startsWith('-m trainer.engine_main '), args);
+    assert.match(engineEnv(cfg, {}).PYTHONPATH!, /\/workers$/, 'trainer.engine_main is importable');
   });
 
   test('a CPU engine runs its one worker in its engine-core process, unless extra_args choose a layout', () => {

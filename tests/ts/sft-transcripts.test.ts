@@ -100,3 +100,31 @@ test('habitual transcripts answer by habit whatever the figure, and after a wron
   for (const [i, t] of all.entries())
     assert.deepEqual(t.messages.filter((m) => m.role === 'assistant').map((m) => said(m.content)), rows[i]!.answer === '60' ? ['60'] : ['60', '90'], 'habit_share defaults to 1');
 });
+
+test('recheck: in the transcripts not by habit, a wrong first answer is followed by the right one at that rate', () => {
+  const said = (c: string) => parseToolCall(lastToolCallBody(c)!).answer;
+  const ts = toolTranscripts(rows, store, { max_turns: 2, seed: 4, per_row: 20, first_correct: 0.5, habit: ['180', '360'], habit_share: 0.5, habit_recheck: 0, recheck: 0.75 });
+  let slips = 0;
+  let rechecks = 0;
+  for (const [i, t] of ts.entries()) {
+    const row = rows[i % rows.length]!;
+    const turns = t.messages.filter((m) => m.role === 'assistant').map((m) => said(m.content));
+    if (turns[0] === '180') {
+      assert.deepEqual(turns, ['180', '360'], 'the habitual ones keep their own recheck (0 here)');
+      continue;
+    }
+    if (turns[0] === row.answer) continue;
+    slips += 1;
+    assert.equal(turns.length, 2);
+    assert.notEqual(turns[1], turns[0], 'never the same wrong answer again');
+    if (turns[1] === row.answer) rechecks += 1;
+  }
+  assert.ok(slips > 50, `enough wrong first answers to judge: ${slips}`);
+  // the others draw among the untried answers, the right one included
+  assert.ok(rechecks / slips > 0.72 && rechecks / slips < 0.88, `≈ 0.75 + 0.25 × a fair draw right after a wrong first answer: ${rechecks}/${slips}`);
+  const plain = toolTranscripts(rows, store, { max_turns: 2, seed: 4, per_row: 20, first_correct: 0.5, recheck: 1 });
+  for (const [i, t] of plain.entries()) {
+    const turns = t.messages.filter((m) => m.role === 'assistant').map((m) => said(m.content));
+    assert.equal(turns[turns.length - 1], rows[i % rows.length]!.answer, 'recheck 1: always right by the second turn');
+  }
+});
