@@ -6,7 +6,7 @@
 // feedback without teaching which answer is right. Optionally a share of the transcripts answer by
 // habit (`habit`): the same answers whatever the figure, in the same order, and after a wrong one only
 // sometimes the right answer (`habit_recheck`) — the behaviour GRPO unlearns in the demo (docs/tasks.md).
-// `recheck` does the same for the other transcripts: after a wrong first answer, the right one.
+// `recheck` is that chance for the other transcripts (unset: the next answer is drawn like any other).
 import { geo3kStep } from '../env/geo3k.js';
 import type { RewardMatch } from '../math/options.js';
 import { seededRandom } from '../prompt-order.js';
