@@ -2,7 +2,8 @@
 without replay as the trainer's weights drift away from those that sampled.
 
     python bench/moe-routing-replay.py [--steps 4] [--drift updates|router] [--lr 1e-5] [--noise 0.05]
-                                       [--prompts 8] [--gen 24] [--engine URL] [--json]
+                                       [--prompts 8] [--gen 24] [--engine URL] [--device cuda]
+                                       [--compute-dtype bfloat16] [--json]
 
 1. Rollout at the starting weights θ0: --prompts chat prompts, --gen tokens each, temperature 1, with
    each token's logprob and each position's routed experts (layers × top-k) in vLLM's form — rows for
@@ -18,7 +19,8 @@ without replay as the trainer's weights drift away from those that sampled.
 3. After each update, the trainer's logprobs of the sampled tokens at θ_k against the rollout's:
    mean |Δ logprob| without replay (its own router) and with replay (the rollout's experts, weights
    from its own router logits), and the share of (token, layer) pairs whose own top-k is no longer the
-   rollout's ("flipped" — what replay undoes).
+   rollout's ("flipped" — what replay undoes). The trainer runs on --device in --compute-dtype (a GPU
+   engine serves bf16: compare with the trainer's bf16 path, as a train step computes).
 
 Numbers are printed, never asserted.
 """
@@ -43,7 +45,7 @@ from trainer.model import TrainSample, forward_response, load_policy  # noqa: E4
 from trainer.routing_replay import NO_ROUTE, decode_routed_experts, model_routing_shape, moe_routers, replay_routing  # noqa: E402
 from trainer.step_metrics import read_metrics  # noqa: E402
 from trainer.tiny_moe_model import build_tiny_moe_model  # noqa: E402
-from trainer.gradients import NoProgress, accumulate_gradients, make_optimizer  # noqa: E402
+from trainer.gradients import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
 
 QUESTIONS = ["What is 7 times 8?", "Name three prime numbers.", "How many sides has a hexagon?", "Spell 'geometry'.",
              "What is the square root of 81?", "Which is larger, 3/4 or 2/3?", "Count down from five.",
@@ -56,11 +58,15 @@ def _post(url: str, path: str, body: dict) -> dict:
         return json.loads(r.read())
 
 
+def _device(model) -> torch.device:
+    return next(model.parameters()).device
+
+
 def own_rows(model, ids: list[int]) -> np.ndarray:
     """The model's own top-k at every position of `ids` (layers × top-k), as an engine returns them."""
     with torch.no_grad(), replay_routing(model, None, record=True) as st:
-        model.model(input_ids=torch.tensor([ids]), use_cache=False)
-    return torch.stack([st.chosen[i] for i in sorted(st.chosen)], dim=1).numpy().astype(np.int16)
+        model.model(input_ids=torch.tensor([ids], device=_device(model)), use_cache=False)
+    return torch.stack([st.chosen[i].cpu() for i in sorted(st.chosen)], dim=1).numpy().astype(np.int16)
 
 
 def sample_here(model, prompt: list[int], gen: int, seed: int) -> tuple[list[int], list[float], np.ndarray]:
@@ -89,20 +95,20 @@ def sample_engine(url: str, model, prompt: list[int], gen: int, seed: int) -> tu
     return out, lps, own_rows(model, prompt + out[:-1]), False
 
 
-def mismatch(model, samples: list[TrainSample]) -> dict[str, float]:
+def mismatch(model, samples: list[TrainSample], dtype: str) -> dict[str, float]:
     out = {}
-    with torch.no_grad():
+    with torch.no_grad(), compute_precision(model, dtype):
         for name, replay in (("no_replay", False), ("replay", True)):
             diffs = []
             for s in samples:
                 lp = forward_response(model, [s if replay else TrainSample(**{**s.__dict__, "routes": None})], 1.0,
                                       with_entropy=False, packed=False).logprobs[0]
-                diffs.append((lp - s.rollout_logprobs).abs())
+                diffs.append((lp.float().cpu() - s.rollout_logprobs).abs())
             out[f"abs_diff_{name}"] = float(torch.cat(diffs).mean())
         flipped = replayed = 0
         for s in samples:
             with replay_routing(model, s.routes) as st:
-                model.model(input_ids=torch.tensor([s.input_ids]), use_cache=False)
+                model.model(input_ids=torch.tensor([s.input_ids], device=_device(model)), use_cache=False)
             flipped, replayed = flipped + st.flipped, replayed + st.replayed_tokens
     out["routes_flipped"] = flipped / max(replayed, 1)
     return out
@@ -119,6 +125,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--drift", choices=["updates", "router"], default="updates")
     p.add_argument("--noise", type=float, default=0.05, help="--drift router: noise std relative to each router weight's std")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--compute-dtype", choices=["float32", "bfloat16"], default="float32")
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
@@ -127,7 +135,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(model_dir)
-    rollout = load_policy(model_dir).eval()
+    rollout = load_policy(model_dir, a.device).eval()
     assert model_routing_shape(rollout) is not None, f"{model_dir} is not an MoE model"
     t0 = time.perf_counter()
     samples, engine_rows = [], 0
@@ -147,22 +155,22 @@ def main(argv: list[str] | None = None) -> dict:
     rollout_s = time.perf_counter() - t0
     del rollout
 
-    model = load_policy(model_dir)
-    hyper = Hyper(lr=a.lr, micro_batch_tokens=4096)
+    model = load_policy(model_dir, a.device)
+    hyper = Hyper(lr=a.lr, micro_batch_tokens=4096, compute_dtype=a.compute_dtype)
     opt = make_optimizer(model, hyper)
     rows_source = ("engine routed_experts" if engine_rows == len(samples) else
                    "trainer top-k at θ0 (the engine returned no routed_experts)") if a.engine else "stand-in engine (this process, θ0)"
     results = []
     for step in range(a.steps + 1):
         model.eval()
-        results.append({"step": step, **mismatch(model, samples)})
+        results.append({"step": step, **mismatch(model, samples, a.compute_dtype)})
         if step == a.steps:
             break
         if a.drift == "router":
             g = torch.Generator().manual_seed(a.seed * 1000 + step)
             with torch.no_grad():
                 for _, gate in moe_routers(model):
-                    gate.weight.add_(torch.randn(gate.weight.shape, generator=g) * gate.weight.std() * a.noise)
+                    gate.weight.add_((torch.randn(gate.weight.shape, generator=g) * gate.weight.std().cpu() * a.noise).to(gate.weight.device))
             continue
         model.train()
         opt.zero_grad(set_to_none=True)

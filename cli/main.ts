@@ -23,6 +23,7 @@ const commands: Record<string, string> = {
   stop: './run-command.js',
   demo: './demo-command.js',
   report: './report-command.js',
+  pack: './pack-command.js',
 };
 
 const program = new Command('tempo-rl')

@@ -20,15 +20,38 @@ function progressLine(p: RunProgress): string {
     (reward !== undefined ? `  reward ${reward.toFixed(3)}` : '');
 }
 
-/** Follows a run until it ends: a redrawn line on a terminal, plain log lines otherwise. */
+const secs = (v: number | undefined) => (v === undefined ? '–' : `${v.toFixed(1)} s`);
+
+/** A finished step's time split and throughput, from its metrics (one line). */
+export function stepSummary(step: number, m: Record<string, number>): string {
+  const parts = [`rollout ${secs(m['perf/rollout_time'])}`, `train ${secs(m['perf/train_time'])}`];
+  if (m['perf/checkpoint_seconds'] !== undefined) parts.push(`checkpoint ${secs(m['perf/checkpoint_seconds'])}`);
+  let sync = `weight sync ${secs(m['perf/weight_sync_time'])}`;
+  if (m['sync/transfer_bytes']) sync += ` (${(m['sync/transfer_bytes'] / 1e9).toFixed(2)} GB in ${secs(m['sync/transfer_seconds'])}, ${m['sync/seconds_per_gb']?.toFixed(3)} s/GB pause to resume)`;
+  parts.push(sync);
+  if (m['perf/engine_sleep_seconds'] !== undefined || m['sync/wake_seconds'] !== undefined)
+    parts.push(`engines sleep ${secs(m['perf/engine_sleep_seconds'])} / wake ${secs(m['sync/wake_seconds'])}`);
+  const tps = (v: number | undefined) => (v === undefined ? '–' : `${Math.round(v)} tokens/s`);
+  return `step ${step} took ${secs(m['perf/step_time'])}: ${parts.join(', ')}; rollout ${tps(m['perf/rollout_tokens_per_second'])}, train ${tps(m['perf/train_tokens_per_second'])}`;
+}
+
+/** Follows a run until it ends: a redrawn line on a terminal, plain log lines otherwise; a line with
+ *  each finished step's time split. */
 export async function followRun(cfg: TempoConfig, runId: string): Promise<RunResult> {
   const client = await connectClient(cfg);
   const handle = runHandle(client, runId);
   const tty = process.stderr.isTTY;
   let last = '';
+  let summarised = -1;
   const timer = setInterval(async () => {
     try {
-      const line = progressLine(await runProgress(client, runId));
+      const p = await runProgress(client, runId);
+      if (p.step > 0 && p.step - 1 > summarised && p.metrics['perf/step_time'] !== undefined) {
+        summarised = p.step - 1;
+        process.stderr.write(`${tty ? '\r\x1b[K' : ''}${stepSummary(summarised, p.metrics)}\n`);
+        last = '';
+      }
+      const line = progressLine(p);
       if (line === last) return;
       last = line;
       process.stderr.write(tty ? `\r\x1b[K${line}` : `${line}\n`);

@@ -116,6 +116,24 @@ export const EnginesConfig = z
     health_interval_s: z.number().positive().default(5),
     startup_timeout_s: z.number().positive().default(600),
     extra_args: z.array(z.string()).default([]),
+    /** GPU engines only: the share of each GPU's memory an engine takes (vLLM's --gpu-memory-utilization;
+     *  its weights, activations and KV cache). Absent: vLLM's default (0.9). Colocated with the trainer,
+     *  the rest is the trainer's (docs/engines.md "Colocation"). */
+    gpu_memory_utilization: z.number().gt(0).lte(1).optional(),
+    /** The engines share the trainer's GPUs (engine i on the GPUs of trainer rank i): they sleep while
+     *  the trainer trains and wake for the weight sync and the next rollout. Needs GPUs, the ipc
+     *  transport and a synchronous run. */
+    colocate: z.boolean().default(false),
+    /** How colocated engines sleep: 1 keeps their weights in host memory, 2 drops them (the ipc sync
+     *  rewrites every weight at each wake anyway, so 2 saves two copies of the weights a step). */
+    sleep_level: z.union([z.literal(1), z.literal(2)]).default(2),
+    /** How new weights reach the engines: disk (they reload the checkpoint's model directory, or pull it
+     *  from an s3:// blob store), ipc (the trainer's memory, through CUDA IPC on the GPUs it shares with
+     *  them or /dev/shm on CPU: engines on its host), auto (ipc when colocated, else disk). nccl
+     *  (engines on other GPUs) is refused until it can be tested (it needs two GPUs). */
+    weight_transport: z.enum(['auto', 'disk', 'ipc', 'nccl']).default('auto'),
+    /** ipc: the size of each bucket of weights (two are in use at a time on the trainer's GPU). */
+    ipc_bucket_mb: positiveInt.max(65536).default(1024),
   })
   .prefault({});
 
@@ -333,12 +351,52 @@ export const TempoConfig = z.strictObject({
     path: ['grpo', 'tis', 'enabled'],
     message: 'must be true when rollout.max_staleness > 0: episodes sampled by older weights are corrected by importance weights against their rollout logprobs',
   })
+  .superRefine((c, ctx) => {
+    for (const issue of weightTransportIssues(c)) ctx.addIssue({ code: 'custom', ...issue });
+  })
   // vLLM 0.32 returns routed experts only from its Model Runner V2, which on CPU needs Triton's CPU
   // backend (not on PyPI): a CPU engine started for replay exits at start. Engines given by URL may be GPU ones.
   .refine((c) => !c.rollout.routing_replay || c.model.num_gpus > 0 || c.engines.urls.length > 0, {
     path: ['rollout', 'routing_replay'],
     message: 'needs GPU engines (model.num_gpus > 0) or engines.urls: vLLM 0.32 on CPU cannot return routed experts (its Model Runner V2 requires Triton; docs/engines.md "Routed experts")',
   });
+
+type ConfigShape = {
+  algorithm: string;
+  model: { num_gpus: number };
+  engines: { urls: string[]; colocate: boolean; weight_transport: string; gpu_memory_utilization?: number | undefined };
+  rollout: { max_staleness: number };
+};
+
+/** Where the engines are and how weights reach them, checked together (docs/engines.md "Weights"). */
+function weightTransportIssues(c: ConfigShape): Array<{ path: string[]; message: string }> {
+  const e = c.engines;
+  const issues: Array<{ path: string[]; message: string }> = [];
+  if (e.weight_transport === 'nccl')
+    issues.push({ path: ['engines', 'weight_transport'], message: 'nccl (engines on other GPUs than the trainer\'s) is not built yet: it can only be tested with two GPUs; use disk, or colocate the engines (ipc)' });
+  if (e.gpu_memory_utilization !== undefined && c.model.num_gpus === 0)
+    issues.push({ path: ['engines', 'gpu_memory_utilization'], message: 'is for GPU engines: with model.num_gpus 0 the engines run on CPU (their KV cache is VLLM_CPU_KVCACHE_SPACE)' });
+  if (e.colocate) {
+    if (c.model.num_gpus === 0) issues.push({ path: ['engines', 'colocate'], message: 'needs GPUs (model.num_gpus > 0): engines sleep through vLLM\'s CUDA memory pool' });
+    if (e.urls.length > 0) issues.push({ path: ['engines', 'colocate'], message: 'is for the engines tempo-rl starts on the trainer\'s GPUs, not engines.urls' });
+    if (c.rollout.max_staleness > 0) issues.push({ path: ['engines', 'colocate'], message: 'needs rollout.max_staleness 0: the async window generates while the trainer trains, when colocated engines sleep' });
+    if (c.algorithm !== 'grpo') issues.push({ path: ['engines', 'colocate'], message: 'is for algorithm grpo (SFT renders while it trains)' });
+    if (e.weight_transport === 'disk') issues.push({ path: ['engines', 'weight_transport'], message: 'must be ipc (or auto) with engines.colocate: the engines wake with their weights dropped (engines.sleep_level 2)' });
+  }
+  if (e.weight_transport === 'ipc') {
+    if (e.urls.length > 0) issues.push({ path: ['engines', 'weight_transport'], message: 'ipc needs the engines tempo-rl starts on the trainer\'s host, not engines.urls (use disk)' });
+    if (c.model.num_gpus > 0 && !e.colocate) issues.push({ path: ['engines', 'weight_transport'], message: 'ipc on GPUs needs the engines on the trainer\'s GPUs (engines.colocate: true); engines on other GPUs need nccl, which is not built yet (use disk)' });
+  }
+  return issues;
+}
+
+/** The transport a run's weight syncs use (engines.weight_transport, with auto resolved). */
+export function weightTransport(cfg: Pick<TempoConfig, 'engines'>): 'disk' | 'ipc' {
+  const t = cfg.engines.weight_transport;
+  if (t === 'auto') return cfg.engines.colocate ? 'ipc' : 'disk';
+  if (t === 'nccl') throw new Error('engines.weight_transport nccl is not built');
+  return t;
+}
 
 export type TempoConfig = z.infer<typeof TempoConfig>;
 export type RolloutConfig = z.infer<typeof RolloutConfig>;

@@ -81,6 +81,9 @@ export const TrainStepInput = z.strictObject({
   checkpoint_interval: z.number().int().positive().optional(),
   /** A full checkpoint at this step whatever the interval (the run's last step). */
   full_checkpoint: z.boolean().optional(),
+  /** engines.colocate: the engines on the trainer's GPUs, put to sleep (at engines.sleep_level) before it trains. */
+  sleep_engines: z.array(z.string()).optional(),
+  engine_sleep_level: z.union([z.literal(1), z.literal(2)]).optional(),
 }).refine((i) => i.blob_store !== undefined || i.blob_root !== undefined, { message: 'blob_store (or blob_root) is required' });
 export type TrainStepInput = z.infer<typeof TrainStepInput>;
 
@@ -101,12 +104,22 @@ export const SyncWeightsInput = z.strictObject({
   engines: z.array(z.string()),
   /** How /pause treats requests in flight (rollout.sync_in_flight). Absent: wait. */
   pause_mode: z.enum(['wait', 'abort', 'keep']).optional(),
+  /** engines.weight_transport (auto resolved). Absent: disk. */
+  transport: z.enum(['disk', 'ipc']).optional(),
+  /** engines.colocate: the engines slept while the trainer trained; the sync wakes them. */
+  wake_engines: z.boolean().optional(),
+  /** ipc: the engines' dtype (model.dtype) and engines.ipc_bucket_mb. */
+  engine_dtype: z.enum(['float32', 'bfloat16']).optional(),
+  ipc_bucket_mb: z.number().int().positive().optional(),
 });
 export type SyncWeightsInput = z.infer<typeof SyncWeightsInput>;
 
 export const SyncWeightsOutput = z.object({
   weight_version: z.number().int(),
   engines: z.array(z.object({ url: z.string(), ok: z.boolean(), seconds: z.number() })),
+  /** Seconds of the sync's phases (wake_seconds, load_seconds, transfer_seconds, seconds in all) and,
+   *  for ipc, transfer_bytes and buckets. Absent from workers before it. */
+  timings: z.record(z.string(), z.number()).optional(),
 });
 export type SyncWeightsOutput = z.infer<typeof SyncWeightsOutput>;
 

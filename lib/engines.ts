@@ -1,6 +1,7 @@
-// The embedded vLLM engines: vLLM's OpenAI-compatible server (`python -m trainer.engine_main`) on loopback,
+// The embedded vLLM engines: vLLM's OpenAI-compatible server (`python -m tempo_engine.main`) on loopback,
 // recorded by pid in <state>/engines/engine-<i>.json and stopped only if still ours. External engines
 // (engines.urls) are used as they are: nothing is started or stopped.
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -18,8 +19,9 @@ import type { EngineMetrics } from './vllm/types.js';
 const log = childLogger('engines');
 const HOST = '127.0.0.1';
 // vLLM's server launched from a module that imports nothing itself: the engine core's spawned process
-// re-imports the main module (workers/trainer/engine_main.py says why, docs/engines.md what it saves).
-const ENGINE_MODULE = 'trainer.engine_main';
+// re-imports the main module (workers/tempo_engine/main.py says why, docs/engines.md what it saves). It
+// adapts this command line to the vLLM release installed (workers/tempo_engine/compat.py).
+const ENGINE_MODULE = 'tempo_engine.main';
 export const SERVED_MODEL_NAME = 'tempo-rl';
 const GiB = 1024 ** 3;
 
@@ -45,8 +47,9 @@ export interface EngineStatus {
   log: string | null;
 }
 
-/** The vLLM worker extension that pulls weights from the blob store (workers/trainer/engine_store.py). */
-export const STORE_EXTENSION = 'trainer.engine_store.StoreWeights';
+/** tempo-rl's vLLM worker extension: weights pulled from the blob store or handed over in buckets
+ *  (workers/tempo_engine/extension.py). */
+export const WORKER_EXTENSION = 'tempo_engine.extension.TempoRlWorker';
 
 /** With a remote (s3://) blob store the engines share no filesystem with the trainer: they pull weights. */
 export function pullsFromStore(cfg: TempoConfig): boolean {
@@ -88,10 +91,41 @@ export function engineArgs(cfg: TempoConfig, port: number, env: NodeJS.ProcessEn
     '--disable-uvicorn-access-log',
     // R3: every completion choice carries its tokens' routed experts (base64 .npy, docs/engines.md)
     ...(cfg.rollout.routing_replay ? ['--enable-return-routed-experts'] : []),
-    // a remote blob store: weight syncs ask each engine to pull the committed weights from it
-    ...(pullsFromStore(cfg) ? ['--worker-extension-cls', STORE_EXTENSION] : []),
+    // weights pulled from an s3:// store, or handed over in buckets (engines.weight_transport ipc)
+    '--worker-extension-cls', WORKER_EXTENSION,
+    ...gpuArgs(cfg),
     ...cfg.engines.extra_args,
   ];
+}
+
+/** GPU engines: their memory share, and sleep mode when they share the trainer's GPUs. */
+function gpuArgs(cfg: TempoConfig): string[] {
+  if (cfg.model.num_gpus === 0) return [];
+  const util = cfg.engines.gpu_memory_utilization;
+  return [...(util !== undefined ? ['--gpu-memory-utilization', String(util)] : []), ...(cfg.engines.colocate ? ['--enable-sleep-mode'] : [])];
+}
+
+/** GPUs per engine: the product of the parallel sizes engines.extra_args choose (1 without). */
+export function gpusPerEngine(cfg: TempoConfig): number {
+  const size = (names: string[]) => {
+    const a = cfg.engines.extra_args;
+    for (let i = 0; i < a.length; i++) {
+      const [flag, inline] = a[i]!.split('=', 2) as [string, string | undefined];
+      if (names.includes(flag)) return Number(inline ?? a[i + 1]) || 1;
+    }
+    return 1;
+  };
+  return size(['--tensor-parallel-size', '-tp']) * size(['--pipeline-parallel-size', '-pp']) * size(['--data-parallel-size', '-dp']);
+}
+
+/** The GPUs engine `index` runs on, as indices into the GPUs this process sees: colocated, those of
+ *  trainer rank `index` (round the trainer's GPUs when there are more engines); else the GPUs after the
+ *  trainer's (model.num_gpus), engine after engine. Empty on CPU. */
+export function engineGpus(cfg: TempoConfig, index: number): number[] {
+  if (cfg.model.num_gpus === 0) return [];
+  const per = gpusPerEngine(cfg);
+  const first = cfg.engines.colocate ? (index * per) % cfg.model.num_gpus : cfg.model.num_gpus + index * per;
+  return Array.from({ length: per }, (_, i) => first + i);
 }
 
 /** A CPU engine of one worker runs that worker inside its engine-core process (vLLM's `uni` executor;
@@ -103,13 +137,21 @@ export function inProcessCpuWorker(cfg: TempoConfig): boolean {
   return cfg.model.num_gpus === 0 && !cfg.engines.extra_args.some((a) => parallel.test(a));
 }
 
-export function engineEnv(cfg: TempoConfig, env: NodeJS.ProcessEnv = process.env): NodeJS.ProcessEnv {
+/** CUDA_VISIBLE_DEVICES for GPUs given as indices into the GPUs this process sees (through its own
+ *  CUDA_VISIBLE_DEVICES, when set). */
+export function visibleDevices(gpus: number[], env: NodeJS.ProcessEnv = process.env): string {
+  const seen = env.CUDA_VISIBLE_DEVICES?.split(',').map((d) => d.trim()).filter(Boolean);
+  if (!seen) return gpus.join(',');
+  const missing = gpus.filter((g) => g >= seen.length);
+  if (missing.length)
+    throw new Error(`the engines need GPU ${Math.max(...missing)} but CUDA_VISIBLE_DEVICES=${env.CUDA_VISIBLE_DEVICES} shows ${seen.length} (model.num_gpus, engines.count, engines.colocate and the parallel sizes of engines.extra_args decide how many)`);
+  return gpus.map((g) => seen[g]!).join(',');
+}
+
+export function engineEnv(cfg: TempoConfig, env: NodeJS.ProcessEnv = process.env, index = 0): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = { ...env, VLLM_SERVER_DEV_MODE: '1', PYTHONUNBUFFERED: '1' };
-  // vLLM 0.32 captures routed experts in its Model Runner V2 only (else it refuses to start, naming it);
-  // on CPU that runner needs triton-cpu, and without it the engine exits at start with
-  // "Model Runner V2 requires Triton" (docs/engines.md "Routed experts").
-  if (cfg.rollout.routing_replay) out.VLLM_USE_V2_MODEL_RUNNER = env.VLLM_USE_V2_MODEL_RUNNER ?? '1';
-  // trainer.engine_main, and the weight-pulling extension (trainer.engine_store)
+  if (cfg.model.num_gpus > 0) out.CUDA_VISIBLE_DEVICES = visibleDevices(engineGpus(cfg, index), env);
+  // tempo_engine (the entry point, the worker extension) and the trainer's blob store code it uses
   out.PYTHONPATH = [path.join(REPO_ROOT, 'workers'), env.PYTHONPATH].filter(Boolean).join(':');
   if (pullsFromStore(cfg)) {
     out.TEMPO_RL_ENGINE_WEIGHTS_DIR = env.TEMPO_RL_ENGINE_WEIGHTS_DIR ?? stateLayout(cfg.state_dir).engineWeights;
@@ -164,6 +206,7 @@ export async function startEngines(cfg: TempoConfig): Promise<{ started: number;
   const model = engineModel(cfg);
   if (!cfg.model.path && !existsSync(path.join(model, '.complete')))
     throw new Error(`the tiny model is missing at ${model}: run \`tempo-rl model tiny\` (bin/tempo-rl generates it at set-up)`);
+  checkGpuCount(cfg);
   const python = pythonBin();
   if (!existsSync(python)) throw new Error(`python not found at ${python}: run scripts/bootstrap.sh`);
   const dir = stateLayout(cfg.state_dir).engines;
@@ -186,7 +229,7 @@ export async function startEngines(cfg: TempoConfig): Promise<{ started: number;
     }
     if (await portOpen(HOST, port)) throw new Error(`port ${port} is taken by a process tempo-rl did not start; set engines.base_port`);
     const logFile = path.join(dir, `engine-${index}.log`);
-    const { pid } = spawnDetached(python, engineArgs(cfg, port), { log: logFile, env: engineEnv(cfg) });
+    const { pid } = spawnDetached(python, engineArgs(cfg, port), { log: logFile, env: engineEnv(cfg, process.env, index) });
     const record: EngineRecord = { index, pid, port, url: `http://${HOST}:${port}`, model, log: logFile, started_at: new Date().toISOString() };
     writeFileSync(recordPath(cfg, index), JSON.stringify(record));
     launched.push(record);
@@ -199,6 +242,18 @@ export async function startEngines(cfg: TempoConfig): Promise<{ started: number;
     throw err;
   }
   return { started: launched.length, statuses: await engineStatuses(cfg) };
+}
+
+/** The engines' GPUs exist (counted by nvidia-smi where it runs; CUDA_VISIBLE_DEVICES is checked by visibleDevices). */
+function checkGpuCount(cfg: TempoConfig): void {
+  if (cfg.model.num_gpus === 0 || process.env.CUDA_VISIBLE_DEVICES !== undefined) return;
+  const listed = spawnSync('nvidia-smi', ['-L'], { encoding: 'utf8' });
+  if (listed.status !== 0) return;
+  const have = listed.stdout.split('\n').filter((l) => l.startsWith('GPU ')).length;
+  const need = Math.max(...Array.from({ length: cfg.engines.count }, (_, i) => Math.max(...engineGpus(cfg, i)))) + 1;
+  if (need > have)
+    throw new Error(`the engines need ${need} GPUs and this host has ${have} (engines.count ${cfg.engines.count}, ${gpusPerEngine(cfg)} per engine, ` +
+      `${cfg.engines.colocate ? 'on the trainer\'s GPUs' : `after the trainer's ${cfg.model.num_gpus}`}: set engines.colocate or fewer engines)`);
 }
 
 async function waitHealthy(rec: EngineRecord, timeoutMs: number): Promise<void> {

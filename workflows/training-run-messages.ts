@@ -57,6 +57,10 @@ export interface RunPlan {
   trainer_task_queue: string;
   system_prompt: string | null;
   dataset: DatasetConfig;
+  /** How weight syncs reach the engines (engines.weight_transport with auto resolved, the engines'
+   *  dtype, engines.ipc_bucket_mb) and, for engines that share the trainer's GPUs (engines.colocate),
+   *  how they sleep while it trains. Absent (and in plans before it): disk, not colocated. */
+  weights?: { transport: 'disk' | 'ipc'; engine_dtype: 'float32' | 'bfloat16'; ipc_bucket_mb: number; colocated_sleep_level?: 1 | 2 };
 }
 
 export interface DatasetInfo {

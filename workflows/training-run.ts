@@ -78,8 +78,10 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
   const progress = control.progress;
   const setStatus = (s: RunStatus) => control.setStatus(s);
   // With episodes in flight (the async window) a sync keeps, aborts or waits for their requests.
+  const w = plan.weights;
   const syncInput = (weight_version: number, checkpoint: string, engines: string[]): SyncWeightsInput => ({
     run_id: state.run_id, weight_version, checkpoint, engines, ...(window ? { pause_mode: plan.episode.sync_in_flight ?? 'keep' } : {}),
+    ...(w ? { transport: w.transport, engine_dtype: w.engine_dtype, ipc_bucket_mb: w.ipc_bucket_mb, ...(w.colocated_sleep_level ? { wake_engines: true } : {}) } : {}),
   });
 
   const finish = async (final: RunStatus, reason?: string): Promise<RunResult> => {
@@ -243,7 +245,10 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const rolloutSeconds = (Date.now() - stepStarted) / 1000;
     progress.phase = 'train';
     const trainStarted = Date.now();
+    // Engines that share the trainer's GPUs sleep while it trains (the sync after it wakes them).
+    const sleeping = w?.colocated_sleep_level ? { sleep_engines: await acts.listEngines(), engine_sleep_level: w.colocated_sleep_level } : {};
     const trained = await trainer.train_step({
+      ...sleeping,
       run_id: state.run_id, step: state.step, run_dir: plan.run_dir, blob_store: plan.blob_store, blob_root: plan.blob_root, model_path: plan.model_path, samples,
       // The trainer restricts its softmax to the tokens the engine sampled among (from the plan, so older plans work too).
       hyper: { ...plan.hyper, lr: scheduledLr(plan.hyper.lr, plan.lr_schedule, state.step, plan.steps, plan.lr_warmup_steps), ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}) }, data_cursor: dataAfter,
@@ -257,6 +262,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const evalNow = plan.eval_interval > 0 && !!state.dataset!.eval_ref && (state.step + 1) % plan.eval_interval === 0;
     progress.phase = 'sync';
     const syncStarted = Date.now();
+    let syncMetrics: Record<string, number> = {};
     // SFT samples nothing from the engines between its steps: they need its weights only for an eval
     // (so for SFT, engines_synced means synced once in this run, and every eval syncs first).
     if (plan.algorithm !== 'sft' || evalNow || !patched(SFT_SYNC_BEFORE_EVAL_ONLY)) {
@@ -264,6 +270,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
       const synced = await trainer.sync_weights(syncInput(trained.weight_version, trained.checkpoint, engines));
       // Labelled unusable by the sync (their tokens are retried elsewhere); the next sync tries them again.
       state.engines_behind = synced.engines.filter((e) => !e.ok).map((e) => e.url);
+      syncMetrics = syncTimings(synced.timings ?? {});
     }
     const syncSeconds = (Date.now() - syncStarted) / 1000;
 
@@ -283,6 +290,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
       'perf/rollout_time': rolloutSeconds,
       'perf/train_time': trainSeconds,
       'perf/weight_sync_time': syncSeconds,
+      ...syncMetrics,
       'sync/engines_failed': state.engines_behind?.length ?? 0,
       'perf/step_time': (Date.now() - stepStarted) / 1000,
     };
@@ -379,4 +387,12 @@ async function runOneEpisode(input: EpisodeInput): Promise<EpisodeSummary> {
       response_len: 0, turns: 0, weight_version: input.weight_version,
     };
   }
+}
+
+/** The weight sync's phases as step metrics (sync/*; sync/seconds_per_gb: end to end, pause to resume). */
+function syncTimings(t: Record<string, number>): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [k, v] of Object.entries(t)) out[`sync/${k}`] = v;
+  if ((t.transfer_bytes ?? 0) > 0 && t.seconds !== undefined) out['sync/seconds_per_gb'] = t.seconds / (t.transfer_bytes! / 1e9);
+  return out;
 }

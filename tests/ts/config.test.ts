@@ -135,3 +135,30 @@ test('every shipped config in configs/ loads; the Qwen3.5-35B-A3B one trains on 
   assert.equal(hyper.micro_batch_tokens, 1, 'Qwen3.5 Gated DeltaNet layers must not see packed rows');
   assert.equal(hyper.compute_dtype, 'bfloat16');
 });
+
+test('the 2B GPU configs carry vime\'s values: bf16, its GPU counts, colocated where it is, a checkpoint every 20 steps', () => {
+  const load = (f: string) => loadConfig({ file: path.join(REPO_ROOT, 'configs', f), env: {} });
+  const multi = load('geo3k-multiturn-qwen3vl-2b.yaml');
+  assert.deepEqual([multi.model.dtype, multi.model.num_gpus, multi.engines.count, multi.engines.colocate, multi.run.checkpoint_interval],
+    ['bfloat16', 4, 4, true, 20]);
+  assert.deepEqual(initialRunState(multi, 'r').plan.weights, { transport: 'ipc', engine_dtype: 'bfloat16', ipc_bucket_mb: 1024, colocated_sleep_level: 2 });
+  const single = load('geo3k-singleturn-qwen3vl-2b.yaml');
+  assert.deepEqual([single.model.dtype, single.model.num_gpus, single.engines.count, single.engines.colocate, single.run.checkpoint_interval, single.rollout.temperature],
+    ['bfloat16', 4, 4, false, 20, 0.8]);
+  assert.equal(initialRunState(single, 'r').plan.weights, undefined, 'disk, not colocated: what plans without weights mean');
+});
+
+test('where the engines are and how weights reach them is checked together, each refusal naming why', () => {
+  const refused = (sets: string[], why: RegExp) => assert.throws(() => loadConfig({ env: {}, sets: ['model.path=/m', ...sets] }), why, sets.join(' '));
+  refused(['engines.weight_transport=nccl', 'model.num_gpus=1'], /engines\.weight_transport[^]*nccl[^]*not built yet: it can only be tested with two GPUs/);
+  refused(['engines.colocate=true'], /engines\.colocate[^]*needs GPUs/);
+  refused(['engines.colocate=true', 'model.num_gpus=1', 'rollout.max_staleness=1', 'grpo.tis.enabled=true'], /needs rollout\.max_staleness 0/);
+  refused(['engines.colocate=true', 'model.num_gpus=1', 'engines.weight_transport=disk'], /must be ipc \(or auto\) with engines\.colocate/);
+  refused(['engines.weight_transport=ipc', 'model.num_gpus=1'], /ipc on GPUs needs the engines on the trainer's GPUs/);
+  refused(['engines.weight_transport=ipc', 'engines.urls=["http://h:8000"]'], /ipc needs the engines tempo-rl starts/);
+  refused(['engines.gpu_memory_utilization=0.5'], /engines\.gpu_memory_utilization[^]*is for GPU engines/);
+  refused(['engines.gpu_memory_utilization=1.5', 'model.num_gpus=1'], /engines\.gpu_memory_utilization/);
+  const cpuIpc = loadConfig({ env: {}, sets: ['model.path=/m', 'engines.weight_transport=ipc'] });
+  assert.equal(initialRunState(cpuIpc, 'r').plan.weights?.transport, 'ipc', 'on CPU, ipc goes through /dev/shm to engines on this host');
+  assert.equal(initialRunState(loadConfig({ env: {}, sets: ['model.path=/m'] }), 'r').plan.weights, undefined);
+});

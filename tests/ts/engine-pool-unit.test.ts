@@ -5,7 +5,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
-import { engineArgs, engineEnv } from '../../lib/engines.js';
+import { engineArgs, engineEnv, gpusPerEngine } from '../../lib/engines.js';
 import { initialRunState } from '../../lib/run-plan.js';
 import { EngineHttpError, EngineTimeoutError, EngineUnreachableError } from '../../lib/vllm/errors.js';
 import { HashRing } from '../../lib/vllm/hash-ring.js';
@@ -131,8 +131,26 @@ describe('engine command line and metrics parsing', () => {
       assert.ok(args.includes(flag), flag);
     assert.equal(engineEnv(cfg, {}).VLLM_SERVER_DEV_MODE, '1');
     // vLLM's server through a main module that imports nothing itself (a spawned engine core re-imports it)
-    assert.ok(args.startsWith('-m trainer.engine_main '), args);
-    assert.match(engineEnv(cfg, {}).PYTHONPATH!, /\/workers$/, 'trainer.engine_main is importable');
+    assert.ok(args.startsWith('-m tempo_engine.main '), args);
+    assert.match(engineEnv(cfg, {}).PYTHONPATH!, /\/workers$/, 'tempo_engine.main is importable');
+  });
+
+  test('GPU engines: their memory share and sleep mode from the config, each on its own GPUs', () => {
+    const colocated = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'model.num_gpus=2', 'engines.count=4', 'engines.colocate=true',
+      'engines.gpu_memory_utilization=0.4', 'run.trainer_standbys=0'] });
+    const args = engineArgs(colocated, 8123).join(' ');
+    assert.ok(args.includes('--gpu-memory-utilization 0.4') && args.includes('--enable-sleep-mode'), args);
+    assert.deepEqual([0, 1, 2, 3].map((i) => engineEnv(colocated, {}, i).CUDA_VISIBLE_DEVICES), ['0', '1', '0', '1'], 'on trainer rank i\'s GPU');
+    const apart = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'model.num_gpus=4', 'engines.count=2', 'run.trainer_standbys=0',
+      'engines.extra_args=["--tensor-parallel-size","2"]'] });
+    assert.equal(gpusPerEngine(apart), 2);
+    assert.deepEqual([0, 1].map((i) => engineEnv(apart, {}, i).CUDA_VISIBLE_DEVICES), ['4,5', '6,7'], 'after the trainer\'s GPUs');
+    assert.ok(!engineArgs(apart, 8123).includes('--enable-sleep-mode'));
+    assert.equal(engineEnv(apart, { CUDA_VISIBLE_DEVICES: '3,2,1,0,7,6,5,4' }, 1).CUDA_VISIBLE_DEVICES, '5,4', 'through the visible devices');
+    assert.throws(() => engineEnv(apart, { CUDA_VISIBLE_DEVICES: '0,1,2,3,4' }, 1), /need GPU 7 but CUDA_VISIBLE_DEVICES=0,1,2,3,4 shows 5/);
+    const cpu = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m'] });
+    assert.equal(engineEnv(cpu, {}).CUDA_VISIBLE_DEVICES, undefined);
+    assert.ok(!engineArgs(cpu, 8123).includes('--gpu-memory-utilization'));
   });
 
   test('a CPU engine runs its one worker in its engine-core process, unless extra_args choose a layout', () => {
@@ -147,27 +165,25 @@ describe('engine command line and metrics parsing', () => {
     assert.equal(engineEnv(gpu, {}).VLLM_ENABLE_V1_MULTIPROCESSING, undefined);
   });
 
-  test('an s3:// blob store: engines get the worker extension that pulls weights from it, and its cache directory', () => {
+  test('every engine gets tempo-rl\'s worker extension; with an s3:// blob store, also the cache directory it pulls weights into', () => {
     const local = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m'] });
-    assert.ok(!engineArgs(local, 8123).includes('--worker-extension-cls'));
+    const localArgs = engineArgs(local, 8123);
+    assert.equal(localArgs[localArgs.indexOf('--worker-extension-cls') + 1], 'tempo_engine.extension.TempoRlWorker');
     assert.equal(engineEnv(local, {}).TEMPO_RL_ENGINE_WEIGHTS_DIR, undefined);
     const s3 = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'blobs.uri=s3://bucket/p'] });
     const args = engineArgs(s3, 8123);
-    assert.equal(args[args.indexOf('--worker-extension-cls') + 1], 'trainer.engine_store.StoreWeights');
+    assert.equal(args[args.indexOf('--worker-extension-cls') + 1], 'tempo_engine.extension.TempoRlWorker');
     const env = engineEnv(s3, { PYTHONPATH: '/other' });
     assert.equal(env.TEMPO_RL_ENGINE_WEIGHTS_DIR, '/tmp/x/engines/weights');
     assert.match(env.PYTHONPATH!, /\/workers:\/other$/, 'the extension is importable; the given path is kept');
   });
 
-  test('rollout.routing_replay: engines return routed experts, through the model runner that captures them', () => {
+  test('rollout.routing_replay: engines return routed experts (the model runner that captures them is the engine side\'s: tempo_engine/compat.py)', () => {
     const off = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe'] });
     assert.ok(!engineArgs(off, 8123).includes('--enable-return-routed-experts'));
-    assert.equal(engineEnv(off, {}).VLLM_USE_V2_MODEL_RUNNER, undefined);
     assert.throws(() => loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe', 'rollout.routing_replay=true'] }), /rollout\.routing_replay[^]*vLLM 0\.32 on CPU cannot return routed experts/, 'CPU engines cannot replay: refused');
     const on = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe', 'model.num_gpus=1', 'rollout.routing_replay=true'] });
     assert.ok(engineArgs(on, 8123).includes('--enable-return-routed-experts'));
-    assert.equal(engineEnv(on, {}).VLLM_USE_V2_MODEL_RUNNER, '1');
-    assert.equal(engineEnv(on, { VLLM_USE_V2_MODEL_RUNNER: '0' }).VLLM_USE_V2_MODEL_RUNNER, '0', 'the environment wins');
     // and the trainer is told (TrainHyper.routing_replay), for GRPO only
     assert.equal(initialRunState(on, 'r').plan.hyper.routing_replay, true);
     assert.equal(initialRunState(off, 'r').plan.hyper.routing_replay, undefined, 'plans without it are unchanged');

@@ -30,6 +30,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from .blobs import BlobError, BlobRootUnreachable, canonical_blob_store_uri, check_blob_root, parse_blob_store_uri
+from . import checkpoint as ckpt
 from .checkpoint import CheckpointCorrupt, CheckpointMissing, CheckpointPruned
 from .checkpoint_store import engine_weights_location, is_location, parse_location
 from .contract import (SyncWeightsInput, SyncWeightsOutput, TrainerInfoOutput, TrainStepInput,
@@ -38,7 +39,8 @@ from .grpo import ContractError
 from .heartbeat import Heartbeater
 from .model import SampleInvalid
 from .train_step import StepCancelled, Trainer
-from .weight_sync import sync_weights_from_disk
+from .weight_ipc import IpcLoader
+from .weight_sync import DirectoryLoader, sleep_engines, sync_weights_phased
 from .metrics_sink import LogMetricsInput, log_metrics
 
 # Errors that a retry cannot fix: fail the activity at once instead of retrying forever.
@@ -66,6 +68,12 @@ def _parse(model: type[pydantic.BaseModel], payload: dict):
         raise _non_retryable(err) from err
 
 
+def release_cached_gpu_memory() -> None:
+    """Hands the blocks PyTorch's allocator keeps cached back to the GPU, for engines that share it."""
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def default_scratch_dir() -> Path:
     return Path(os.environ.get("TEMPO_RL_CACHE") or Path.home() / ".cache" / "tempo-rl") / "trainer-scratch"
 
@@ -90,8 +98,11 @@ class TrainerActivities:
             inp = TrainStepInput.model_validate(payload)
             check_blob_root(inp.store_uri, self.blob_root)
             inp = inp.model_copy(update={"run_dir": self._run_dir(inp.store_uri, inp.run_id, inp.run_dir)})
+            slept = self._sleep_engines(inp)
             with activity.shield_thread_cancel_exception():
                 out: TrainStepOutput = self.trainer.train_step(inp, TemporalProgress())
+            if slept is not None:
+                out = out.model_copy(update={"metrics": {**out.metrics, "perf/engine_sleep_seconds": slept}})
             if (stored := self.trainer.stored_run(inp.store_uri, inp.run_id, inp.run_dir)) is not None:
                 out = out.model_copy(update={"checkpoint": stored.location_of(out.checkpoint)})
         except StepCancelled as err:
@@ -108,22 +119,26 @@ class TrainerActivities:
         activity.logger.info("train_step done", extra={"step": out.step, "already_committed": out.already_committed})
         return out.model_dump()
 
+    def _sleep_engines(self, inp: TrainStepInput) -> float | None:
+        """engines.colocate: the engines on the trainer's GPUs give their memory back before it trains."""
+        if not inp.sleep_engines:
+            return None
+        seconds, errors = sleep_engines(inp.sleep_engines, inp.engine_sleep_level)
+        if errors:
+            activity.logger.error("engines that share the trainer's GPUs did not go to sleep: %s", errors)
+        return seconds
+
     @activity.defn(name="sync_weights")
     def sync_weights(self, payload: dict) -> dict:
         inp = _parse(SyncWeightsInput, payload)
-        if inp.transport != "disk":
-            raise ApplicationError(f"transport {inp.transport!r} is not implemented in this worker",
-                                   type="NotImplemented", non_retryable=True)
         with Heartbeater(TemporalProgress()) as beat:
-            beat.heartbeat({"phase": "weights", "checkpoint": inp.checkpoint})
+            beat.heartbeat({"phase": "weights", "checkpoint": inp.checkpoint, "transport": inp.transport})
             try:
-                weights = self._engine_weights(inp.checkpoint, beat)
+                out = self._sync_ipc(inp, beat) if inp.transport == "ipc" else self._sync_disk(inp, beat)
             except StepCancelled as err:
                 raise CancelledError(str(err)) from err
             except NON_RETRYABLE as err:
                 raise _non_retryable(err) from err
-            out: SyncWeightsOutput = sync_weights_from_disk(inp.model_copy(update={"checkpoint": weights}),
-                                                            heartbeat=beat.heartbeat)
         failed = [e for e in out.engines if not e.ok]
         message = "weight sync failed on " + "; ".join(f"{e.url}: {e.error}" for e in failed)
         if failed and len(failed) == len(out.engines):
@@ -134,6 +149,25 @@ class TrainerActivities:
             activity.logger.error("%s; %d of %d engines serve version %d", message, len(out.engines) - len(failed),
                                   len(out.engines), out.weight_version)
         return out.model_dump()
+
+    def _sync_disk(self, inp: SyncWeightsInput, beat: Heartbeater) -> SyncWeightsOutput:
+        weights = self._engine_weights(inp.checkpoint, beat)
+        return sync_weights_phased(inp, DirectoryLoader(weights), heartbeat=beat.heartbeat,
+                                   before_kv_wake=release_cached_gpu_memory)
+
+    def _sync_ipc(self, inp: SyncWeightsInput, beat: Heartbeater) -> SyncWeightsOutput:
+        """The weights from the trainer's memory (weight_ipc.py): the model of the checkpoint's step."""
+        checkpoint = inp.checkpoint
+        if is_location(checkpoint):  # an s3:// store: the step's local copy in this host's scratch run
+            store, run_id, _, step = parse_location(checkpoint)
+            stored = self.trainer.stored_run(store, run_id, self._run_dir(store, run_id, ""))
+            stored.hydrate(step)
+            checkpoint = str(ckpt.checkpoint_dir(stored.run_dir, step))
+        release_cached_gpu_memory()  # woken engines take the memory the trainer's cache holds
+        dtype = getattr(torch, inp.engine_dtype)
+        with self.trainer.ipc_source(checkpoint, dtype, inp.ipc_bucket_mb * 2**20, beat) as source:
+            loader = IpcLoader(source, dtype, inp.ipc_bucket_mb * 2**20)
+            return sync_weights_phased(inp, loader, heartbeat=beat.heartbeat, before_kv_wake=release_cached_gpu_memory)
 
     def _engine_weights(self, checkpoint: str, progress) -> str:
         """What the engines load: a local model directory, or the store location they pull it from."""

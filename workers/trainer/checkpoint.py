@@ -16,6 +16,7 @@ import json
 import os
 import random
 import shutil
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -132,12 +133,14 @@ def save_checkpoint(run_dir: str | Path, step: int, model: torch.nn.Module | Non
     extra = {"attempt": uuid.uuid4().hex, **(extra or {})}
     tmp = temporary_dir(run_dir, step, extra["attempt"])
     try:
+        t0 = time.perf_counter()
         if write_files is not None:
             write_files(tmp)
         elif model is not None:
             _write_checkpoint_files(tmp, model, optimizer, base_model_path)
         else:
             tmp.mkdir()
+        metrics = {**metrics, "perf/checkpoint_seconds": time.perf_counter() - t0}  # the files' write
         meta = {"step": step, "weight_version": weight_version, "data_cursor": data_cursor, "metrics": metrics,
                 "base_model_path": str(base_model_path), **extra, "full": model is not None or write_files is not None, "files": manifest(tmp)}
         write_meta(tmp, meta)  # the commit record, last

@@ -91,6 +91,10 @@ class TrainStepInput(Strict):
     # (or full_checkpoint: the run's last step); every other step commits its record only (replay.py).
     checkpoint_interval: int = Field(default=1, ge=1)
     full_checkpoint: bool = False
+    # engines.colocate: the engines that share the trainer's GPUs, put to sleep (engines.sleep_level)
+    # before it trains; the sync after the step wakes them.
+    sleep_engines: list[str] = []
+    engine_sleep_level: Literal[1, 2] = 2
 
     @model_validator(mode="after")
     def _one_store(self) -> "TrainStepInput":
@@ -161,11 +165,16 @@ class SyncWeightsInput(Strict):
     weight_version: int = Field(ge=0)
     checkpoint: str
     engines: list[str]
-    # "disk": engines reload the checkpoint directory (CPU, or GPU engines sharing a filesystem).
-    # "nccl": broadcast from the trainer's GPU through vLLM's weight-transfer routes (see weight_sync.py).
-    transport: Literal["disk", "nccl"] = "disk"
+    # "disk": engines reload the checkpoint's directory (or pull it from an s3:// store).
+    # "ipc": the trainer's in-memory weights through shared memory on its host (weight_ipc.py).
+    transport: Literal["disk", "ipc"] = "disk"
     # How /pause treats in-flight requests: wait for them (default), abort them, or keep them queued.
     pause_mode: Literal["wait", "abort", "keep"] = "wait"
+    # engines.colocate: the engines slept while the trainer trained; the sync wakes them.
+    wake_engines: bool = False
+    # ipc: the engines' dtype (model.dtype) and the size of each bucket (engines.ipc_bucket_mb).
+    engine_dtype: Literal["float32", "bfloat16"] = "float32"
+    ipc_bucket_mb: int = Field(default=1024, ge=1)
 
 
 class EngineSyncResult(Strict):
@@ -179,6 +188,9 @@ class EngineSyncResult(Strict):
 class SyncWeightsOutput(Strict):
     weight_version: int
     engines: list[EngineSyncResult]
+    # Seconds of the phases (wake_seconds, load_seconds, transfer_seconds, seconds in all) and, for
+    # ipc, transfer_bytes and buckets.
+    timings: dict[str, float] = {}
 
 
 class TrainerInfoOutput(Strict):

@@ -22,12 +22,14 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 import torch
+from tempo_engine import buckets
 
 from . import checkpoint as ckpt
 from . import replay, sharded_checkpoint, sharding
@@ -39,6 +41,7 @@ from .step_metrics import read_metrics
 from .gradients import (NoProgress, Progress, StepCancelled, accumulate_gradients, make_optimizer, set_hyper,
                         update_batches, with_old_logprobs)
 from .train_step import Trainer, TrainerState
+from .weight_ipc import BucketPacker, Buckets, bucket_plan, engine_tensors, packed_buckets
 
 log = logging.getLogger("trainer.worker")
 T = TypeVar("T")
@@ -143,6 +146,44 @@ class DataParallelTrainer(Trainer):
         if not self.group.is_rank0:
             return ""
         return str(ckpt.export_weights(run_dir, step, state.model, recorded.model_path, state_dict=weights))
+
+    # --- the ipc transport: every rank packs the full weights on its own GPU -------------------------
+
+    @contextmanager
+    def ipc_source(self, checkpoint: str, dtype: torch.dtype, capacity_bytes: int,
+                   progress: Progress = NoProgress()) -> Iterator[Callable[[], Buckets]]:
+        with self._locked(progress, -1):
+            def rank0() -> Buckets:
+                self.group.send(("ipc_buckets", {"checkpoint": checkpoint, "dtype": buckets.dtype_name(dtype),
+                                                 "capacity": capacity_bytes}))
+                return self._in_step(lambda: self.ipc_buckets(checkpoint, dtype, capacity_bytes, progress))
+            yield rank0
+
+    def ipc_buckets(self, checkpoint: str, dtype: torch.dtype, capacity_bytes: int, progress: Progress) -> Buckets:
+        """Every rank: the weights gathered from the shards a tensor at a time and packed on this rank's
+        GPU; each bucket's handles gathered from all ranks, and a barrier once rank 0 has posted it."""
+        model = self._model_at(checkpoint, progress)
+        packer = BucketPacker(self.device, bucket_plan(model, dtype, capacity_bytes))
+
+        def exchange(mine: dict[str, list]) -> dict[str, list]:
+            merged: dict[str, list] = {}
+            for handles in self.group.gather(mine):
+                merged |= handles
+            return merged
+
+        full = lambda t: t.full_tensor() if hasattr(t, "full_tensor") else t  # noqa: E731
+        return Buckets(packed_buckets(packer, engine_tensors(model, gather=full), exchange), packer, self.group.barrier)
+
+    def _model_at(self, checkpoint: str, progress: Progress) -> torch.nn.Module:
+        committed = self.group.from_rank0(lambda: replay.committed_step_of(checkpoint))
+        if committed is None:
+            s = self.state
+            if self.group.all_true(s is not None and s.step == -1 and s.model_path == checkpoint):
+                return s.model
+            return sharding.shard_policy(load_policy(checkpoint, self.device, self.dtype))
+        run_dir, step = committed
+        recorded = self.group.from_rank0(lambda: replay.recorded_input(run_dir, step))
+        return self.ensure_state(recorded.model_copy(update={"step": step + 1, "run_dir": str(run_dir)}), progress).model
 
     # --- the state at step N−1 ------------------------------------------------------------------------
 
@@ -309,6 +350,13 @@ def follow(group: DataParallelGroup, trainer: DataParallelTrainer) -> None:
                 trainer._train_uncommitted(TrainStepInput.model_validate(arg), NoProgress())
             elif op == "engine_weights":
                 trainer.export_light_step(arg, NoProgress())
+            elif op == "ipc_buckets":
+                sent = trainer.ipc_buckets(arg["checkpoint"], buckets.DTYPES[arg["dtype"]], arg["capacity"], NoProgress())
+                try:
+                    for _ in sent.descs:
+                        sent.after_each()
+                finally:
+                    sent.packer.close()
             else:
                 raise RuntimeError(f"unknown command {op!r} from rank 0")
         except Exception as err:

@@ -1,12 +1,11 @@
 """Engines pull their weights from the blob store: no filesystem shared with the trainer.
 
-`StoreWeights` is a vLLM worker extension (`--worker-extension-cls trainer.engine_store.StoreWeights`,
-which `tempo-rl engine start` passes): vLLM mixes it into each engine worker, and the dev-mode route
-POST /collective_rpc {"method": "tempo_rl_reload_from_store", "kwargs": {"store": URI, "key": KEY}} runs
-it on every worker. It reads the commit record `KEY/COMMIT.json` (checkpoint_store.py), downloads the
-model files it names — not the optimizer state — into a local cache, checks their sizes and digests,
-and reloads them in place with the worker's own `reload_weights`, as the disk transport does. The
-engine reaches the store with the standard AWS_* variables of its environment.
+The engine worker extension (tempo_engine/extension.py, `tempo_rl_reload_from_store`, run on every
+worker by POST /collective_rpc {"method": "tempo_rl_reload_from_store", "kwargs": {"store": URI, "key":
+KEY}}) calls `pull_weights`: it reads the commit record `KEY/COMMIT.json` (checkpoint_store.py),
+downloads the model files it names — not the optimizer state — into a local cache, checks their sizes
+and digests, and the worker then reloads them in place with its own `reload_weights`, as the disk
+transport does. The engine reaches the store with the standard AWS_* variables of its environment.
 
 Cache: `$TEMPO_RL_ENGINE_WEIGHTS_DIR` (`<state_dir>/engines/weights` for engines tempo-rl starts), one
 directory per commit record, renamed in whole; a record already pulled is not downloaded again (a retried
@@ -62,12 +61,3 @@ def pull_weights(store_uri: str, key: str, root: Path | None = None) -> Path:
                       key=lambda p: p.stat().st_mtime)[:-KEEP]:
         shutil.rmtree(old, ignore_errors=True)
     return dest
-
-
-class StoreWeights:
-    """Mixed into vLLM's workers; no state of its own."""
-
-    def tempo_rl_reload_from_store(self, store: str, key: str) -> str:
-        local = pull_weights(store, key)
-        self.reload_weights(weights_path=str(local))
-        return str(local)

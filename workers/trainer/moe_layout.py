@@ -46,6 +46,14 @@ def _released_shape(name: str, shape: tuple[int, ...], hidden: int, inter: int) 
     return None
 
 
+def released_layout(name: str, tensor, model_type: str | None):
+    """An in-memory weight (transformers' layout) as the released checkpoint holds it: what the engines
+    load when weights reach them without a file (trainer/weight_ipc.py). A transposed view, no copy."""
+    if model_type in TRANSPOSED_FUSED_EXPERTS and name.endswith(_FUSED):
+        return tensor.transpose(1, 2)
+    return tensor
+
+
 def to_checkpoint_layout(model_dir: str | Path) -> list[str]:
     """Rewrites the fused expert tensors of `model_dir`'s safetensors files into the released layout;
     returns the names of the tensors it transposed."""

