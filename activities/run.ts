@@ -10,7 +10,7 @@ import { loadDataset, type PromptRow } from '../lib/data/index.js';
 import { DEFAULT_ENVIRONMENT, getEnvironment } from '../lib/env/registry.js';
 import { engineUrls } from '../lib/engines.js';
 import { childLogger } from '../lib/log.js';
-import { stateLayout } from '../lib/paths.js';
+import { checkRunId, stateLayout } from '../lib/paths.js';
 import type { DataCursor } from '../lib/prompt-order.js';
 import { episodeWorkflowId, type EpisodeMessage, type EpisodeSummary } from '../workflows/episode-messages.js';
 import type { DatasetInfo } from '../workflows/training-run-messages.js';
@@ -28,7 +28,7 @@ export interface StepRecord {
 }
 
 export function runDir(cfg: TempoConfig, runId: string): string {
-  return path.join(stateLayout(cfg.state_dir).runs, runId);
+  return path.join(stateLayout(cfg.state_dir).runs, checkRunId(runId));
 }
 
 /** Every step record of a run, in step order. */

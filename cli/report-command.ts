@@ -1,5 +1,7 @@
-// tempo-rl report RUN [--out FILE]
+// tempo-rl report RUN [--out FILE] [--force]
 import type { Command } from 'commander';
+import { checkOutputFile } from '../lib/out-path.js';
+import { checkRunId } from '../lib/paths.js';
 import { writeReport } from '../lib/report.js';
 import { action, configFrom } from './common.js';
 
@@ -8,10 +10,13 @@ export function register(program: Command): void {
     .command('report')
     .argument('<run>', 'run id')
     .option('--out <file>', 'where to write the HTML page (default: <state>/runs/<run>/report.html)')
+    .option('--force', 'overwrite the --out file if it exists')
     .description('an HTML page with plots of the run\'s metrics')
     .action(
-      action(async (runId: string, opts: { out?: string }, cmd: Command) => {
-        process.stdout.write(`${await writeReport(configFrom(cmd), runId, opts.out)}\n`);
+      action(async (runId: string, opts: { out?: string; force?: boolean }, cmd: Command) => {
+        checkRunId(runId);
+        const out = opts.out !== undefined ? checkOutputFile(opts.out, { force: opts.force }) : undefined;
+        process.stdout.write(`${await writeReport(configFrom(cmd), runId, out)}\n`);
       }),
     );
 }

@@ -29,6 +29,16 @@ export function tinyMoeModelDir(env: NodeJS.ProcessEnv = process.env): string {
   return env.TEMPO_RL_TINY_MOE_MODEL || path.join(cacheDir(env), 'models', 'tiny-qwen3vl-moe');
 }
 
+/** A run id: it names the run's directory (`<state>/runs/<id>`) and its workflows, so nothing that
+ *  could step out of the runs directory ('..', '/', a leading '.'). */
+const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+
+export function checkRunId(runId: string): string {
+  if (!RUN_ID.test(runId))
+    throw Object.assign(new Error(`run id ${JSON.stringify(runId)}: use letters, digits, '.', '_' and '-', starting with a letter or digit`), { exitCode: 2 });
+  return runId;
+}
+
 export const stateLayout = (stateDir: string) => ({
   root: stateDir,
   server: path.join(stateDir, 'server'),

@@ -3,7 +3,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
-import { stateLayout } from './paths.js';
+import { checkRunId, stateLayout } from './paths.js';
 
 export const REPORT_PLOTS: Array<{ key: string; title: string }> = [
   { key: 'rollout/raw_reward', title: 'reward (mean per step)' },
@@ -49,14 +49,25 @@ function plot(rows: Row[], key: string, title: string): string {
 }
 
 export async function readMetrics(cfg: TempoConfig, runId: string): Promise<Row[]> {
-  const file = path.join(stateLayout(cfg.state_dir).runs, runId, 'metrics.jsonl');
+  const file = path.join(stateLayout(cfg.state_dir).runs, checkRunId(runId), 'metrics.jsonl');
   let text: string;
   try {
     text = await fs.readFile(file, 'utf8');
   } catch {
     throw new Error(`run ${runId} has no metrics yet (${file})`);
   }
-  return text.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Row);
+  return text.split('\n').flatMap((line, i) => (line ? [metricsRow(line, file, i + 1)] : []));
+}
+
+function metricsRow(line: string, file: string, lineNo: number): Row {
+  let row: unknown;
+  try {
+    row = JSON.parse(line);
+  } catch {
+    throw new Error(`${file} line ${lineNo} is not JSON: ${JSON.stringify(line.slice(0, 80))}`);
+  }
+  if (row === null || typeof row !== 'object' || Array.isArray(row)) throw new Error(`${file} line ${lineNo} is not a JSON object`);
+  return row as Row;
 }
 
 /** The start-of-run eval (eval_start/*, recorded with step 0) as a point at step −1 of the eval series. */
@@ -77,6 +88,8 @@ ${REPORT_PLOTS.map((p) => plot(p.key.startsWith('eval/') ? evalRows : rows, p.ke
 </main><h2>Last step</h2><table>${table}</table></body></html>`;
 }
 
+/** `out`: a file the caller checked (checkOutputFile); default the run's own report.html, which
+ *  tempo-rl wrote and rewrites. */
 export async function writeReport(cfg: TempoConfig, runId: string, out?: string): Promise<string> {
   const rows = await readMetrics(cfg, runId);
   const file = out ?? path.join(stateLayout(cfg.state_dir).runs, runId, 'report.html');

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { type TempoConfig, weightTransport } from '../config/schema.js';
 import { getEnvironment } from './env/registry.js';
 import { configuredBlobStoreUri } from './blob-store-config.js';
-import { stateLayout, tinyModelDir } from './paths.js';
+import { checkRunId, stateLayout, tinyModelDir } from './paths.js';
 import { episodeSettings } from '../workflows/episode-messages.js';
 import type { RunState } from '../workflows/training-run-messages.js';
 
@@ -23,7 +23,7 @@ function isMoeModel(dir: string): boolean {
 }
 
 export function initialRunState(cfg: TempoConfig, runId: string): RunState {
-  if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(runId)) throw new Error(`run id ${JSON.stringify(runId)}: use letters, digits, '.', '_' and '-'`);
+  checkRunId(runId);
   const r = cfg.rollout;
   const g = cfg.grpo;
   const env = getEnvironment(r.environment);

@@ -4,7 +4,7 @@
 // bad-input.test.ts.)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdirSync, openSync, writeFileSync } from 'node:fs';
+import { mkdirSync, openSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
@@ -26,7 +26,7 @@ interface CliResult {
   seconds: number;
 }
 
-function runCli(args: string[], opts: { env?: Record<string, string>; stdoutFile?: string; timeoutMs?: number; state?: string } = {}): Promise<CliResult> {
+function runCli(args: string[], opts: { env?: Record<string, string>; stdoutFile?: string; timeoutMs?: number; state?: string; bin?: string; cwd?: string } = {}): Promise<CliResult> {
   const home = fresh('home');
   const env = {
     ...baseEnv,
@@ -40,7 +40,7 @@ function runCli(args: string[], opts: { env?: Record<string, string>; stdoutFile
   const t0 = performance.now();
   return new Promise((resolve) => {
     const stdout = opts.stdoutFile ? openSync(opts.stdoutFile, 'w') : 'pipe';
-    const child = spawn(BIN, args, { env, stdio: ['ignore', stdout, 'pipe'] });
+    const child = spawn(opts.bin ?? BIN, args, { env, stdio: ['ignore', stdout, 'pipe'], cwd: opts.cwd });
     let out = '';
     let err = '';
     child.stdout?.on('data', (d) => (out += d));
@@ -63,6 +63,8 @@ interface CliRow {
   /** A folder whose files must be byte-for-byte the same afterwards. */
   keeps?: () => string;
   stdoutFile?: string;
+  /** Run bin/tempo-rl through this link, from this working directory. */
+  via?: () => { bin: string; cwd: string };
   maxSeconds?: number;
   check?: (r: CliResult) => void;
   cleanup?: () => Promise<void>;
@@ -175,6 +177,34 @@ const CLI_ROWS: CliRow[] = [
   { kind: 'status RUN with no server: fast, names the address', args: async () => ['status', 'r1', ...set(`server.port=${await freePort()}`)], exit: 1, maxSeconds: 8, says: [/no Temporal server answers at 127\.0\.0\.1:\d+/] },
   { kind: 'pause RUN with no server at TEMPORAL_ADDRESS', args: () => ['pause', 'r1'], env: { TEMPORAL_ADDRESS: '127.0.0.1:1' }, exit: 1, maxSeconds: 8, says: [/127\.0\.0\.1:1 /, /TEMPORAL_ADDRESS/] },
 
+  // ── report: its run id names a folder, its --out a file
+  { kind: 'report of a run id that climbs out of the runs folder', args: () => ['report', `../../${path.basename(fresh('outside'))}`], exit: 2, says: [/run id "\.\.\/\.\.\/outside-\d+"/] },
+  { kind: 'report --out under /proc', args: () => ['report', 'r1', '--out', '/proc/nope/x.html'], exit: 2, maxSeconds: 20, says: [/\/proc\/nope\/x\.html/, /virtual filesystem/] },
+  ...(() => {
+    let mine = '';
+    return [{ kind: 'report --out an existing file', args: () => ['report', 'r1', '--out', (mine = file('mine.html', '<p>mine</p>'))], keeps: () => path.dirname(mine), exit: 2, says: [/mine\.html exists/, /--force/] }];
+  })(),
+  ...(() => {
+    const d = fresh('report');
+    return [{
+      kind: 'report of a run with a malformed metrics line names the file and line', args: () => {
+        mkdirSync(path.join(d, 'runs', 'r1'), { recursive: true });
+        writeFileSync(path.join(d, 'runs', 'r1', 'metrics.jsonl'), '{"step": 0}\n[1, 2\n');
+        return ['report', 'r1', ...set(`state_dir=${d}`)];
+      },
+      exit: 1, says: [/metrics\.jsonl line 2 is not JSON/],
+    }];
+  })(),
+  // ── bin/tempo-rl through a link on PATH, run from anywhere
+  {
+    kind: 'bin/tempo-rl through a symlink, from a folder outside the checkout', args: () => ['--help'], exit: 0,
+    via: () => {
+      const d = fresh('elsewhere');
+      symlinkSync(BIN, path.join(d, 'tempo-rl'));
+      return { bin: path.join(d, 'tempo-rl'), cwd: d };
+    },
+  },
+
   // ── outputs: never delete or overwrite what tempo-rl did not write
   ...(() => {
     const rows: CliRow[] = [];
@@ -225,7 +255,7 @@ describe('bad input on the command line', { concurrency: 2 }, () => {
       const before = keep ? snapshot(keep) : null;
       let r: CliResult;
       try {
-        r = await runCli(args, { env: row.env, stdoutFile: row.stdoutFile });
+        r = await runCli(args, { env: row.env, stdoutFile: row.stdoutFile, ...row.via?.() });
       } finally {
         await row.cleanup?.();
       }
