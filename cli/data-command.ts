@@ -5,19 +5,30 @@ import { LocalBlobStore } from '../lib/blobstore.js';
 import { GEO3K_REPO, downloadHfParquet } from '../lib/data/hf.js';
 import { loadDataset } from '../lib/data/load.js';
 import { writeSftJsonl, writeSftRecords } from '../lib/data/sft.js';
-import { toolTranscripts } from '../lib/data/transcripts.js';
+import { habitProblem, MAX_PER_ROW, toolTranscripts, transcriptCountProblem } from '../lib/data/transcripts.js';
 import { writeSyntheticDataset } from '../lib/data/synth.js';
+import { MAX_SYNTHETIC_ROWS } from '../config/schema.js';
 import { checkOutputFile, checkOutputLocation } from '../lib/out-path.js';
 import { stateLayout } from '../lib/paths.js';
 import { action, configFrom, printJson } from './common.js';
 
-/** A commander parser for integers ≥ min. */
-function integerAtLeast(min: number): (v: string) => number {
+/** A commander parser for integers in [min, max], written as integers (digits only: not `1e3`, not
+ *  empty, which Number() would read as 1000 and 0). */
+function integerIn(min: number, max = Number.MAX_SAFE_INTEGER, why = ''): (v: string) => number {
   return (v) => {
     const n = Number(v);
-    if (v.trim() === '' || !Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer ≥ ${min}, given ${JSON.stringify(v)}`);
+    if (!/^[0-9]+$/.test(v) || !Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer ≥ ${min} (digits only), given ${JSON.stringify(v)}`);
+    if (n > max) throw new InvalidArgumentError(`at most ${max}${why}, given ${JSON.stringify(v)}`);
     return n;
   };
+}
+
+/** --habit A,B: the answers, trimmed; an empty one is refused (habitProblem). */
+function habitAnswers(v: string): string[] {
+  const answers = v.split(',').map((a) => a.trim());
+  const why = habitProblem(answers);
+  if (why) throw new InvalidArgumentError(`${why}; given ${JSON.stringify(v)} (comma-separated answers, e.g. 180,360)`);
+  return answers;
 }
 
 /** The configured dataset's split for an export command, after checking --split and --out. */
@@ -32,9 +43,11 @@ async function splitForExport(opts: { out: string; split: string; force?: boolea
   return { cfg, store, ...(await loadDataset(cfg.dataset, opts.split, store, cfg.rollout.environment)) };
 }
 
+/** A commander parser for a probability, written as a decimal number (not empty: Number('') is 0). */
 function probability(v: string): number {
   const p = Number(v);
-  if (!(p >= 0 && p <= 1)) throw new InvalidArgumentError(`expected a number in [0, 1], given ${JSON.stringify(v)}`);
+  if (!/^(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$/.test(v) || !(p >= 0 && p <= 1))
+    throw new InvalidArgumentError(`expected a number in [0, 1], given ${JSON.stringify(v)}`);
   return p;
 }
 
@@ -63,8 +76,8 @@ export function register(program: Command): void {
   data
     .command('synth')
     .requiredOption('--out <dir>', 'target folder (geo3k_dir layout: train.jsonl, test.jsonl, images/)')
-    .option('--n <n>', 'train rows', integerAtLeast(0), 64)
-    .option('--seed <s>', 'seed', integerAtLeast(0), 0)
+    .option('--n <n>', 'train rows', integerIn(0, MAX_SYNTHETIC_ROWS, ' rows (each is drawn and rendered to an image)'), 64)
+    .option('--seed <s>', 'seed', integerIn(0), 0)
     .option('--force', 'replace a synthetic dataset written there before (never other files)')
     .option('--json', 'print counts as JSON')
     .description('write a synthetic geometry dataset with known answers into a new or empty folder')
@@ -98,8 +111,8 @@ export function register(program: Command): void {
     .requiredOption('--out <file>', 'JSONL file to write')
     .option('--split <split>', 'train or eval', 'train')
     .option('--first-correct <p>', 'probability that a transcript\'s first answer is right (default: a uniform guess among the answers)', probability)
-    .option('--per-row <n>', 'transcripts per row, each with its own answers (default 1)', integerAtLeast(1))
-    .option('--habit <answers>', 'comma-separated answers some transcripts give by habit, in order, whatever the figure (default: none)', (v: string) => v.split(','))
+    .option('--per-row <n>', `transcripts per row, each with its own answers (default 1, at most ${MAX_PER_ROW})`, integerIn(1, MAX_PER_ROW, ' copies of a row'))
+    .option('--habit <answers>', 'comma-separated answers some transcripts give by habit, in order, whatever the figure (default: none)', habitAnswers)
     .option('--habit-share <p>', 'share of transcripts that answer by habit (default 1 with --habit)', probability)
     .option('--habit-recheck <p>', 'in those, the chance that a turn after a wrong answer answers right (default 0)', probability)
     .option('--recheck <p>', 'in the other transcripts, the chance that a turn after a wrong answer answers right (default: a draw among the answers not tried)', probability)
@@ -113,6 +126,9 @@ export function register(program: Command): void {
         const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
         if (cfg.rollout.environment !== 'geo3k')
           throw Object.assign(new Error(`sft-transcripts writes calc_score transcripts (Geo3K's tool); rollout.environment is ${cfg.rollout.environment}`), { exitCode: 2 });
+        // Known only once the rows are loaded: the total the copies make.
+        const tooMany = transcriptCountProblem(rows.length, opts.perRow ?? 1);
+        if (tooMany) throw Object.assign(new Error(`--per-row ${opts.perRow ?? 1}: ${tooMany}`), { exitCode: 2 });
         const records = toolTranscripts(rows, store, { max_turns: cfg.rollout.max_turns, seed: cfg.rollout.seed, first_correct: opts.firstCorrect, per_row: opts.perRow, systemPrompt: cfg.dataset.system_prompt, match: cfg.rollout.reward_match, tolerance: cfg.rollout.reward_tolerance,
           habit: opts.habit, habit_share: opts.habitShare, habit_recheck: opts.habitRecheck, recheck: opts.recheck });
         const written = await writeSftRecords(records, opts.out);

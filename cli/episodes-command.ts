@@ -31,6 +31,7 @@ async function consumedBy(cfg: TempoConfig, run: string): Promise<Map<string, nu
   for (const rec of await readStepRecords(runDir(cfg, run))) for (const e of rec.episodes) if (e.trained) map.set(e.episode_id, rec.step);
   return map;
 }
+import { checkRunId } from '../lib/paths.js';
 import { action, configFrom, printJson } from './common.js';
 
 function printAudit(a: EpisodeAudit): void {
@@ -72,8 +73,10 @@ export function register(program: Command): void {
     .option('--json', 'one JSON object on stdout')
     .action(
       action(async (run: string, opts: { step?: string; json?: boolean }, cmd: Command) => {
-        const step = opts.step === undefined ? undefined : Number(opts.step);
-        if (step !== undefined && (!Number.isInteger(step) || step < 0))
+        checkRunId(run);
+        // digits only: Number() would read '' as 0 and '1e1' as 10
+        const step = opts.step === undefined ? undefined : /^\d+$/.test(opts.step) ? Number(opts.step) : Number.NaN;
+        if (step !== undefined && !Number.isSafeInteger(step))
           throw Object.assign(new Error(`--step ${JSON.stringify(opts.step)}: expected an integer ≥ 0`), { exitCode: 2 });
         const cfg = configFrom(cmd);
         await withClient(cfg, async (client) => {

@@ -11,8 +11,9 @@ import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir, tinyMoeModelDir } from '.
 import { action, configFrom, printJson } from './common.js';
 
 function parseSeed(v: string): number {
-  const n = Number(v);
-  if (v.trim() === '' || !Number.isSafeInteger(n) || n < 0) throw new InvalidArgumentError(`seed must be an integer ≥ 0, given ${JSON.stringify(v)}`);
+  // digits only: Number() would read '' as 0 and '1e3' as 1000
+  const n = /^\d+$/.test(v.trim()) ? Number(v) : Number.NaN;
+  if (!Number.isSafeInteger(n)) throw new InvalidArgumentError(`seed must be an integer ≥ 0 written in digits, given ${JSON.stringify(v)}`);
   return n;
 }
 

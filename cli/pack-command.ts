@@ -1,7 +1,7 @@
 // tempo-rl pack offline --out FILE [--python-version V] [--host-packages FILE] [--wheel SPEC]...
 //   [--no-wheels] [--node PATH] [--compression xz|gzip|none] [--force] [--json]
 // One tar file with what a linux-x64 GPU host without network needs to run tempo-rl (lib/offline-pack.ts).
-import { readFileSync } from 'node:fs';
+import { readConfigText } from '../lib/config-file.js';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -39,7 +39,7 @@ function parseOptions(raw: unknown): Options {
 function hostPackages(file: string | undefined): Map<string, string | undefined> {
   if (!file) return new Map();
   try {
-    return parseHostPackages(readFileSync(file, 'utf8'));
+    return parseHostPackages(readConfigText(file));
   } catch (err) {
     throw usage(`--host-packages ${file}: ${(err as Error).message}`);
   }

@@ -7,13 +7,12 @@
 //   4. CLI flags: --set section.key=value (value parsed as YAML)
 // Then the paths resolve: state_dir (default under XDG_STATE_HOME) and the task queues left empty
 // (named after the state dir, config/schema.ts stackTaskQueue).
-import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { blobStoreUri, parseBlobStoreUri } from '../lib/blobstore.js';
-import { decodeUtf8 } from '../lib/utf8.js';
+import { ConfigFileError, readConfigText } from '../lib/config-file.js';
 import { temporalEnvOverrides } from './temporal-env.js';
 import { SECRET_KEYS, stackTaskQueue, TASK_QUEUE_BASES, TempoConfig, type TaskQueueKind } from './schema.js';
 
@@ -77,12 +76,52 @@ export function parseBoolVar(name: string, raw: string): boolean {
   throw new ConfigError(`config: ${name}=${JSON.stringify(raw)}: expected true/false, 1/0, yes/no or on/off`);
 }
 
-function parseScalar(raw: string): unknown {
-  try {
-    return YAML.parse(raw);
-  } catch {
-    return raw;
-  }
+/** The first line of a YAML or TOML parser's message: the rest quotes the source lines, which may
+ *  hold a secret (an API key, a private key) or the contents of a file that is not a config at all. */
+export function parserMessage(err: unknown): string {
+  const e = err as Error & { line?: number; column?: number };
+  const first = (e.message ?? String(err)).split('\n')[0]!.replace(/:$/, '');
+  return e.line !== undefined && !/ at line \d+/.test(first) ? `${first} at line ${e.line}, column ${e.column}` : first;
+}
+
+const INTEGER_TEXT = /^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$/;
+
+/** The key path of a node of a YAML document (map keys, sequence indices). */
+function keyPath(ancestors: readonly unknown[], node: unknown): string[] {
+  const chain = [...ancestors, node];
+  const keys: string[] = [];
+  chain.forEach((n, i) => {
+    if (YAML.isPair(n)) keys.push(String(YAML.isScalar(n.key) ? n.key.value : n.key));
+    else if (YAML.isSeq(n)) keys.push(String(n.items.indexOf(chain[i + 1] as (typeof n.items)[number])));
+  });
+  return keys;
+}
+
+/**
+ * Refuses a number written as a float (`1e3`, `1000.0`) where the schema wants an integer (a seed, a
+ * port, a count): YAML reads both as 1000, but `1e3` for a seed is a typo or a guess, not a choice.
+ * Integers are written as integers; the rule is the same in a file, a variable and --set.
+ */
+function checkIntegerText(doc: YAML.Document, base: readonly string[], where: string): void {
+  YAML.visit(doc, {
+    Scalar(key, node, ancestors) {
+      if (key === 'key' || typeof node.value !== 'number' || node.source === undefined || INTEGER_TEXT.test(node.source)) return;
+      const keys = [...base, ...keyPath(ancestors, node)];
+      if (!wantsInteger(keys)) return;
+      const hint = Number.isSafeInteger(node.value) ? `; write ${node.value}` : '';
+      throw new ConfigError(`config: ${where}: ${keys.join('.')} is an integer, given ${node.source}, which is not written as one${hint}`);
+    },
+  });
+}
+
+/** A value from a variable or --set, read as YAML (`hot` stays a string, `[1, 2]` is a list). Empty is
+ *  the empty string (not YAML's null, which no key takes): `--set model.path=` means "the default". */
+function parseValue(raw: string, keys: readonly string[], where: string): unknown {
+  if (raw === '') return '';
+  const doc = YAML.parseDocument(raw);
+  if (doc.errors.length > 0) return raw;
+  checkIntegerText(doc, keys, where);
+  return doc.toJS();
 }
 
 /** The environment's contribution, as a partial tree. */
@@ -92,7 +131,7 @@ export function envOverrides(env: NodeJS.ProcessEnv): Tree {
     ['TEMPO_RL_STATE_DIR', ['state_dir'], String],
     ['TEMPO_RL_MODEL', ['model', 'path'], String],
     ['TEMPO_RL_DATASET', ['dataset', 'path'], String],
-    ['TEMPO_RL_NUM_GPUS', ['model', 'num_gpus'], (v) => parseScalar(v)],
+    ['TEMPO_RL_NUM_GPUS', ['model', 'num_gpus'], (v) => parseValue(v, ['model', 'num_gpus'], `TEMPO_RL_NUM_GPUS=${v}`)],
   ];
   for (const [name, keys, conv] of direct) {
     const v = env[name];
@@ -101,7 +140,7 @@ export function envOverrides(env: NodeJS.ProcessEnv): Tree {
   for (const [name, v] of Object.entries(env)) {
     if (!name.startsWith('TEMPO_RL__') || v === undefined) continue;
     const keys = name.slice('TEMPO_RL__'.length).toLowerCase().split('__');
-    setPath(tree, keys, parseScalar(v));
+    setPath(tree, keys, parseValue(v, keys, `${name}=${v}`));
   }
   return tree;
 }
@@ -112,7 +151,8 @@ export function setOverrides(sets: readonly string[]): Tree {
   for (const s of sets) {
     const eq = s.indexOf('=');
     if (eq <= 0) throw new ConfigError(`config: --set ${JSON.stringify(s)}: expected key.path=value`);
-    setPath(tree, s.slice(0, eq).split('.'), parseScalar(s.slice(eq + 1)));
+    const keys = s.slice(0, eq).split('.');
+    setPath(tree, keys, parseValue(s.slice(eq + 1), keys, `--set ${s}`));
   }
   return tree;
 }
@@ -124,6 +164,13 @@ function typeName(v: unknown): string {
   if (typeof v === 'string') return `the string ${JSON.stringify(v)}`;
   if (typeof v === 'object') return 'an object';
   return `${typeof v} ${String(v)}`;
+}
+
+/** What a value is, never what it says: for secrets (SECRET_KEYS) and for a whole file's contents. */
+function kindOf(v: unknown): string {
+  if (typeof v === 'string') return `a string of ${v.length} characters (not shown)`;
+  if (v === null || v === undefined || Array.isArray(v) || typeof v === 'object') return typeName(v);
+  return `a ${typeof v} (not shown)`;
 }
 
 function valueAt(tree: unknown, keys: readonly PropertyKey[]): unknown {
@@ -141,20 +188,45 @@ function distance(a: string, b: string): number {
   return d[a.length]![b.length]!;
 }
 
-function knownKeys(keys: readonly PropertyKey[]): string[] {
-  let schema: z.ZodType = TempoConfig;
-  for (const k of keys) {
-    let s: unknown = schema;
-    while (s && typeof s === 'object' && 'unwrap' in s && typeof (s as { unwrap: unknown }).unwrap === 'function')
-      s = (s as { unwrap(): unknown }).unwrap();
-    const shape = (s as { shape?: Record<string, z.ZodType> }).shape;
-    if (!shape?.[String(k)]) return [];
-    schema = shape[String(k)]!;
-  }
-  let s: unknown = schema;
-  while (s && typeof s === 'object' && 'unwrap' in s && typeof (s as { unwrap: unknown }).unwrap === 'function')
+/** A schema without its default, prefault and optional wrappers (an array stays an array). */
+function unwrapped(s: unknown): unknown {
+  while (s && typeof s === 'object' && !(s instanceof z.ZodArray) && 'unwrap' in s && typeof (s as { unwrap: unknown }).unwrap === 'function')
     s = (s as { unwrap(): unknown }).unwrap();
-  return Object.keys((s as { shape?: object }).shape ?? {});
+  return s;
+}
+
+/** The schema of the key at `keys` (an index steps into an array), or undefined for no such key. */
+function schemaAt(keys: readonly PropertyKey[]): unknown {
+  let s = unwrapped(TempoConfig);
+  for (const k of keys) {
+    if (s instanceof z.ZodArray) {
+      if (!/^\d+$/.test(String(k))) return undefined;
+      s = unwrapped(s.element);
+      continue;
+    }
+    const shape = (s as { shape?: Record<string, unknown> } | undefined)?.shape;
+    if (!shape || !Object.hasOwn(shape, String(k))) return undefined;
+    const next = shape[String(k)];
+    s = unwrapped(next);
+  }
+  return s;
+}
+
+function knownKeys(keys: readonly PropertyKey[]): string[] {
+  return Object.keys((schemaAt(keys) as { shape?: object } | undefined)?.shape ?? {});
+}
+
+function wantsInteger(keys: readonly PropertyKey[]): boolean {
+  const s = schemaAt(keys);
+  return s instanceof z.ZodNumber && s.format === 'safeint';
+}
+
+/** The known key a misspelled one most likely meant, if it is near enough: within a third of the
+ *  key's length (at least 1, at most 3 edits), so a one-letter key suggests nothing far from it. */
+function nearestKey(key: string, known: readonly string[]): string | undefined {
+  const near = [...known].sort((a, b) => distance(key, a) - distance(key, b))[0];
+  const allowed = Math.min(3, Math.max(1, Math.floor(key.length / 3)));
+  return near !== undefined && distance(key, near) <= allowed ? near : undefined;
 }
 
 export function formatIssues(error: z.ZodError, given: unknown, source: string): string {
@@ -164,13 +236,15 @@ export function formatIssues(error: z.ZodError, given: unknown, source: string):
       return issue.keys
         .map((key) => {
           const full = [...issue.path, key].join('.');
-          const near = knownKeys(issue.path).sort((a, b) => distance(key, a) - distance(key, b))[0];
-          const hint = near && distance(key, near) <= 3 ? ` — did you mean "${near}"?` : '';
+          const near = nearestKey(key, knownKeys(issue.path));
+          const hint = near ? ` — did you mean "${near}"?` : '';
           return `  ${full}: unknown key${hint}`;
         })
         .join('\n');
     }
-    return `  ${where}: ${issue.message}; given ${typeName(valueAt(given, issue.path))}`;
+    const value = valueAt(given, issue.path);
+    const secret = SECRET_KEYS.has(String(issue.path[issue.path.length - 1]));
+    return `  ${where}: ${issue.message}; given ${secret ? kindOf(value) : typeName(value)}`;
   });
   return `config error (${source}):\n${lines.join('\n')}`;
 }
@@ -182,32 +256,26 @@ export interface LoadOptions {
 }
 
 export function readYamlFile(file: string, warn: (msg: string) => void = (m) => process.stderr.write(`${m}\n`)): Tree {
-  let bytes: Buffer;
-  try {
-    bytes = readFileSync(file);
-  } catch (err) {
-    throw new ConfigError(`config: cannot read ${file}: ${(err as Error).message}`);
-  }
   let text: string;
   try {
-    text = decodeUtf8(bytes);
+    text = readConfigText(file);
   } catch (err) {
-    throw new ConfigError(`config: ${file} is ${(err as Error).message}`);
+    if (err instanceof ConfigFileError) throw new ConfigError(`config: ${err.message}`);
+    throw err;
   }
-  let doc: unknown;
-  try {
-    doc = YAML.parse(text);
-  } catch (err) {
-    throw new ConfigError(`config: ${file} is not valid YAML: ${(err as Error).message}`);
-  }
-  if (doc === null || doc === undefined) {
+  const doc = YAML.parseDocument(text);
+  if (doc.errors.length > 0) throw new ConfigError(`config: ${file} is not valid YAML: ${parserMessage(doc.errors[0])}`);
+  checkIntegerText(doc, [], file);
+  const tree: unknown = doc.toJS();
+  if (tree === null || tree === undefined) {
     warn(`config: ${file} is empty; using the defaults`);
     return {};
   }
-  if (typeof doc !== 'object' || Array.isArray(doc))
-    throw new ConfigError(`config: ${file}: expected a mapping at the top level, given ${typeName(doc)}`);
-  checkTreeKeys(doc, file);
-  return doc as Tree;
+  // What it is, not what it says: a file given by mistake (a key, a token) must not be echoed.
+  if (typeof tree !== 'object' || Array.isArray(tree))
+    throw new ConfigError(`config: ${file}: expected a mapping at the top level, given ${kindOf(tree)}`);
+  checkTreeKeys(tree, file);
+  return tree as Tree;
 }
 
 /** Checks across sections (each section checks its own keys in config/schema.ts). */

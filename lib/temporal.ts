@@ -1,8 +1,8 @@
 // Connections to the Temporal server from the config (embedded dev server or any cluster/Cloud).
-import { readFileSync } from 'node:fs';
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
-import type { TempoConfig } from '../config/schema.js';
+import { type TempoConfig, tlsInUse } from '../config/schema.js';
+import { readConfigBytes } from './config-file.js';
 
 export function temporalAddress(cfg: TempoConfig): string {
   return cfg.temporal.address || `${cfg.server.ip}:${cfg.server.port}`;
@@ -12,10 +12,11 @@ export function usesEmbeddedServer(cfg: TempoConfig): boolean {
   return !cfg.temporal.address;
 }
 
-/** PEM bytes given inline or by path (the schema refuses both), or undefined. */
+/** PEM bytes given inline or by path (the schema refuses both), or undefined; a path is read as a
+ *  config-like file (a regular file of bounded size: never a FIFO or /dev/zero). */
 function pem(data: string, file: string): Buffer | undefined {
   if (data) return Buffer.from(data, 'utf8');
-  return file ? readFileSync(file) : undefined;
+  return file ? readConfigBytes(file) : undefined;
 }
 
 function connectionOptions(cfg: TempoConfig): ConnectionOptions & { apiKey?: string } {
@@ -23,7 +24,7 @@ function connectionOptions(cfg: TempoConfig): ConnectionOptions & { apiKey?: str
   const opts: ConnectionOptions & { apiKey?: string } = { address: temporalAddress(cfg) };
   const crt = pem(tls.client_cert_data, tls.client_cert_path);
   const key = pem(tls.client_key_data, tls.client_key_path);
-  if (tls.enabled || crt || api_key) {
+  if (tlsInUse(cfg.temporal)) {
     opts.tls = {
       serverNameOverride: tls.server_name || undefined,
       serverRootCACertificate: pem(tls.server_ca_cert_data, tls.server_ca_cert_path),

@@ -16,6 +16,31 @@ import { buildMessages } from './prompt.js';
 import type { PromptRow } from './rows.js';
 import type { SftRecord } from './sft.js';
 
+/** Copies of one row: past a few dozen no answer draw repeats often enough to matter (the demo's warm
+ *  start uses ~35); far more is a typo. */
+export const MAX_PER_ROW = 10_000;
+/** Transcripts of one call: all are built in memory before they are written (a few KB each). */
+export const MAX_TRANSCRIPTS = 250_000;
+
+/** Why `per_row` copies of `rows` rows cannot be built, or null. */
+export function transcriptCountProblem(rows: number, perRow: number): string | null {
+  if (!Number.isInteger(perRow) || perRow < 1) return `per_row must be a positive integer, got ${perRow}`;
+  if (perRow > MAX_PER_ROW) return `per_row ${perRow} is more than ${MAX_PER_ROW} copies of a row`;
+  if (rows * perRow > MAX_TRANSCRIPTS)
+    return `per_row ${perRow} × ${rows} rows is ${rows * perRow} transcripts, more than ${MAX_TRANSCRIPTS} (they are built in memory before they are written)`;
+  return null;
+}
+
+/** Why a habit's answers cannot be used, or null: an empty (or padded) answer would be a calc_score
+ *  call the tool refuses, and the transcripts would teach that broken call. */
+export function habitProblem(answers: readonly string[]): string | null {
+  if (answers.length === 0) return 'no answers';
+  const i = answers.findIndex((a) => a.trim() !== a || a === '');
+  if (i < 0) return null;
+  const a = answers[i]!;
+  return `answer ${i + 1} of ${answers.length} is ${a.trim() === '' ? 'empty' : `${JSON.stringify(a)}, padded with whitespace`} (a calc_score call needs an answer; the transcripts would teach a broken call)`;
+}
+
 export interface TranscriptOptions {
   max_turns: number;
   /** Probability that the first answer is the right one. Default: that of a uniform guess among the candidates. */
@@ -81,7 +106,8 @@ export function toolTranscript(row: PromptRow, candidates: string[], store: Blob
  *  transcripts); wrong answers come from the other rows. Ids: the row's, then `#k` for k ≥ 1. */
 export function toolTranscripts(rows: PromptRow[], store: BlobStore, opts: TranscriptOptions): SftRecord[] {
   const perRow = opts.per_row ?? 1;
-  if (!Number.isInteger(perRow) || perRow < 1) throw new Error(`per_row must be a positive integer, got ${perRow}`);
+  const problem = transcriptCountProblem(rows.length, perRow) ?? (opts.habit ? habitProblem(opts.habit) : null);
+  if (problem) throw new Error(problem);
   const r = seededRandom(opts.seed);
   const candidates = rows.map((row) => row.answer);
   const out: SftRecord[] = [];

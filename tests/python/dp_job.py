@@ -57,8 +57,8 @@ class BucketReader:
 def sync_by_ipc(trainer: DataParallelTrainer, checkpoint: str) -> dict:
     reader = BucketReader(trainer.device)
     try:
-        with trainer.ipc_source(checkpoint, torch.float32, 64 * 1024) as source:
-            errors = IpcLoader(source, torch.float32, 64 * 1024).load([reader], lambda d: None)
+        with trainer.ipc_source(checkpoint, torch.float32, 4 * 2**20) as source:
+            errors = IpcLoader(source, torch.float32, 4 * 2**20).load([reader], lambda d: None)
     finally:
         reader.close()
     assert not errors, errors

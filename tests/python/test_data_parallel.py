@@ -101,7 +101,8 @@ def test_plan_balances_tokens_within_each_update_batch():
 
 def test_a_step_at_world_size_2_equals_one_process(steps, tmp_path):
     ref = Trainer(device="cpu").train_step(TrainStepInput.model_validate(steps("one", 0)))
-    [out] = torchrun(tmp_path, [steps("two", 0)])
+    out, ipc = torchrun(tmp_path, [steps("two", 0)], "--ipc")
+    assert_sends_full_weights(ipc["ipc_digests"], tmp_path / "two")
     assert not out["already_committed"]
     for k in ("train/loss", "train/pg_loss", "train/grad_norm", "train/n_tokens", "train/n_samples",
               "train/n_response_tokens", "train/updates", "train/train_rollout_logprob_abs_diff"):
@@ -145,14 +146,17 @@ def engine_digests(model) -> dict[str, list[float]]:
     return {n: [float(t.double().sum()), float(t.double().square().sum())] for n, t in engine_tensors(model)}
 
 
-@pytest.mark.parametrize("gpu", [False, pytest.param(True, marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="needs a CUDA GPU (CUDA IPC handles gathered over ranks); CI has none"))])
-def test_the_ipc_transport_sends_the_full_weights_from_a_sharded_trainer(steps, tmp_path, gpu):
-    """Every rank gathers the full tensors from the shards and packs them; the engine's buckets hold
-    exactly the weights one process would send (in the checkpoint's names, every tensor once)."""
-    out = torchrun(tmp_path, [steps("ipc", 0)], "--ipc", world_size=1 if gpu else 2, gpu=gpu)
-    got = next(o["ipc_digests"] for o in out if "ipc_digests" in o)
-    want = engine_digests(ckpt.load_checkpoint(ckpt.checkpoint_dir(tmp_path / "ipc", 0), "cpu", torch.float32).model)
+def assert_sends_full_weights(got: dict[str, list[float]], run_dir: Path) -> None:
+    """The ipc transport from a sharded trainer: every rank gathers the full tensors from its shards and
+    packs them; the engine's buckets hold exactly the weights one process would send (in the
+    checkpoint's names, every tensor once)."""
+    want = engine_digests(ckpt.load_checkpoint(ckpt.checkpoint_dir(run_dir, 0), "cpu", torch.float32).model)
     assert sorted(got) == sorted(want)
     for name, (s, sq) in want.items():
         assert got[name][0] == pytest.approx(s, rel=1e-5, abs=1e-5) and got[name][1] == pytest.approx(sq, rel=1e-5), name
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CUDA IPC handles gathered over ranks); CI has none")
+def test_on_one_gpu_the_ipc_transport_sends_the_full_weights_from_the_sharded_trainer(steps, tmp_path):
+    out = torchrun(tmp_path, [steps("ipc", 0)], "--ipc", world_size=1, gpu=True)
+    assert_sends_full_weights(next(o["ipc_digests"] for o in out if "ipc_digests" in o), tmp_path / "ipc")

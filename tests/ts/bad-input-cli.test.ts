@@ -11,7 +11,7 @@ import { loadConfig } from '../../config/load.js';
 import { writeSyntheticDataset } from '../../lib/data/synth.js';
 import { cacheDir, REPO_ROOT } from '../../lib/paths.js';
 import { stopServer } from '../../lib/server.js';
-import { BIN, file, fresh, freePort, occupy, snapshot, tmp } from './support/bad-input.js';
+import { BIN, fifo, file, fresh, freePort, modelDir, occupy, snapshot, tmp } from './support/bad-input.js';
 
 // The environment of a CLI row: a temp HOME and state dir, no TEMPORAL_* / TEMPO_RL__* / HF_* leaking in.
 const baseEnv: NodeJS.ProcessEnv = Object.fromEntries(
@@ -60,6 +60,8 @@ interface CliRow {
   exit: number;
   /** Each must match stderr (the message names the thing and the value). */
   says?: RegExp[];
+  /** Each must match neither stderr nor stdout: a secret, or the contents of a file that is not a config. */
+  never?: RegExp[];
   /** A folder whose files must be byte-for-byte the same afterwards. */
   keeps?: () => string;
   stdoutFile?: string;
@@ -114,6 +116,8 @@ function portTakenRow(which: 'port' | 'ui_port'): CliRow {
 }
 
 const tlsEnabled = (r: CliResult) => JSON.parse(r.stdout).temporal.tls.enabled as boolean;
+const printed = (r: CliResult) => JSON.parse(r.stdout) as { state_dir: string; blobs: { uri: string }; model: { path: string } };
+const PEM = '-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n';
 
 const CLI_ROWS: CliRow[] = [
   // ── config: values the trainer cannot honour or that make no sense (exit 2, key and value named)
@@ -158,6 +162,77 @@ const CLI_ROWS: CliRow[] = [
   { kind: 'geo3k multi-turn config passes check', args: () => check(path.join(REPO_ROOT, 'configs/geo3k-multiturn-qwen3vl-2b.yaml')), exit: 0 },
   { kind: 'geo3k single-turn config passes check', args: () => check(path.join(REPO_ROOT, 'configs/geo3k-singleturn-qwen3vl-2b.yaml')), exit: 0 },
   { kind: 'geo3k single-turn Qwen3.5-35B-A3B config passes check', args: () => check(path.join(REPO_ROOT, 'configs/geo3k-singleturn-qwen35-35b-a3b.yaml')), exit: 0 },
+  { kind: 'CPU demo config passes check', args: () => check(path.join(REPO_ROOT, 'configs/cpu-tiny.yaml')), exit: 0 },
+  { kind: 'CPU warm-start SFT config passes check', args: () => check(path.join(REPO_ROOT, 'configs/cpu-tiny-sft.yaml')), exit: 0 },
+
+  // ── durations: Node's timers take at most 2^31−1 ms; a longer one fires at once (every request aborts)
+  { kind: 'engines.request_timeout_s 1e9 meant as "no timeout"', args: () => check(...set('engines.request_timeout_s=1e9')), exit: 2, says: [/engines\.request_timeout_s/, /1000000000/, /at most 2147483 s/, /Node's timers/] },
+  { kind: 'engines.request_timeout_s 1e308', args: () => check(...set('engines.request_timeout_s=1e308')), exit: 2, says: [/engines\.request_timeout_s/, /1e\+308/, /at most 2147483 s/] },
+  { kind: 'engines.health_interval_s 1e9 (1 ms polling)', args: () => check(...set('engines.health_interval_s=1e9')), exit: 2, says: [/engines\.health_interval_s/, /1000000000/, /Node's timers/] },
+  { kind: 'run.empty_step_wait_s above the timer bound', args: () => check(...set('run.empty_step_wait_s=2147484')), exit: 2, says: [/run\.empty_step_wait_s/, /2147484/] },
+  { kind: 'engines.request_timeout_s at the timer bound is honoured', args: () => check(...set('engines.request_timeout_s=2147483')), exit: 0 },
+  // ── sizes that would exhaust memory before anything useful
+  { kind: 'dataset.max_image_pixels 10^12', args: () => check(...set('dataset.max_image_pixels=1000000000000')), exit: 2, says: [/dataset\.max_image_pixels/, /1000000000000/, /at most 268402689/] },
+  { kind: 'grpo.micro_batch_tokens 2^40', args: () => check(...set('grpo.micro_batch_tokens=1099511627776')), exit: 2, says: [/grpo\.micro_batch_tokens/, /1099511627776/, /at most 16777216/] },
+  { kind: 'dataset.synthetic_size 10^9', args: () => check(...set('dataset.synthetic_size=1000000000')), exit: 2, says: [/dataset\.synthetic_size/, /1000000000/, /at most 1000000/] },
+  { kind: 'engines.base_port + count beyond port 65535', args: () => check(...set('engines.base_port=65535', 'engines.count=2')), exit: 2, says: [/engines\.base_port/, /65535/] },
+  // ── importance weights: clip below 1 trains on nothing (mask) or cuts every weight (truncate)
+  { kind: 'grpo.tis.clip 0.5 with mask (an empty band)', args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.mode=mask', 'grpo.tis.clip=0.5')), exit: 2, says: [/grpo\.tis\.clip/, /number 0\.5/, /at least 1/] },
+  { kind: 'grpo.tis.clip 0.5 with truncate', args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.clip=0.5')), exit: 2, says: [/grpo\.tis\.clip/, /number 0\.5/, /at least 1/] },
+  { kind: 'grpo.tis.clip 1 with mask (only exact ratios)', args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.mode=mask', 'grpo.tis.clip=1')), exit: 2, says: [/grpo\.tis\.clip/, /number 1/, /above 1 with grpo\.tis\.mode mask/] },
+  { kind: 'grpo.tis.clip 1 with truncate is honoured', args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.clip=1')), exit: 0 },
+  // ── config-like files that are not regular files: refused at once, never waited on
+  { kind: 'config check of a FIFO', args: () => check(fifo('c.yaml')), exit: 2, maxSeconds: 20, says: [/fifo-\d+\/c\.yaml/, /a FIFO \(named pipe\), not a regular file/] },
+  { kind: 'config check of /dev/zero', args: () => check('/dev/zero'), exit: 2, maxSeconds: 20, says: [/\/dev\/zero/, /a character device/] },
+  { kind: 'config check of /dev/urandom', args: () => check('/dev/urandom'), exit: 2, maxSeconds: 20, says: [/\/dev\/urandom/, /a character device/] },
+  { kind: 'config check of a directory', args: () => check(fresh('conf')), exit: 2, says: [/conf-\d+/, /a directory, not a regular file/] },
+  { kind: 'a 9 MiB config file', args: () => check(yaml(`# ${'x'.repeat(9 * 1024 * 1024)}\n`)), exit: 2, says: [/c\.yaml/, /more than a config file can be \(8\.0 MiB\)/] },
+  { kind: 'TEMPORAL_CONFIG_FILE=/dev/zero', args: () => check(), env: { TEMPORAL_CONFIG_FILE: '/dev/zero' }, exit: 2, maxSeconds: 20, says: [/TEMPORAL_CONFIG_FILE=\/dev\/zero/, /a character device/] },
+  { kind: 'TEMPORAL_CONFIG_FILE a FIFO', args: () => check(), env: { TEMPORAL_CONFIG_FILE: fifo('temporal.toml') }, exit: 2, maxSeconds: 20, says: [/TEMPORAL_CONFIG_FILE=.*temporal\.toml/, /a FIFO/] },
+  // ── the blob store's URI: where a store can live
+  { kind: 'blobs.uri under /proc', args: () => check(...set('blobs.uri=/proc/x')), exit: 2, maxSeconds: 20, says: [/blobs\.uri/, /\/proc\/x/, /virtual filesystem/] },
+  { kind: 'blobs.uri file:///sys/x', args: () => check(...set('blobs.uri=file:///sys/x')), exit: 2, maxSeconds: 20, says: [/blobs\.uri/, /\/sys\/x/, /virtual filesystem/] },
+  { kind: 'blobs.uri "~/blobs" is in the home folder', args: () => check(...set('blobs.uri=~/blobs')), exit: 0, check: (r) => assert.match(printed(r).blobs.uri, /^file:\/\/\/.*\/home-\d+\/blobs$/) },
+  { kind: 'blobs.uri "~other/blobs"', args: () => check(...set('blobs.uri=~other/blobs')), exit: 2, says: [/blobs\.uri/, /~other/, /another user's home/] },
+  { kind: 'blobs.uri of three spaces', args: () => check(...set('blobs.uri="   "')), exit: 2, says: [/blobs\.uri/, /"   "/, /blank/] },
+  { kind: 'blobs.uri padded with spaces', args: () => check(...set('blobs.uri=" /tmp/b "')), exit: 2, says: [/blobs\.uri/, /" \/tmp\/b "/, /whitespace/] },
+  { kind: 'blobs.uri file:///tmp/a%00b (a NUL once decoded)', args: () => check(...set('blobs.uri=file:///tmp/a%00b')), exit: 2, says: [/blobs\.uri/, /a%00b/, /NUL/] },
+  { kind: 'blobs.uri file:///tmp/a%0Ab (a newline once decoded)', args: () => check(...set('blobs.uri=file:///tmp/a%0Ab')), exit: 2, says: [/blobs\.uri/, /a%0Ab/, /control character "\\n"/] },
+  { kind: 'state_dir "~/st" is in the home folder', args: () => check(...set('state_dir=~/st')), exit: 0, check: (r) => assert.match(printed(r).state_dir, /\/home-\d+\/st$/) },
+  { kind: 'state_dir under /proc', args: () => check(...set('state_dir=/proc/tempo')), exit: 2, maxSeconds: 20, says: [/state_dir/, /\/proc\/tempo/, /virtual filesystem/] },
+  { kind: 'state_dir of spaces', args: () => check(...set('state_dir="  "')), exit: 2, says: [/state_dir/, /"  "/, /blank/] },
+  // ── routing replay needs an MoE model
+  { kind: 'routing_replay with the tiny dense default model', args: () => check(...set('rollout.routing_replay=true', 'model.num_gpus=1')), exit: 2, says: [/rollout\.routing_replay/, /mixture-of-experts/, /model\.path empty/, /dense/] },
+  { kind: 'routing_replay with a local dense model folder', args: () => check(...set('rollout.routing_replay=true', 'model.num_gpus=1', `model.path=${modelDir({ model_type: 'qwen3_vl', text_config: { hidden_size: 8 } })}`)), exit: 2, says: [/rollout\.routing_replay/, /model\.path .*model-\d+ is a dense model/] },
+  { kind: 'routing_replay with a local MoE model folder is honoured', args: () => check(...set('rollout.routing_replay=true', 'model.num_gpus=1', `model.path=${modelDir({ model_type: 'qwen3_vl_moe', text_config: { num_experts: 4 } })}`)), exit: 0 },
+  { kind: 'routing_replay with a Hugging Face id is left to the trainer', args: () => check(...set('rollout.routing_replay=true', 'model.num_gpus=1', 'model.path=Qwen/Qwen3-VL-30B-A3B-Instruct')), exit: 0 },
+  // ── files the config names, checked where config check runs
+  { kind: 'sft.path that does not exist is warned of', args: () => check(...set('algorithm=sft', `sft.path=${path.join(tmp, 'nope.jsonl')}`)), exit: 0, says: [/warning: sft\.path ".*nope\.jsonl": no such file/] },
+  { kind: 'sft.path a folder', args: () => check(...set('algorithm=sft', `sft.path=${fresh('sftdir')}`)), exit: 2, says: [/sft\.path ".*sftdir-\d+": is a directory, not a regular file/] },
+  { kind: 'sft.path a FIFO', args: () => check(...set('algorithm=sft', `sft.path=${fifo('t.jsonl')}`)), exit: 2, maxSeconds: 20, says: [/sft\.path ".*t\.jsonl": is a FIFO/] },
+  { kind: 'a TLS client certificate that does not exist', args: () => check(...set(`temporal.tls.client_cert_path=${path.join(tmp, 'no-cert.pem')}`)), exit: 2, says: [/temporal\.tls\.client_cert_path ".*no-cert\.pem": no such file/] },
+  { kind: 'TEMPORAL_TLS_SERVER_CA_CERT_PATH=/dev/zero', args: () => check(), env: { TEMPORAL_TLS_SERVER_CA_CERT_PATH: '/dev/zero' }, exit: 2, says: [/temporal\.tls\.server_ca_cert_path "\/dev\/zero": is a character device/] },
+  { kind: 'a JSONL dataset that does not exist is warned of', args: () => check(...set('dataset.kind=jsonl', `dataset.path=${path.join(tmp, 'nope-{split}.jsonl')}`)), exit: 0, says: [/warning: dataset\.path ".*nope-train\.jsonl": no such file or folder \(split "train"\)/, /nope-test\.jsonl/] },
+  { kind: 'a Parquet dataset without a path', args: () => check(...set('dataset.kind=parquet')), exit: 2, says: [/dataset\.path: is required for dataset\.kind parquet/] },
+  { kind: 'a geo3k_dir folder without the split\'s file', args: () => check(...set('dataset.kind=geo3k_dir', `dataset.path=${fresh('geo')}`)), exit: 2, says: [/dataset\.path ".*geo-\d+"/, /no \.jsonl file for split "train"/] },
+  // ── messages: suggest only near keys; never echo a secret or a file's contents
+  { kind: 'a one-letter unknown key suggests nothing', args: () => check(yaml('x: 1\n')), exit: 2, says: [/^ {2}x: unknown key$/m], never: [/did you mean/] },
+  { kind: 'a misspelled short key still gets its suggestion', args: () => check(yaml('sfy:\n  lr: 1\n')), exit: 2, says: [/sfy: unknown key — did you mean "sft"/] },
+  { kind: 'an API key of the wrong type is not echoed', args: () => check(...set('temporal.api_key=12345678901')), exit: 2, says: [/temporal\.api_key/, /not shown/], never: [/12345678901/] },
+  { kind: 'a TLS key given as both path and data: the PEM is not echoed', args: () => check(...set('temporal.tls.client_key_path=/k.pem', `temporal.tls.client_key_data=${JSON.stringify(PEM)}`)), exit: 2, says: [/temporal\.tls\.client_key_data/, /not both/, /not shown/], never: [/MIIEv/] },
+  { kind: 'invalid YAML on the API key line is not quoted', args: () => check(yaml('temporal:\n  api_key: "sekrit-value\n')), exit: 2, says: [/c\.yaml is not valid YAML/, /line \d+, column \d+/], never: [/sekrit-value/] },
+  { kind: 'a private key given as the config file is not echoed', args: () => check(yaml(PEM)), exit: 2, says: [/c\.yaml/, /expected a mapping/, /not shown/], never: [/MIIEv/] },
+  { kind: 'invalid TOML on the API key line is not quoted', args: () => check(), env: { TEMPORAL_CONFIG_FILE: file('t.toml', '[profile.default]\napi_key = "sekrit-toml\n') }, exit: 2, says: [/t\.toml is not valid TOML/], never: [/sekrit-toml/] },
+  // ── numbers: integers written as integers, empty is empty (not 0 or null)
+  { kind: '--set rollout.seed=1e3', args: () => check(...set('rollout.seed=1e3')), exit: 2, says: [/--set rollout\.seed/, /given 1e3/, /write 1000/] },
+  { kind: 'TEMPO_RL__SERVER__PORT=7.3e3', args: () => check(), env: { TEMPO_RL__SERVER__PORT: '7.3e3' }, exit: 2, says: [/TEMPO_RL__SERVER__PORT/, /server\.port/, /7\.3e3/] },
+  { kind: 'rollout.seed 1e3 in the YAML', args: () => check(yaml('rollout:\n  seed: 1e3\n')), exit: 2, says: [/c\.yaml/, /rollout\.seed/, /1e3/] },
+  { kind: 'allowed_token_ids [1e3] in --set', args: () => check(...set('rollout.allowed_token_ids=[5, 1e3]')), exit: 2, says: [/rollout\.allowed_token_ids\.1/, /1e3/] },
+  { kind: 'floats in exponent form stay floats', args: () => check(...set('grpo.lr=1e-3', 'rollout.temperature=1.0', 'engines.request_timeout_s=1.2e2')), exit: 0 },
+  { kind: 'TEMPO_RL__RUN__STEPS empty is not 0', args: () => check(), env: { TEMPO_RL__RUN__STEPS: '' }, exit: 2, says: [/run\.steps/, /given the string ""/] },
+  { kind: '--set model.path= means the default', args: () => check(...set('model.path=')), exit: 0, check: (r) => assert.equal(printed(r).model.path, '') },
+  // ── what config check shows of the connection
+  { kind: 'an API key turns TLS on: config check notes it', args: () => check(), env: { TEMPORAL_API_KEY: 'k' }, exit: 0, says: [/note: temporal\.tls\.enabled is false, but the connection uses TLS: temporal\.api_key is set/], never: [/"k"/] },
 
   // ── command line
   { kind: 'bare tempo-rl: help, exit 2', args: () => [], exit: 2, says: [/Usage: tempo-rl/] },
@@ -169,9 +244,20 @@ const CLI_ROWS: CliRow[] = [
   { kind: 'data synth --n abc', args: () => ['data', 'synth', '--out', path.join(tmp, 'never'), '--n', 'abc'], exit: 2, says: [/--n/, /abc/] },
   { kind: 'sft-transcripts --per-row 0', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '0'], exit: 2, says: [/--per-row/, /given "0"/] },
   { kind: 'sft-transcripts --habit-recheck without --habit', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit-recheck', '0.5'], exit: 2, says: [/--habit-recheck/, /--habit A,B/] },
+  { kind: 'sft-transcripts --habit "" (an empty answer)', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit', ''], exit: 2, says: [/--habit/, /answer 1 of 1 is empty/, /given ""/] },
+  { kind: 'sft-transcripts --habit "5,,"', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit', '5,,'], exit: 2, says: [/--habit/, /answer 2 of 3 is empty/, /given "5,,"/] },
+  { kind: 'sft-transcripts --per-row 100000000', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '100000000'], exit: 2, maxSeconds: 20, says: [/--per-row/, /at most 10000/, /given "100000000"/] },
+  { kind: 'sft-transcripts --per-row 1e3', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '1e3'], exit: 2, says: [/--per-row/, /given "1e3"/] },
+  { kind: 'sft-transcripts --per-row whose copies are too many in all', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '10000'], exit: 2, says: [/--per-row 10000/, /× 64 rows/, /more than 250000/] },
+  { kind: 'sft-transcripts --first-correct "" (not 0)', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--first-correct', ''], exit: 2, says: [/--first-correct/, /given ""/] },
+  { kind: 'data synth --n 1e3', args: () => ['data', 'synth', '--out', path.join(tmp, 'never'), '--n', '1e3'], exit: 2, says: [/--n/, /given "1e3"/] },
   { kind: 'sft-transcripts --habit-share 2', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit-share', '2'], exit: 2, says: [/--habit-share/, /"2"/] },
   { kind: 'sft-export --split test', args: () => ['data', 'sft-export', '--out', path.join(tmp, 'never.jsonl'), '--split', 'test'], exit: 2, says: [/--split "test"/] },
   { kind: 'episodes list --step x', args: () => ['episodes', 'list', 'r1', '--step', 'x'], exit: 2, says: [/--step "x"/] },
+  { kind: 'episodes list --step "" (not step 0)', args: () => ['episodes', 'list', 'r1', '--step', ''], exit: 2, says: [/--step ""/] },
+  { kind: 'episodes list --step 1e1 (not step 10)', args: () => ['episodes', 'list', 'r1', '--step', '1e1'], exit: 2, says: [/--step "1e1"/] },
+  { kind: 'model tiny --seed 1e3 (not seed 1000)', args: () => ['model', 'tiny', '--seed', '1e3'], exit: 2, says: [/seed/, /"1e3"/] },
+  { kind: 'episodes list of a run id that climbs out of the runs folder', args: () => ['episodes', 'list', '../x'], exit: 2, says: [/run id "\.\.\/x"/] },
   { kind: 'data download of an unknown dataset', args: () => ['data', 'download', 'mnist', '--out', path.join(tmp, 'never')], exit: 2, says: [/unknown dataset mnist/] },
   { kind: 'HF_ENDPOINT "not a url"', args: () => ['data', 'download', 'geo3k', '--out', path.join(tmp, 'never')], env: { HF_ENDPOINT: 'not a url' }, exit: 2, says: [/HF_ENDPOINT/, /"not a url"/] },
   { kind: 'status RUN with no server: fast, names the address', args: async () => ['status', 'r1', ...set(`server.port=${await freePort()}`)], exit: 1, maxSeconds: 8, says: [/no Temporal server answers at 127\.0\.0\.1:\d+/] },
@@ -262,6 +348,7 @@ describe('bad input on the command line', { concurrency: 2 }, () => {
       const shown = `tempo-rl ${args.join(' ')} → exit ${r.status}\nstderr: ${r.stderr.slice(0, 2000)}`;
       assert.equal(r.status, row.exit, shown);
       for (const re of row.says ?? []) assert.match(r.stderr, re, shown);
+      for (const re of row.never ?? []) assert.doesNotMatch(r.stderr + r.stdout, re, `shown: ${shown}`);
       if (row.exit !== 0) assert.doesNotMatch(r.stderr, /^\s+at .+:\d+:\d+\)?$/m, `a stack trace: ${shown}`);
       if (keep) assert.deepEqual(snapshot(keep), before, `files changed under ${keep}`);
       if (row.maxSeconds) assert.ok(r.seconds < row.maxSeconds, `took ${r.seconds.toFixed(1)} s`);

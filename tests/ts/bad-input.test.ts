@@ -3,14 +3,19 @@
 // outcome), that the message names the thing and its value, and that nothing on disk was lost.
 // (Command-line rows: bad-input-cli.test.ts.)
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { chmodSync, readdirSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { describe, test } from 'node:test';
 import sharp from 'sharp';
 import { ConfigError, loadConfig, parseBoolVar, setOverrides } from '../../config/load.js';
 import { normalizeEpisodeId } from '../../lib/audit.js';
-import { LocalBlobStore } from '../../lib/blobstore.js';
+import { LocalBlobStore, parseBlobStoreUri } from '../../lib/blobstore.js';
+import { toolTranscripts } from '../../lib/data/transcripts.js';
+import { pythonBin, REPO_ROOT } from '../../lib/paths.js';
 import { endpointOf } from '../../lib/data/hf.js';
 import { rowsFromRecords } from '../../lib/data/load.js';
 import { readJsonl } from '../../lib/data/readers.js';
@@ -94,6 +99,112 @@ exit 1
     const withNotes = snapshot(out);
     await assert.rejects(writeSyntheticDataset(out, 2, 3, { force: true }), /notes\.md, which tempo-rl did not write/);
     assert.deepEqual(snapshot(out), withNotes);
+  });
+});
+
+// ── bounds of the config's keys, and the trainer's side of the same rules
+
+/** Loads defaults plus --set flags; the ConfigError's message, or null when it loads. */
+function refusal(...sets: string[]): string | null {
+  try {
+    loadConfig({ env: {}, sets: [`state_dir=${fresh('state')}`, ...sets] });
+    return null;
+  } catch (err) {
+    assert.ok(err instanceof ConfigError, String(err));
+    return err.message;
+  }
+}
+
+/** The leaves of a loaded config tree, as dotted keys. */
+function leafKeys(node: unknown, trail: string[] = []): string[] {
+  if (typeof node !== 'object' || node === null || Array.isArray(node)) return [trail.join('.')];
+  return Object.entries(node).flatMap(([k, v]) => leafKeys(v, [...trail, k]));
+}
+
+/** Verdicts of the Python trainer's code on JSON inputs: "ok" or the error's first line. */
+function python(script: string, input: unknown): Record<string, string> {
+  const res = spawnSync(pythonBin(), ['-c', script], { input: JSON.stringify(input), encoding: 'utf8', cwd: REPO_ROOT, env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'workers') } });
+  assert.equal(res.status, 0, res.stderr);
+  return JSON.parse(res.stdout) as Record<string, string>;
+}
+
+describe('bounds of config keys (in-process)', () => {
+  test('every duration key (*_s, *_ms) refuses what Node\'s timers cannot wait, naming the key and the value', () => {
+    const durations = leafKeys(loadConfig({ env: {} })).filter((k) => /_(s|ms)$/.test(k));
+    assert.ok(durations.length >= 4, durations.join(', '));
+    for (const key of durations) {
+      const why = refusal(`${key}=2147484`);
+      assert.ok(why, `${key} 2147484 accepted`);
+      assert.match(why, new RegExp(`${key.replaceAll('.', '\\.')}: at most 2147483 s .*Node's timers.*given number 2147484`));
+      assert.equal(refusal(`${key}=2147483`), null, key);
+    }
+  });
+
+  test('every size key that could exhaust memory has an upper bound, named with the key and the value', () => {
+    const sizes = ['engines.count', 'engines.max_model_len', 'model.num_gpus', 'dataset.synthetic_size', 'dataset.max_image_pixels', 'dataset.max_image_bytes',
+      'rollout.prompts_per_step', 'rollout.n_samples_per_prompt', 'rollout.max_context_len', 'rollout.max_response_len', 'rollout.concurrency',
+      'grpo.micro_batch_tokens', 'grpo.ppo_mini_batches', 'sft.batch_size', 'run.eval_prompts', 'engines.ipc_bucket_mb'];
+    for (const key of sizes) {
+      const why = refusal(`${key}=1099511627776`);
+      assert.ok(why, `${key} 2^40 accepted`);
+      assert.match(why, new RegExp(`${key.replaceAll('.', '\\.')}: .*(at most|less than or equal).*given number 1099511627776`), key);
+    }
+  });
+
+  test('grpo.tis.clip: the trainer\'s contract (TisConfig) refuses and accepts what the config does', () => {
+    const cases: Record<string, { clip: number; mode: 'truncate' | 'mask' }> = {
+      truncate_half: { clip: 0.5, mode: 'truncate' }, mask_half: { clip: 0.5, mode: 'mask' }, mask_one: { clip: 1, mode: 'mask' },
+      truncate_one: { clip: 1, mode: 'truncate' }, mask_two: { clip: 2, mode: 'mask' },
+    };
+    const py = python(`
+import json, sys
+from trainer.contract import TisConfig
+out = {}
+for name, t in json.load(sys.stdin).items():
+    try:
+        TisConfig(enabled=True, **t); out[name] = "ok"
+    except Exception as err:
+        out[name] = str(err).splitlines()[0]
+print(json.dumps(out))`, cases);
+    for (const [name, t] of Object.entries(cases)) {
+      const ts = refusal('grpo.tis.enabled=true', `grpo.tis.clip=${t.clip}`, `grpo.tis.mode=${t.mode}`);
+      assert.equal(ts === null, py[name] === 'ok', `${name}: config says ${ts ?? 'ok'}, trainer says ${py[name]}`);
+    }
+    assert.deepEqual(Object.keys(py).filter((n) => py[n] === 'ok').sort(), ['mask_two', 'truncate_one']);
+  });
+
+  test('blob store URIs: the trainer (blob_uri.py) and lib/blobstore.ts refuse the same values for the same reasons', () => {
+    const bad: Record<string, [string, RegExp]> = {
+      proc: ['/proc/x', /virtual filesystem/], sys_url: ['file:///sys/x', /virtual filesystem/], blank: ['   ', /blank/], padded: [' /tmp/b', /whitespace/],
+      nul_decoded: ['file:///tmp/a%00b', /NUL/], newline_decoded: ['file:///tmp/a%0Ab', /control character/], other_home: ['~other/b', /another user's home/],
+    };
+    const good = { home: '~/blobs', plain: '/tmp/blobs', url: 'file:///tmp/blobs', s3: 's3://bucket-1/p' };
+    const py = python(`
+import json, sys
+from trainer.blob_uri import parse_blob_store_uri, canonical_blob_store_uri
+out = {}
+for name, uri in json.load(sys.stdin).items():
+    try:
+        parse_blob_store_uri(uri); out[name] = canonical_blob_store_uri(uri)
+    except Exception as err:
+        out[name] = "refused: " + str(err)
+print(json.dumps(out))`, { ...Object.fromEntries(Object.entries(bad).map(([k, [u]]) => [k, u])), ...good });
+    for (const [name, [uri, why]] of Object.entries(bad)) {
+      assert.throws(() => parseBlobStoreUri(uri), (e: Error) => why.test(e.message) && e.message.includes(JSON.stringify(uri)), name);
+      assert.match(py[name]!, /^refused: /, name);
+      assert.match(py[name]!, why, name);
+      assert.ok(py[name]!.includes(JSON.stringify(uri)), `${name}: ${py[name]}`);
+    }
+    assert.deepEqual(parseBlobStoreUri('~/blobs'), { kind: 'local', root: path.join(os.homedir(), 'blobs') });
+    for (const [name, uri] of Object.entries(good)) {
+      const loc = parseBlobStoreUri(uri);
+      assert.equal(py[name], loc.kind === 'local' ? pathToFileURL(loc.root).href : uri, name);
+    }
+  });
+
+  test('transcripts: an empty habit answer or too many copies is refused before anything is built', () => {
+    assert.throws(() => toolTranscripts([], store, { max_turns: 2, seed: 1, habit: ['5', ''] }), /answer 2 of 2 is empty/);
+    assert.throws(() => toolTranscripts([], store, { max_turns: 2, seed: 1, per_row: 10_001 }), /per_row 10001 is more than 10000/);
   });
 });
 

@@ -3,6 +3,7 @@ compared (the same rules as parseBlobStoreUri in lib/blobstore.ts)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 from pathlib import Path
@@ -47,6 +48,42 @@ def _bad(uri: object, why: str) -> BlobError:
     return BlobError(f"bad blob store URI {json.dumps(uri) if isinstance(uri, str) else repr(uri)}: {why}")
 
 
+# The virtual filesystems lib/out-path.ts refuses by path (a store there spins on its first write); the
+# TypeScript side also asks statfs, which Python's standard library cannot.
+_VIRTUAL_ROOTS = ("/proc", "/sys")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _user_path_problem(p: str) -> str | None:
+    """What parseUserPath (lib/out-path.ts) refuses in a path as given: blank, padded, control characters, ~user."""
+    if not p.strip():
+        return "blank (only whitespace)"
+    if p.strip() != p:
+        return "starts or ends with whitespace"
+    m = _CONTROL.search(p)
+    if m:
+        return "holds a NUL" if m.group() == "\0" else f"holds the control character {json.dumps(m.group())}"
+    if p.startswith("~") and p != "~" and not p.startswith("~/"):
+        return f"{p.split('/')[0]} (another user's home) is not expanded; give the absolute path"
+    return None
+
+
+def _local_root(uri: object, given: str) -> str:
+    """The absolute directory of a path as given (after percent-decoding for file: URLs): `~/` expanded to
+    the home directory (as lib/out-path.ts parseUserPath: a quoted `~` reaches here unexpanded by any
+    shell), never under a virtual filesystem."""
+    problem = _user_path_problem(given)
+    if problem:
+        raise _bad(uri, f"the path {json.dumps(given)} {problem}")
+    expanded = str(Path.home()) + given[1:] if given == "~" or given.startswith("~/") else given
+    root = os.path.abspath(expanded)
+    resolved = str(Path(root).resolve())
+    for r in _VIRTUAL_ROOTS:
+        if any(p == r or p.startswith(r + "/") for p in (root, resolved)):
+            raise _bad(uri, f"{root} is under {r}, a virtual filesystem, not a place for files")
+    return resolved
+
+
 def parse_blob_store_uri(uri: object) -> tuple[str, str, str]:
     """("local", root, "") or ("s3", bucket, prefix); BlobError naming the value otherwise. The same
     rules as parseBlobStoreUri in lib/blobstore.ts."""
@@ -54,6 +91,10 @@ def parse_blob_store_uri(uri: object) -> tuple[str, str, str]:
         raise _bad(uri, "a blob store URI must be a string")
     if not uri:
         raise _bad(uri, "empty (give s3://bucket/prefix, file:///path or a path)")
+    # Before any parsing, as lib/blobstore.ts: padding and control characters are never part of a URI.
+    problem = _user_path_problem(uri)
+    if problem:
+        raise _bad(uri, problem)
     m = re.match(r"^([a-zA-Z][a-zA-Z0-9+.-]*):", uri)
     scheme = m.group(1).lower() if m else None
     if scheme == "s3":
@@ -78,10 +119,8 @@ def parse_blob_store_uri(uri: object) -> tuple[str, str, str]:
         return ("s3", bucket, prefix)
     if scheme not in (None, "file"):
         raise _bad(uri, f'unsupported scheme "{scheme}:" (give s3://bucket/prefix, file:///path or a path)')
-    if "\0" in uri:
-        raise _bad(uri, "a path cannot hold a NUL")
     if scheme is None:
-        return ("local", str(Path(uri).resolve()), "")
+        return ("local", _local_root(uri, uri), "")
     parts = urlsplit(uri)
     if parts.netloc not in ("", "localhost"):
         raise _bad(uri, f"not a local file URL (file:///absolute/path): host {parts.netloc!r}")
@@ -89,5 +128,6 @@ def parse_blob_store_uri(uri: object) -> tuple[str, str, str]:
         raise _bad(uri, "not a local file URL (file:///absolute/path)")
     if parts.query or parts.fragment or uri.endswith(("?", "#")):
         raise _bad(uri, "not a local file URL (file:///absolute/path): a query or fragment is not allowed")
-    return ("local", str(Path(unquote(parts.path)).resolve()), "")
+    # Checked again after percent-decoding: %00 or %0A is a NUL or a newline in the path.
+    return ("local", _local_root(uri, unquote(parts.path)), "")
 

@@ -20,9 +20,18 @@ class KlConfig(Strict):
 
 class TisConfig(Strict):
     enabled: bool = False
-    clip: float = Field(default=2.0, gt=0)
+    # At least 1 (below, truncate caps every weight under 1 and mask's band is empty), above 1 with
+    # mask (at 1 its band keeps only ratios of exactly 1): the bounds of grpo.tis in config/schema.ts.
+    clip: float = Field(default=2.0, ge=1)
     # truncate: min(w, clip); mask: w inside [1/clip, clip], else the token does not train.
     mode: Literal["truncate", "mask"] = "truncate"
+
+    @model_validator(mode="after")
+    def _band(self) -> "TisConfig":
+        if self.mode == "mask" and self.clip <= 1:
+            raise ValueError(f"tis.clip must be above 1 with mode mask, given {self.clip}: the band [1/clip, clip] "
+                             "keeps only tokens whose ratio is exactly 1 (almost none train)")
+        return self
 
 
 class Hyper(Strict):

@@ -1,4 +1,5 @@
 // Shared by the bad-input tables: temp folders, files, snapshots of what is on disk, ports.
+import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
@@ -19,6 +20,20 @@ export const file = (name: string, content: string | Buffer) => {
   const f = path.join(fresh('f'), name);
   writeFileSync(f, content);
   return f;
+};
+
+/** A FIFO (named pipe) nobody writes to: a plain read of it waits forever. */
+export const fifo = (name: string) => {
+  const f = path.join(fresh('fifo'), name);
+  execFileSync('mkfifo', [f]);
+  return f;
+};
+
+/** A model folder whose config.json says `config` (only what the config checks read). */
+export const modelDir = (config: Record<string, unknown>) => {
+  const d = fresh('model');
+  writeFileSync(path.join(d, 'config.json'), JSON.stringify(config));
+  return d;
 };
 
 /** Every file under dir with its bytes' hash: equal snapshots mean nothing was lost or overwritten. */
