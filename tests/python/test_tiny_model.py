@@ -50,7 +50,7 @@ def _snapshot(d: Path) -> dict[str, bytes]:
 def test_a_model_of_another_seed_is_replaced_only_with_force(built, tmp_path):
     # before: the old model was kept and the caller told the new seed
     before = _snapshot(built["c"])
-    with pytest.raises(OutputRefused, match=r"seed 1, not 5.*--force"):
+    with pytest.raises(OutputRefused, match=r"seed 1, not seed 5.*--force"):
         build_tiny_model(built["c"], seed=5)
     assert _snapshot(built["c"]) == before
     replaced = build_tiny_model(built["c"], seed=2, force=True)

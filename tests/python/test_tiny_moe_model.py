@@ -71,5 +71,5 @@ def test_neither_generator_takes_the_others_folder(built, tmp_path):
     dense = build_tiny_model(tmp_path / "dense", seed=0)
     with pytest.raises(OutputRefused, match="holds no tiny MoE model"):
         build_tiny_moe_model(dense, seed=0, force=True)
-    with pytest.raises(OutputRefused, match="seed 0, not 3"):
+    with pytest.raises(OutputRefused, match="seed 0, not seed 3"):
         build_tiny_moe_model(built[1], seed=3)

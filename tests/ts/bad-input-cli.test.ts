@@ -297,7 +297,7 @@ const CLI_ROWS: CliRow[] = [
     let dir = '';
     rows.push({ kind: 'model tiny --out a folder of user files', args: () => ['model', 'tiny', '--out', (dir = userDir())], keeps: () => dir, exit: 2, says: [/is not empty/, /user-\d+/] });
     let model = '';
-    rows.push({ kind: 'model tiny --out a model of another seed', args: () => ['model', 'tiny', '--out', (model = fakeTinyModel(0)), '--seed', '1'], keeps: () => model, exit: 2, says: [/seed 0, not 1/, /--force/] });
+    rows.push({ kind: 'model tiny --out a model of another seed', args: () => ['model', 'tiny', '--out', (model = fakeTinyModel(0)), '--seed', '1'], keeps: () => model, exit: 2, says: [/seed 0, not seed 1/, /--force/] });
     rows.push({ kind: 'model tiny --out under /proc', args: () => ['model', 'tiny', '--out', '/proc/tempo-rl-model'], exit: 2, maxSeconds: 20, says: [/\/proc\/tempo-rl-model/, /virtual filesystem/] });
     let user2 = '';
     rows.push({ kind: 'data synth --out a folder of user files', args: () => ['data', 'synth', '--out', (user2 = userDir()), '--n', '2'], keeps: () => user2, exit: 2, says: [/user-\d+/, /not written by tempo-rl/] });

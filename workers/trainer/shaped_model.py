@@ -51,8 +51,8 @@ from pathlib import Path
 
 import torch
 
-from .tiny_model import (CHAT_TEMPLATE, DEFAULT_TOKENIZER_DIR, EOS_IDS, PAD_ID, OutputRefused, _processor_configs,
-                         _write_json, _write_tokenizer)
+from .tiny_model import (CHAT_TEMPLATE, check_target, DEFAULT_TOKENIZER_DIR, EOS_IDS, PAD_ID, OutputRefused, _processor_configs,
+                         _write_json, _write_tokenizer, swap_in)
 
 MANIFEST = "tempo_rl_shaped.json"
 DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -252,45 +252,11 @@ def _describe(identity: tuple[str, int, str]) -> str:
 
 
 def _check_target(out_dir: Path, want: tuple[str, int, str], force: bool) -> bool:
-    """True when out_dir already is the wanted model; raises OutputRefused for what must not be touched."""
-    if not out_dir.exists():
-        return False
-    if not out_dir.is_dir():
-        raise OutputRefused(f"--out {out_dir} is a file, not a directory")
-    have = existing_identity(out_dir)
-    if have == want:
-        return True
-    if have is not None:
-        if not force:
-            raise OutputRefused(f"--out {out_dir} holds the shaped model {_describe(have)}, not {_describe(want)}; pass --force to replace it")
-        return False
-    if any(out_dir.iterdir()):
-        raise OutputRefused(f"--out {out_dir} is not empty and holds no shaped model tempo-rl wrote; refusing to touch it (choose another folder)")
-    return False
+    return check_target(out_dir, existing_identity, want, force, "shaped model", _describe)
 
 
 def _swap_in(tmp: Path, out_dir: Path, want: tuple[str, int, str], force: bool) -> None:
-    # Checked again: another process may have written out_dir meanwhile (the same model then wins).
-    if _check_target(out_dir, want, force):
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    old = None
-    if out_dir.exists() and any(out_dir.iterdir()):
-        old = tmp.with_name(tmp.name + ".old")
-        out_dir.rename(old)
-    elif out_dir.exists():
-        out_dir.rmdir()
-    try:
-        tmp.rename(out_dir)
-    except OSError:
-        if old is not None and not out_dir.exists():
-            old.rename(out_dir)
-        if existing_identity(out_dir) != want:
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)  # a concurrent build of the same model won
-        return
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    swap_in(tmp, out_dir, lambda: _check_target(out_dir, want, force), lambda d: existing_identity(d) == want)
 
 
 def default_device() -> str:

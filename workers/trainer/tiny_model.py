@@ -17,7 +17,9 @@ import json
 import shutil
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 import torch
 
@@ -128,6 +130,7 @@ def _write_weights(out: Path, seed: int) -> None:
 
 
 MANIFEST = "tempo_rl_tiny.json"
+T = TypeVar("T")
 
 
 class OutputRefused(Exception):
@@ -144,22 +147,30 @@ def existing_seed(out_dir: Path) -> int | None:
         return None
 
 
-def _check_target(out_dir: Path, seed: int, force: bool) -> bool:
-    """True when out_dir already is the wanted model; raises OutputRefused for what must not be touched."""
+def check_target(out_dir: Path, have: Callable[[Path], T | None], want: T, force: bool, what: str,
+                 describe: Callable[[T], str]) -> bool:
+    """True when out_dir already holds the wanted model; False when the build may go there (absent,
+    empty, or another model of the same generator with force); raises OutputRefused for what must not
+    be touched. `have(dir)`: the identity of the generator's model in dir (None: none); `describe`
+    words an identity. Shared by the model generators."""
     if not out_dir.exists():
         return False
     if not out_dir.is_dir():
         raise OutputRefused(f"--out {out_dir} is a file, not a directory")
-    have = existing_seed(out_dir)
-    if have == seed:
+    found = have(out_dir)
+    if found == want:
         return True
-    if have is not None:
+    if found is not None:
         if not force:
-            raise OutputRefused(f"--out {out_dir} holds the tiny model with seed {have}, not {seed}; pass --force to replace it")
+            raise OutputRefused(f"--out {out_dir} holds the {what} of {describe(found)}, not {describe(want)}; pass --force to replace it")
         return False
     if any(out_dir.iterdir()):
-        raise OutputRefused(f"--out {out_dir} is not empty and holds no tiny model tempo-rl wrote; refusing to touch it (choose another folder)")
+        raise OutputRefused(f"--out {out_dir} is not empty and holds no {what} tempo-rl wrote; refusing to touch it (choose another folder)")
     return False
+
+
+def _check_target(out_dir: Path, seed: int, force: bool) -> bool:
+    return check_target(out_dir, existing_seed, seed, force, "tiny model", lambda s: f"seed {s}")
 
 
 def build_tiny_model(out_dir: Path, seed: int = 0, tokenizer_dir: Path | None = None, force: bool = False) -> Path:
@@ -190,9 +201,12 @@ def build_tiny_model(out_dir: Path, seed: int = 0, tokenizer_dir: Path | None = 
     return out_dir
 
 
-def _swap_in(tmp: Path, out_dir: Path, seed: int, force: bool) -> None:
-    # Checked again: another process may have written out_dir meanwhile (the same seed then wins).
-    if _check_target(out_dir, seed, force):
+def swap_in(tmp: Path, out_dir: Path, already_there: Callable[[], bool], is_wanted: Callable[[Path], bool]) -> None:
+    """Puts the finished build `tmp` at `out_dir`: what is there is renamed aside first and removed
+    after, or put back if the rename fails. `already_there()` is asked again first (another process may
+    have written out_dir meanwhile: the same model then wins), and `is_wanted(out_dir)` when the rename
+    fails (a concurrent build of the same model that won it). Shared by the model generators."""
+    if already_there():
         shutil.rmtree(tmp, ignore_errors=True)
         return
     old = None
@@ -206,13 +220,16 @@ def _swap_in(tmp: Path, out_dir: Path, seed: int, force: bool) -> None:
     except OSError:
         if old is not None and not out_dir.exists():
             old.rename(out_dir)
-        if existing_seed(out_dir) != seed:
+        if not is_wanted(out_dir):
             raise
-        shutil.rmtree(tmp, ignore_errors=True)  # a concurrent build of the same seed won
+        shutil.rmtree(tmp, ignore_errors=True)
         return
     if old is not None:
         shutil.rmtree(old, ignore_errors=True)
 
+
+def _swap_in(tmp: Path, out_dir: Path, seed: int, force: bool) -> None:
+    swap_in(tmp, out_dir, lambda: _check_target(out_dir, seed, force), lambda d: existing_seed(d) == seed)
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="generate tempo-rl's tiny Qwen3-VL model")

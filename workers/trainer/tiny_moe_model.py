@@ -27,8 +27,8 @@ from pathlib import Path
 
 import torch
 
-from .tiny_model import (CHAT_TEMPLATE, DEFAULT_TOKENIZER_DIR, EOS_IDS, PAD_ID, TEXT_CONFIG, VISION_CONFIG, OutputRefused,
-                         _processor_configs, _write_json, _write_tokenizer)
+from .tiny_model import (CHAT_TEMPLATE, check_target, DEFAULT_TOKENIZER_DIR, EOS_IDS, PAD_ID, TEXT_CONFIG, VISION_CONFIG, OutputRefused,
+                         _processor_configs, _write_json, _write_tokenizer, swap_in)
 
 NUM_EXPERTS = 8
 TOP_K = 2
@@ -79,21 +79,7 @@ def existing_seed(out_dir: Path) -> int | None:
 
 
 def _check_target(out_dir: Path, seed: int, force: bool) -> bool:
-    """True when out_dir already is the wanted model; raises OutputRefused for what must not be touched."""
-    if not out_dir.exists():
-        return False
-    if not out_dir.is_dir():
-        raise OutputRefused(f"--out {out_dir} is a file, not a directory")
-    have = existing_seed(out_dir)
-    if have == seed:
-        return True
-    if have is not None:
-        if not force:
-            raise OutputRefused(f"--out {out_dir} holds the tiny MoE model with seed {have}, not {seed}; pass --force to replace it")
-        return False
-    if any(out_dir.iterdir()):
-        raise OutputRefused(f"--out {out_dir} is not empty and holds no tiny MoE model tempo-rl wrote; refusing to touch it (choose another folder)")
-    return False
+    return check_target(out_dir, existing_seed, seed, force, "tiny MoE model", lambda s: f"seed {s}")
 
 
 def build_tiny_moe_model(out_dir: Path, seed: int = 0, tokenizer_dir: Path | None = None, force: bool = False) -> Path:
@@ -122,27 +108,7 @@ def build_tiny_moe_model(out_dir: Path, seed: int = 0, tokenizer_dir: Path | Non
 
 
 def _swap_in(tmp: Path, out_dir: Path, seed: int, force: bool) -> None:
-    if _check_target(out_dir, seed, force):  # another process wrote the same seed meanwhile
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    old = None
-    if out_dir.exists() and any(out_dir.iterdir()):
-        old = tmp.with_name(tmp.name + ".old")
-        out_dir.rename(old)
-    elif out_dir.exists():
-        out_dir.rmdir()
-    try:
-        tmp.rename(out_dir)
-    except OSError:
-        if old is not None and not out_dir.exists():
-            old.rename(out_dir)
-        if existing_seed(out_dir) != seed:
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)
-        return
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
+    swap_in(tmp, out_dir, lambda: _check_target(out_dir, seed, force), lambda d: existing_seed(d) == seed)
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="generate tempo-rl's tiny Qwen3-VL-MoE model")
