@@ -18,7 +18,7 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageText
 
 from . import packing, varlen_attention
 from .lm_head import linear_logprobs, linear_nll
-from .routing_replay import replay_routing
+from .routing_replay import install_replay_hooks, replay_routing
 
 if TYPE_CHECKING:
     from .blobs import BlobStoreBase as BlobStore
@@ -45,6 +45,10 @@ def for_training(model: torch.nn.Module) -> torch.nn.Module:
     """On a GPU: the language model attends through torch's variable-length flash attention (packed
     micro-batches, packing.py) and its decoder layers are compiled — unless TEMPO_RL_COMPILE=0, the
     way out for a model torch.compile cannot handle. CPU: eager, SDPA."""
+    try:
+        install_replay_hooks(model)  # before any compile: compiled layers ignore hooks added later
+    except NotImplementedError:
+        pass  # routers replay cannot drive: refused by replay_routing if replay is asked for
     if next(model.parameters()).is_cuda:
         varlen_attention.use_on(model)
         if os.environ.get("TEMPO_RL_COMPILE", "1") != "0":

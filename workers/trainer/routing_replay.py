@@ -169,29 +169,57 @@ class _ReplayState:
     flipped: int = 0  # replayed (token, layer) pairs whose own top-k set differed from the engine's
 
 
-def _replay_hook(layer: int, state: _ReplayState, renormalize: bool):
+# The replay in progress, per router module (its forward hook reads it): a model's hooks are installed
+# once and stay, and replay_routing only sets what they do.
+_ACTIVE: dict[int, tuple[int, _ReplayState]] = {}
+_HOOKED = "_tempo_rl_replay_hook"
+
+
+def install_replay_hooks(model: torch.nn.Module) -> None:
+    """One forward hook per router, for the model's life, doing nothing outside a replay_routing block.
+    Installed before the decoder layers are compiled (model.for_training): torch.compile does not guard
+    on module hooks (torch._dynamo.config.skip_nnmodule_hook_guards), so a hook added to a layer already
+    compiled without one is never run — routing would silently not be replayed."""
+    for layer, gate in moe_routers(model):
+        if gate.__dict__.get(_HOOKED):
+            continue
+        gate.register_forward_hook(_dispatch(bool(getattr(gate, "norm_topk_prob", True))))
+        gate.__dict__[_HOOKED] = True
+
+
+def _dispatch(renormalize: bool):
     @torch.compiler.disable
     def hook(module, args, output):
-        routes = state.routes
-        if routes is None:
+        active = _ACTIVE.get(id(module))
+        if active is None:
             return None
-        logits, scores, own = output
-        rows = routes[:, layer].to(own.device)
-        if rows.shape[0] != logits.shape[0]:
-            raise RoutingMismatch(f"layer {layer}: {rows.shape[0]} routing rows for a forward of {logits.shape[0]} tokens")
-        have = rows[:, 0] >= 0
-        ids = torch.where(have[:, None], rows.long(), own)
-        weights = torch.softmax(logits, dim=-1, dtype=torch.float).gather(-1, ids)
-        if renormalize:
-            weights = weights / weights.sum(dim=-1, keepdim=True)
-        weights = torch.where(have[:, None], weights.to(scores.dtype), scores)
-        with torch.no_grad():
-            state.replayed_tokens += int(have.sum())
-            state.flipped += int((have & (own.sort(-1).values != ids.sort(-1).values).any(-1)).sum())
+        layer, state = active
+        if state.routes is None:
             if state.record:
-                state.chosen[layer] = ids.detach().cpu()
-        return logits, weights, ids
+                state.chosen[layer] = output[2].detach().cpu()
+            return None
+        return _replayed(layer, state, renormalize, output)
     return hook
+
+
+def _replayed(layer: int, state: _ReplayState, renormalize: bool, output):
+    """The router's output with the replayed experts: their weights from its own logits."""
+    logits, scores, own = output
+    rows = state.routes[:, layer].to(own.device)
+    if rows.shape[0] != logits.shape[0]:
+        raise RoutingMismatch(f"layer {layer}: {rows.shape[0]} routing rows for a forward of {logits.shape[0]} tokens")
+    have = rows[:, 0] >= 0
+    ids = torch.where(have[:, None], rows.long(), own)
+    weights = torch.softmax(logits, dim=-1, dtype=torch.float).gather(-1, ids)
+    if renormalize:
+        weights = weights / weights.sum(dim=-1, keepdim=True)
+    weights = torch.where(have[:, None], weights.to(scores.dtype), scores)
+    with torch.no_grad():
+        state.replayed_tokens += int(have.sum())
+        state.flipped += int((have & (own.sort(-1).values != ids.sort(-1).values).any(-1)).sum())
+        if state.record:
+            state.chosen[layer] = ids.detach().cpu()
+    return logits, weights, ids
 
 
 @contextmanager
@@ -200,17 +228,17 @@ def replay_routing(model: torch.nn.Module, routes: torch.Tensor | None, record: 
     NO_ROUTE: the model's own router). `routes` is (tokens, num_hidden_layers, top_k) in the order the
     MoE blocks see the tokens: the forward's (batch, sequence) flattened row by row. routes None: the
     model's own routing (with `record`, the experts it chose are still kept in `.chosen`)."""
+    install_replay_hooks(model)  # a no-op once installed (model.for_training installs them first)
     state = _ReplayState(routes=routes, record=record)
-    handles = []
+    routers = moe_routers(model)
+    previous = {id(gate): _ACTIVE.get(id(gate)) for _, gate in routers}
+    for layer, gate in routers:
+        _ACTIVE[id(gate)] = (layer, state)
     try:
-        for layer, gate in moe_routers(model):
-            hook = _replay_hook(layer, state, bool(getattr(gate, "norm_topk_prob", True)))
-            if routes is None:
-                def hook(module, args, output, layer=layer):  # noqa: F811 — record only
-                    if state.record:
-                        state.chosen[layer] = output[2].detach().cpu()
-            handles.append(gate.register_forward_hook(hook))
         yield state
     finally:
-        for h in handles:
-            h.remove()
+        for key, before in previous.items():
+            if before is None:
+                _ACTIVE.pop(key, None)
+            else:
+                _ACTIVE[key] = before
