@@ -73,12 +73,13 @@ def sample_here(model, prompt: list[int], gen: int, seed: int) -> tuple[list[int
     """The stand-in engine: sampling at temperature 1 with the model at θ0; logprobs and routing of one
     forward over prompt + generated[:-1] (causal: what each position had when it was sampled)."""
     g = torch.Generator().manual_seed(seed)
+    dev = _device(model)
     ids = list(prompt)
     with torch.no_grad():
         for _ in range(gen):
-            logits = model(input_ids=torch.tensor([ids]), use_cache=False).logits[0, -1].float()
+            logits = model(input_ids=torch.tensor([ids], device=dev), use_cache=False).logits[0, -1].float().cpu()
             ids.append(int(torch.multinomial(torch.softmax(logits, -1), 1, generator=g)))
-        logits = model(input_ids=torch.tensor([ids[:-1]]), use_cache=False).logits[0].float()
+        logits = model(input_ids=torch.tensor([ids[:-1]], device=dev), use_cache=False).logits[0].float().cpu()
     out = ids[len(prompt):]
     lp = torch.log_softmax(logits[len(prompt) - 1:], -1).gather(-1, torch.tensor(out)[:, None]).squeeze(-1)
     return out, lp.tolist(), own_rows(model, ids[:-1])
@@ -130,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
-    model_dir = a.model or Path(os.environ.get("TEMPO_RL_TINY_MOE_MODEL") or REPO / ".cache-tiny-moe")
+    model_dir = a.model or Path(os.environ.get("TEMPO_RL_TINY_MOE_MODEL") or Path(os.environ.get("TEMPO_RL_CACHE") or Path.home() / ".cache" / "tempo-rl") / "models" / "tiny-moe-bench")
     model_dir = build_tiny_moe_model(model_dir, seed=0) if not (model_dir / "config.json").exists() else model_dir
 
     from transformers import AutoTokenizer
