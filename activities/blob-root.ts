@@ -1,24 +1,19 @@
 // Work meant for another stack's blob store is refused: a sample written into this worker's store
 // would be "not found" by the trainer, which reads the run's. Retryable (another worker of the run's
-// queue may reach that store), and logged as an error.
+// queue may reach that store), and logged as an error. The error type is the one the trainer raises
+// for the same mistake (BlobRootUnreachable).
 import { ApplicationFailure } from '@temporalio/common';
-import type { BlobStore } from '../lib/blobstore.js';
+import type { BlobStore } from '../stores/blobstore.js';
 import { sameBlobStore } from '../lib/blob-store-config.js';
 import { childLogger } from '../lib/log.js';
+import type { RunBlobStore } from '../protocol/activities.js';
 
-const log = childLogger('blob-root');
+const log = childLogger('blob-store');
 export const BLOB_ROOT_UNREACHABLE = 'BlobRootUnreachable';
 
-/** Where a task says its run's store is: `blob_store` (a store URI), or `blob_root` (a directory) in
- *  histories recorded before the store was configurable; neither in those before either. */
-export interface RunBlobStore {
-  blob_store?: string;
-  blob_root?: string;
-}
-
 /** `work` names the task in the error. Locations are compared parsed, not as strings. */
-export function refuseForeignBlobRoot(store: BlobStore, given: RunBlobStore, work: string): void {
-  const uri = given.blob_store ?? given.blob_root;
+export function refuseForeignBlobStore(store: BlobStore, given: RunBlobStore, work: string): void {
+  const uri = given.blob_store;
   if (uri === undefined) return;
   let same: boolean;
   try {

@@ -6,22 +6,16 @@
 // keeps it in its history, so a step retried on another worker starts from the same state.
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
-import { checkStepInput, EnvInputError, getEnvironment, type Environment, type EnvStepInput, type EnvStepResult, type JsonValue } from '../lib/env/index.js';
-
-export type EnvStepActivityInput = EnvStepInput & {
-  environment: string;
-  /** The state the previous step returned (or the episode input's initial state). Absent (inputs made
-   *  before environments kept state, episodes started by hand): the environment's initial state. */
-  state?: JsonValue;
-};
-
-/** The step's result and the state to pass to the next step (absent in results recorded before state existed). */
-export type EnvStepActivityResult = EnvStepResult & { state?: JsonValue };
+import { checkStepInput, EnvInputError, getEnvironment, type Environment, type JsonValue } from '../lib/env/index.js';
+import type { EnvStepActivityInput, EnvStepActivityResult } from '../protocol/activities.js';
 
 function stateOf(env: Environment, input: EnvStepActivityInput): JsonValue {
   if (input.state === undefined) return env.initialState({ id: '', problem: '', answer: input.label, images: [] });
   const parsed = env.stateSchema.safeParse(input.state);
-  if (!parsed.success) throw new EnvInputError(`environment step: not a state of environment ${env.name}: ${z.prettifyError(parsed.error)}`);
+  if (!parsed.success)
+    throw new EnvInputError(
+      `environment step: not a state of environment ${env.name}: ${z.prettifyError(parsed.error)}`,
+    );
   return parsed.data;
 }
 
@@ -38,6 +32,13 @@ export async function envStep(input: EnvStepActivityInput): Promise<EnvStepActiv
     return { ...result, state };
   } catch (err) {
     if (err instanceof EnvInputError) throw ApplicationFailure.nonRetryable(err.message, 'InvalidEnvStepInput');
-    return { done: true, score: 0, final_answer: null, observation: null, tool_call: null, reason: `environment_error: ${(err as Error).message}` };
+    return {
+      done: true,
+      score: 0,
+      final_answer: null,
+      observation: null,
+      tool_call: null,
+      reason: `environment_error: ${(err as Error).message}`,
+    };
   }
 }

@@ -1,7 +1,10 @@
 // What the episode activities need from the inference engines, as one small port. The default
-// implementation adapts the vLLM client and pool (lib/vllm); tests pass scripted doubles.
+// implementation adapts the vLLM client and pool (engine/); tests pass scripted doubles.
 import type { TokenConventions } from '../lib/trajectory.js';
-import type { ChatMessage, ToolSpec } from '../lib/vllm/types.js';
+import type { ChatMessage, ToolSpec } from '../engine/types.js';
+import type { SamplingSettings } from '../protocol/activities.js';
+
+export type { SamplingSettings };
 
 export interface RenderChatRequest {
   /** OpenAI chat messages; image parts carry data: URLs here (never blob refs). */
@@ -17,15 +20,6 @@ export interface RenderedChat {
   features: unknown | null;
   /** Image placeholder lengths reported by the engine (tokens per image), when it reports them. */
   image_placeholder_lengths: number[] | null;
-}
-
-export interface SamplingSettings {
-  max_tokens: number;
-  temperature: number;
-  top_p: number;
-  seed: number;
-  stop: string[];
-  allowed_token_ids?: number[];
 }
 
 export interface EngineGenerateRequest {

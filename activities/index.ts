@@ -1,12 +1,13 @@
 // Every activity of the rollout worker. Activities that need shared state (config, blob store,
 // engine pool) are built by a factory over `RolloutDeps` so tests can pass their own.
 import type { TempoConfig } from '../config/schema.js';
-import type { BlobStore } from '../lib/blobstore.js';
+import type { BlobStore } from '../stores/blobstore.js';
 import { openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { systemActivities } from './system.js';
 import { runActivities } from './run.js';
 import { episodeActivities, defaultEpisodeDeps, type EpisodeDeps } from './episode.js';
 import { sftActivities } from './sft.js';
+import type { RolloutActivities } from '../protocol/activities.js';
 
 export interface RolloutDeps extends Partial<EpisodeDeps> {
   cfg: TempoConfig;
@@ -18,7 +19,8 @@ export async function rolloutDeps(cfg: TempoConfig): Promise<RolloutDeps> {
   return { cfg, store: await openConfiguredBlobStore(cfg) };
 }
 
-export function createActivities(deps: RolloutDeps) {
+/** Every activity of the rollout worker, as protocol/activities.ts declares them. */
+export function createActivities(deps: RolloutDeps): RolloutActivities {
   const episodeDeps = { ...defaultEpisodeDeps(deps.cfg), ...deps };
   return {
     ...systemActivities(deps),
@@ -28,4 +30,4 @@ export function createActivities(deps: RolloutDeps) {
   };
 }
 
-export type RolloutActivities = ReturnType<typeof createActivities>;
+export type { RolloutActivities };

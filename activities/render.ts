@@ -1,18 +1,26 @@
 // Step "render": the first conversation → prompt token ids + multimodal features (once per
-// episode), and an observation → its token suffix from the engine's own chat template.
-// Features and prompt ids go to the blob store; the history keeps the reference and counts.
+// episode), and an observation → its token suffix from the engine's own chat template, stitched
+// onto the episode's trajectory. Features, prompt ids and the trajectory go to the blob store; the
+// history keeps the references and counts.
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import sharp from 'sharp';
 import { z } from 'zod';
-import type { BlobStore } from '../lib/blobstore.js';
+import type { BlobStore } from '../stores/blobstore.js';
 import type { ChatMessage, ToolSpec } from '../lib/data/prompt.js';
 import { resolveImageUrls } from '../lib/data/prompt-images.js';
-import { checkObservationSpecials, observationSuffix, TrajectoryError, type TokenConventions } from '../lib/trajectory.js';
-import { neutraliseSpecialTokens } from '../lib/vllm/template.js';
-import type { EpisodeMessage } from '../workflows/episode-messages.js';
+import { appendObservation, checkObservationSpecials, observationSuffix, TrajectoryError } from '../lib/trajectory.js';
+import { neutraliseSpecialTokens } from '../engine/template.js';
+import type {
+  RenderObservationInput,
+  RenderObservationResult,
+  RenderPromptInput,
+  RenderPromptResult,
+} from '../protocol/activities.js';
+import type { EpisodeMessage } from '../protocol/episode.js';
 import type { EngineConventions, EpisodeEngines } from './episode-engines.js';
+import { loadTrajectory, saveTrajectory } from './trajectory-store.js';
 
 export interface ImageProcessorSpec {
   patch_size: number;
@@ -27,23 +35,10 @@ export interface RenderDeps {
   imageProcessor: ImageProcessorSpec | null;
 }
 
-export interface RenderPromptInput {
-  episode_id: string;
-  messages: EpisodeMessage[];
-  tools: ToolSpec[];
-}
-
-export interface RenderPromptResult {
-  engine: string;
-  /** Blob with {prompt_ids, features}. */
-  prompt_ref: string;
-  prompt_len: number;
-  image_refs: string[];
-  conventions: TokenConventions;
-  image_tokens: { in_prompt: number; expected: number | null; engine_reported: number | null };
-}
-
-export const StoredPrompt = z.object({ prompt_ids: z.array(z.number().int().nonnegative()), features: z.unknown().nullable() });
+export const StoredPrompt = z.object({
+  prompt_ids: z.array(z.number().int().nonnegative()),
+  features: z.unknown().nullable(),
+});
 export type StoredPrompt = z.infer<typeof StoredPrompt>;
 
 const PreprocessorConfig = z.object({
@@ -51,13 +46,18 @@ const PreprocessorConfig = z.object({
   merge_size: z.number().int().positive(),
   min_pixels: z.number().int().positive().optional(),
   max_pixels: z.number().int().positive().optional(),
-  size: z.object({ shortest_edge: z.number().int().positive(), longest_edge: z.number().int().positive() }).partial().optional(),
+  size: z
+    .object({ shortest_edge: z.number().int().positive(), longest_edge: z.number().int().positive() })
+    .partial()
+    .optional(),
 });
 
 /** The Qwen-VL image processor settings of a model directory, or null when it has none. */
 export function loadImageProcessorSpec(modelDir: string): ImageProcessorSpec | null {
   try {
-    const raw = PreprocessorConfig.parse(JSON.parse(readFileSync(path.join(modelDir, 'preprocessor_config.json'), 'utf8')));
+    const raw = PreprocessorConfig.parse(
+      JSON.parse(readFileSync(path.join(modelDir, 'preprocessor_config.json'), 'utf8')),
+    );
     const min = raw.min_pixels ?? raw.size?.shortest_edge;
     const max = raw.max_pixels ?? raw.size?.longest_edge;
     if (!min || !max) return null;
@@ -86,14 +86,15 @@ export function imageTokenCount(width: number, height: number, p: ImageProcessor
     h = Math.ceil((height * beta) / factor) * factor;
     w = Math.ceil((width * beta) / factor) * factor;
   }
-  return (h / p.patch_size) * (w / p.patch_size) / (p.merge_size * p.merge_size);
+  return ((h / p.patch_size) * (w / p.patch_size)) / (p.merge_size * p.merge_size);
 }
 
 export function imageRefsOf(messages: EpisodeMessage[]): string[] {
   const refs: string[] = [];
   for (const m of messages)
     if (Array.isArray(m.content))
-      for (const part of m.content) if (part.type === 'image_url' && part.image_url.url.startsWith('blob:')) refs.push(part.image_url.url);
+      for (const part of m.content)
+        if (part.type === 'image_url' && part.image_url.url.startsWith('blob:')) refs.push(part.image_url.url);
   return refs;
 }
 
@@ -107,10 +108,17 @@ const PREFIX_CONVERSATION: ChatMessage[] = [
 const SKELETON_OBSERVATION = 'x';
 
 function specialIdsOf(conv: EngineConventions): number[] {
-  return conv.special_ids ?? [...conv.eos_ids, conv.end_of_turn_id, ...(conv.image_pad_id === null ? [] : [conv.image_pad_id])];
+  return (
+    conv.special_ids ?? [
+      ...conv.eos_ids,
+      conv.end_of_turn_id,
+      ...(conv.image_pad_id === null ? [] : [conv.image_pad_id]),
+    ]
+  );
 }
 
 export function renderActivities(deps: RenderDeps) {
+  const observationTokens = observationRenderer(deps);
   async function expectedImageTokens(refs: string[]): Promise<number | null> {
     if (!deps.imageProcessor) return null;
     let total = 0;
@@ -125,7 +133,10 @@ export function renderActivities(deps: RenderDeps) {
     async renderPrompt(input: RenderPromptInput): Promise<RenderPromptResult> {
       const engines = deps.engines();
       const messages = await resolveImageUrls(input.messages, deps.store);
-      const rendered = await engines.render({ messages, tools: input.tools, add_generation_prompt: true }, { session_id: input.episode_id });
+      const rendered = await engines.render(
+        { messages, tools: input.tools, add_generation_prompt: true },
+        { session_id: input.episode_id },
+      );
       const conv = await engines.tokenConventions();
       const image_refs = imageRefsOf(input.messages);
       if (image_refs.length > 0 && conv.image_pad_id === null)
@@ -133,10 +144,14 @@ export function renderActivities(deps: RenderDeps) {
           `the engine tokenizer has no single <|image_pad|> token, but the prompt of ${input.episode_id} has ${image_refs.length} image(s): the placeholder check cannot run`,
           'ImagePlaceholderMismatch',
         );
-      const in_prompt = conv.image_pad_id === null ? 0 : rendered.token_ids.filter((id) => id === conv.image_pad_id).length;
+      const in_prompt =
+        conv.image_pad_id === null ? 0 : rendered.token_ids.filter((id) => id === conv.image_pad_id).length;
       const expected = await expectedImageTokens(image_refs);
-      const engine_reported = rendered.image_placeholder_lengths ? rendered.image_placeholder_lengths.reduce((a, b) => a + b, 0) : null;
-      const mismatch = (expected !== null && expected !== in_prompt) || (engine_reported !== null && engine_reported !== in_prompt);
+      const engine_reported = rendered.image_placeholder_lengths
+        ? rendered.image_placeholder_lengths.reduce((a, b) => a + b, 0)
+        : null;
+      const mismatch =
+        (expected !== null && expected !== in_prompt) || (engine_reported !== null && engine_reported !== in_prompt);
       if (mismatch)
         throw ApplicationFailure.nonRetryable(
           `image placeholder tokens: ${in_prompt} in the prompt, ${expected ?? '?'} needed by the images, ${engine_reported ?? '?'} reported by the engine`,
@@ -149,36 +164,83 @@ export function renderActivities(deps: RenderDeps) {
         prompt_ref,
         prompt_len: rendered.token_ids.length,
         image_refs,
-        conventions: { eos_ids: conv.eos_ids, end_of_turn_id: conv.end_of_turn_id, forbidden_response_ids: conv.forbidden_response_ids ?? (conv.image_pad_id === null ? [] : [conv.image_pad_id]) },
+        conventions: {
+          eos_ids: conv.eos_ids,
+          end_of_turn_id: conv.end_of_turn_id,
+          forbidden_response_ids:
+            conv.forbidden_response_ids ?? (conv.image_pad_id === null ? [] : [conv.image_pad_id]),
+        },
         image_tokens: { in_prompt, expected, engine_reported },
       };
     },
 
-    async renderObservation(input: { episode_id: string; observation: string; tools: ToolSpec[] }): Promise<{ engine: string; token_ids: number[] }> {
-      const engines = deps.engines();
-      const conv = await engines.tokenConventions();
-      const opts = { session_id: input.episode_id };
-      const withObservation = (content: string) =>
-        engines.render({ messages: [...PREFIX_CONVERSATION, { role: 'user', content }], tools: input.tools, add_generation_prompt: true }, opts);
-      const prefix = await engines.render({ messages: PREFIX_CONVERSATION, tools: input.tools, add_generation_prompt: false }, opts);
-      // The observation may echo the model's answer: its text must never turn into special tokens.
-      const extended = await withObservation(neutraliseSpecialTokens(input.observation));
-      const skeleton = await withObservation(SKELETON_OBSERVATION);
-      let token_ids: number[];
+    /** The observation's tokens stitched onto the episode's trajectory. */
+    async renderObservation(input: RenderObservationInput): Promise<RenderObservationResult> {
+      const obs = await observationTokens(input);
+      const stitched = await loadTrajectory(deps.store, input.trajectory_ref);
+      const before = stitched.trajectory.response_ids.length;
+      let stop;
       try {
-        token_ids = observationSuffix(prefix.token_ids, extended.token_ids, conv.end_of_turn_id);
+        stop = appendObservation(stitched.trajectory, obs.token_ids, input.conventions);
       } catch (err) {
-        if (err instanceof TrajectoryError) throw ApplicationFailure.nonRetryable(err.message, 'TemplateNotPrefixStable');
+        if (err instanceof TrajectoryError)
+          throw ApplicationFailure.nonRetryable(`${input.episode_id}: ${err.message}`, 'InvalidSampleRecipe');
         throw err;
       }
-      try {
-        checkObservationSpecials(token_ids, observationSuffix(prefix.token_ids, skeleton.token_ids, conv.end_of_turn_id), specialIdsOf(conv));
-      } catch (err) {
-        if (err instanceof TrajectoryError) throw ApplicationFailure.nonRetryable(`${input.episode_id}: ${err.message}`, 'ObservationSpecialTokens');
-        throw err;
-      }
-      return { engine: extended.engine, token_ids };
+      return {
+        ...(await saveTrajectory(deps.store, stitched, stop, input.conventions)),
+        engine: obs.engine,
+        observation_tokens: stitched.trajectory.response_ids.length - before,
+      };
     },
+  };
+}
+
+/** An observation → its token suffix after an assistant turn, from the engine's own chat template. */
+export function observationRenderer(deps: { engines: () => EpisodeEngines }) {
+  return async (input: {
+    episode_id: string;
+    observation: string;
+    tools: ToolSpec[];
+  }): Promise<{ engine: string; token_ids: number[] }> => {
+    const engines = deps.engines();
+    const conv = await engines.tokenConventions();
+    const opts = { session_id: input.episode_id };
+    const withObservation = (content: string) =>
+      engines.render(
+        {
+          messages: [...PREFIX_CONVERSATION, { role: 'user', content }],
+          tools: input.tools,
+          add_generation_prompt: true,
+        },
+        opts,
+      );
+    const prefix = await engines.render(
+      { messages: PREFIX_CONVERSATION, tools: input.tools, add_generation_prompt: false },
+      opts,
+    );
+    // The observation may echo the model's answer: its text must never turn into special tokens.
+    const extended = await withObservation(neutraliseSpecialTokens(input.observation));
+    const skeleton = await withObservation(SKELETON_OBSERVATION);
+    let token_ids: number[];
+    try {
+      token_ids = observationSuffix(prefix.token_ids, extended.token_ids, conv.end_of_turn_id);
+    } catch (err) {
+      if (err instanceof TrajectoryError) throw ApplicationFailure.nonRetryable(err.message, 'TemplateNotPrefixStable');
+      throw err;
+    }
+    try {
+      checkObservationSpecials(
+        token_ids,
+        observationSuffix(prefix.token_ids, skeleton.token_ids, conv.end_of_turn_id),
+        specialIdsOf(conv),
+      );
+    } catch (err) {
+      if (err instanceof TrajectoryError)
+        throw ApplicationFailure.nonRetryable(`${input.episode_id}: ${err.message}`, 'ObservationSpecialTokens');
+      throw err;
+    }
+    return { engine: extended.engine, token_ids };
   };
 }
 

@@ -5,27 +5,19 @@ import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/common';
 import path from 'node:path';
 import type { DatasetConfig, TempoConfig } from '../config/schema.js';
-import { writeFileAtomic, type BlobStore } from '../lib/blobstore.js';
+import { writeFileAtomic, type BlobStore } from '../stores/blobstore.js';
 import { loadDataset, type PromptRow } from '../lib/data/index.js';
 import { DEFAULT_ENVIRONMENT, getEnvironment } from '../lib/env/registry.js';
-import { engineUrls } from '../lib/engines.js';
+import { engineUrls } from '../supervise/engines.js';
 import { childLogger } from '../lib/log.js';
 import { checkRunId, stateLayout } from '../lib/paths.js';
-import type { DataCursor } from '../lib/prompt-order.js';
-import { episodeWorkflowId, type EpisodeMessage, type EpisodeSummary } from '../workflows/episode-messages.js';
-import type { DatasetInfo } from '../workflows/training-run-messages.js';
+import type { EpisodePrompt, EpisodePromptsInput, StepRecord } from '../protocol/activities.js';
+import { episodeWorkflowId, type EpisodeSummary } from '../protocol/episode.js';
+import type { DatasetInfo } from '../protocol/training-run.js';
+
+export type { StepRecord };
 
 const log = childLogger('run');
-
-export interface StepRecord {
-  run_id: string;
-  step: number;
-  metrics: Record<string, number>;
-  weight_version: number;
-  episodes: Array<{ episode_id: string; trained: boolean }>;
-  data_before: DataCursor;
-  data_after: DataCursor;
-}
 
 export function runDir(cfg: TempoConfig, runId: string): string {
   return path.join(stateLayout(cfg.state_dir).runs, checkRunId(runId));
@@ -34,12 +26,21 @@ export function runDir(cfg: TempoConfig, runId: string): string {
 /** Every step record of a run, in step order. */
 export async function readStepRecords(dir: string): Promise<StepRecord[]> {
   const stepsDir = path.join(dir, 'steps');
-  const names = (await fs.readdir(stepsDir).catch(() => [] as string[])).filter((n) => /^step-\d+\.json$/.test(n)).sort();
-  return Promise.all(names.map(async (n) => JSON.parse(await fs.readFile(path.join(stepsDir, n), 'utf8')) as StepRecord));
+  const names = (await fs.readdir(stepsDir).catch(() => [] as string[]))
+    .filter((n) => /^step-\d+\.json$/.test(n))
+    .sort();
+  return Promise.all(
+    names.map(async (n) => JSON.parse(await fs.readFile(path.join(stepsDir, n), 'utf8')) as StepRecord),
+  );
 }
 
 /** The held-out split of a run (GRPO or SFT), snapshotted once; none: eval is off, with a warning. */
-export async function snapshotEval(store: BlobStore, runId: string, dataset: DatasetConfig, environment?: string): Promise<{ eval_ref: string | null; eval_size: number }> {
+export async function snapshotEval(
+  store: BlobStore,
+  runId: string,
+  dataset: DatasetConfig,
+  environment?: string,
+): Promise<{ eval_ref: string | null; eval_size: number }> {
   let evalRows: PromptRow[] = [];
   try {
     evalRows = (await loadDataset(dataset, 'eval', store, environment)).rows;
@@ -55,22 +56,36 @@ export function runActivities(deps: { cfg: TempoConfig; store: BlobStore }) {
   return {
     /** Loads the run's dataset once, rows as the environment asks (absent: inputs made before
      *  environments were chosen, geo3k), and snapshots its rows (small: text + image refs). */
-    async prepareDataset(input: { run_id: string; dataset: DatasetConfig; environment?: string }): Promise<DatasetInfo> {
+    async prepareDataset(input: {
+      run_id: string;
+      dataset: DatasetConfig;
+      environment?: string;
+    }): Promise<DatasetInfo> {
       const train = await loadDataset(input.dataset, 'train', store, input.environment);
       for (const s of train.skipped) log.warn({ row: s.row, reason: s.reason }, 'dataset row skipped');
       const train_ref = await store.putJson(`runs/${input.run_id}/dataset-train.json`, train.rows);
-      return { train_ref, train_size: train.rows.length, ...(await snapshotEval(store, input.run_id, input.dataset, input.environment)) };
+      return {
+        train_ref,
+        train_size: train.rows.length,
+        ...(await snapshotEval(store, input.run_id, input.dataset, input.environment)),
+      };
     },
 
     /** The environment's prompt and initial state for each row. */
-    async episodePrompts(input: { dataset_ref: string; indices: number[]; multi_turn: boolean; system_prompt: string | null; environment?: string }) {
+    async episodePrompts(input: EpisodePromptsInput): Promise<EpisodePrompt[]> {
       const env = getEnvironment(input.environment ?? DEFAULT_ENVIRONMENT);
       const rows = await store.getJson<PromptRow[]>(input.dataset_ref);
       return input.indices.map((i) => {
         const row = rows[i];
         if (!row) throw new Error(`dataset ${input.dataset_ref} has no row ${i}`);
         const built = env.prompt(row, { tools: input.multi_turn, systemPrompt: input.system_prompt ?? undefined });
-        return { row_id: row.id, dataset_index: i, label: row.answer, prompt: { messages: built.messages, tools: built.tools }, env_state: env.initialState(row) };
+        return {
+          row_id: row.id,
+          dataset_index: i,
+          label: row.answer,
+          prompt: { messages: built.messages, tools: built.tools },
+          env_state: env.initialState(row),
+        };
       });
     },
 
@@ -102,7 +117,10 @@ export function runActivities(deps: { cfg: TempoConfig; store: BlobStore }) {
     /** Writes the step record (idempotent: one file per step) and rebuilds metrics.jsonl. */
     async recordStep(rec: StepRecord): Promise<void> {
       const dir = runDir(cfg, rec.run_id);
-      await writeFileAtomic(path.join(dir, 'steps', `step-${String(rec.step).padStart(6, '0')}.json`), JSON.stringify(rec));
+      await writeFileAtomic(
+        path.join(dir, 'steps', `step-${String(rec.step).padStart(6, '0')}.json`),
+        JSON.stringify(rec),
+      );
       const all = await readStepRecords(dir);
       const lines = all.map((r) => JSON.stringify({ step: r.step, weight_version: r.weight_version, ...r.metrics }));
       await writeFileAtomic(path.join(dir, 'metrics.jsonl'), `${lines.join('\n')}\n`);

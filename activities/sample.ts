@@ -1,71 +1,50 @@
-// Step "store": the sample (docs/CONTRACTS.md) into the blob store. The workflow sends a small
-// recipe (blob refs of the prompt and of each turn's output, each observation's tokens); this
-// activity stitches the arrays again with the same pure code the workflow ran and checks that they
-// agree with the workflow's counts, so the full token arrays never travel through a payload.
+// Step "store": the sample (docs/CONTRACTS.md) into the blob store, from the trajectory the episode's
+// activities stitched (activities/trajectory-store.ts) and the workflow's per-turn record (engine,
+// weight version, finish reason, tool answer). Nothing is stitched again here, and no token array
+// travels through a payload.
 import { ApplicationFailure } from '@temporalio/common';
-import type { BlobStore } from '../lib/blobstore.js';
-import { refuseForeignBlobRoot } from './blob-root.js';
+import type { BlobStore } from '../stores/blobstore.js';
 import { Sample } from '../lib/contract.js';
-import { appendGenerated, appendObservation, checkInvariants, startTrajectory, type EpisodeStatus, type TokenConventions } from '../lib/trajectory.js';
-import { groupId, toolSummaryOf, type EpisodeSummary } from '../workflows/episode-messages.js';
-import { TurnOutput } from './generate.js';
+import { checkInvariants, type Trajectory } from '../lib/trajectory.js';
+import type { LoadEpisodeSummaryInput, StoreSampleInput } from '../protocol/activities.js';
+import { groupId, toolSummaryOf, type EpisodeSummary } from '../protocol/episode.js';
+import { refuseForeignBlobStore } from './blob-root.js';
 import { loadStoredPrompt } from './render.js';
-
-export interface SampleTurnRecipe {
-  output_ref: string;
-  observation_ids: number[] | null;
-  engine: string;
-  /** null: the engine reported no weight version (unknown, never assumed). */
-  weight_version: number | null;
-  finish_reason: string;
-  /** Multi-turn: the answer a tool call of this turn gave (calc_score, submit; null: none, another tool, or malformed), and its grade. */
-  tool_answer?: string | null;
-  tool_score?: number | null;
-}
-
-export interface StoreSampleInput {
-  episode_id: string;
-  run_id: string;
-  step: number;
-  prompt_index: number;
-  sample_index: number;
-  prompt_ref: string | null;
-  limits: { max_response_len: number; max_context_len: number };
-  conventions: TokenConventions | null;
-  turns: SampleTurnRecipe[];
-  images: string[];
-  reward: number;
-  status: EpisodeStatus;
-  truncated_reason: string | null;
-  temperature: number;
-  label: string;
-  /** The episode's environment; absent in histories recorded before samples carried it. */
-  environment?: string;
-  expected: { response_len: number; mask_sum: number };
-  /** The run's blob store (plan.blob_store, a store URI); blob_root (a directory) in histories recorded
-   *  before the store was configurable; neither in those before episodes carried it. */
-  blob_store?: string;
-  blob_root?: string;
-}
+import { loadTrajectory } from './trajectory-store.js';
 
 export function sampleKey(episodeId: string): string {
   return `samples/${episodeId}.json`;
 }
 
+/** The sample's turns: what the workflow recorded of each, and where its tokens sit. */
+function sampleTurns(input: StoreSampleInput, t: Trajectory): Sample['turns'] {
+  return input.turns.map((turn, i) => {
+    const span = t.spans[i];
+    return {
+      engine: turn.engine,
+      weight_version: turn.weight_version,
+      generated_tokens: span?.gen_len ?? 0,
+      observation_tokens: span?.obs_len ?? 0,
+      finish_reason: turn.finish_reason,
+      ...(turn.tool_answer !== undefined ? { tool_answer: turn.tool_answer, tool_score: turn.tool_score ?? null } : {}),
+    };
+  });
+}
+
 export function sampleActivities(deps: { store: BlobStore }) {
   return {
     async storeSample(input: StoreSampleInput): Promise<{ sample_ref: string }> {
-      refuseForeignBlobRoot(deps.store, input, `storeSample of episode ${input.episode_id}`);
+      refuseForeignBlobStore(deps.store, input, `storeSample of episode ${input.episode_id}`);
       const prompt_ids = input.prompt_ref ? (await loadStoredPrompt(deps.store, input.prompt_ref)).prompt_ids : [];
-      const t = startTrajectory(prompt_ids.length, input.limits);
-      const routed: Array<string | null> = [];
-      for (const turn of input.turns) {
-        const out = TurnOutput.parse(await deps.store.getJson(turn.output_ref));
-        if (!input.conventions) throw ApplicationFailure.nonRetryable('turns without token conventions', 'InvalidSampleRecipe');
-        appendGenerated(t, out, input.conventions);
-        routed.push(out.routed_experts);
-        if (turn.observation_ids) appendObservation(t, turn.observation_ids, input.conventions);
-      }
+      const { trajectory: t, routed_experts: routed } = await loadTrajectory(deps.store, input.trajectory_ref, {
+        prompt_len: prompt_ids.length,
+        limits: input.limits,
+      });
+      if (t.prompt_len !== prompt_ids.length)
+        throw ApplicationFailure.nonRetryable(
+          `sample ${input.episode_id}: the trajectory follows a prompt of ${t.prompt_len} tokens, the prompt has ${prompt_ids.length}`,
+          'InvalidSampleRecipe',
+        );
       const sample: Sample = {
         schema_version: 1,
         episode_id: input.episode_id,
@@ -84,34 +63,22 @@ export function sampleActivities(deps: { store: BlobStore }) {
         truncated_reason: input.truncated_reason,
         temperature: input.temperature,
         label: input.label,
-        ...(input.environment !== undefined ? { environment: input.environment } : {}),
-        turns: input.turns.map((turn, i) => {
-          const span = t.spans[i];
-          return {
-            engine: turn.engine,
-            weight_version: turn.weight_version,
-            generated_tokens: span?.gen_len ?? 0,
-            observation_tokens: span?.obs_len ?? 0,
-            finish_reason: turn.finish_reason,
-            ...(turn.tool_answer !== undefined ? { tool_answer: turn.tool_answer, tool_score: turn.tool_score ?? null } : {}),
-          };
-        }),
+        environment: input.environment,
+        turns: sampleTurns(input, t),
         routed_experts: routed.some((r) => r !== null) ? routed : null,
       };
       const inv = checkInvariants(sample, t.budget);
-      const mask_sum = inv.mask_sum;
-      if (!inv.ok || sample.response_ids.length !== input.expected.response_len || mask_sum !== input.expected.mask_sum)
+      if (!inv.ok)
         throw ApplicationFailure.nonRetryable(
-          `sample ${input.episode_id} does not match the workflow's trajectory: ${sample.response_ids.length}/${input.expected.response_len} tokens, mask sum ${mask_sum}/${input.expected.mask_sum}; ${inv.problems.join('; ')}`,
+          `sample ${input.episode_id}: ${inv.problems.join('; ')}`,
           'SampleMismatch',
         );
       return { sample_ref: await deps.store.putJson(sampleKey(input.episode_id), Sample.parse(sample)) };
     },
 
-    /** The summary of an episode whose sample is already stored (a retried step), or null.
-     *  `weight_version`: the episode's (its turns may hold null where the engine reported none). */
-    async loadEpisodeSummary(input: { episode_id: string; weight_version?: number; blob_store?: string; blob_root?: string }): Promise<EpisodeSummary | null> {
-      refuseForeignBlobRoot(deps.store, input, `loadEpisodeSummary of episode ${input.episode_id}`);
+    /** The summary of an episode whose sample is already stored (a retried step), or null. */
+    async loadEpisodeSummary(input: LoadEpisodeSummaryInput): Promise<EpisodeSummary | null> {
+      refuseForeignBlobStore(deps.store, input, `loadEpisodeSummary of episode ${input.episode_id}`);
       const ref = deps.store.namedRef(sampleKey(input.episode_id));
       if (!(await deps.store.exists(ref))) return null;
       const s = Sample.parse(await deps.store.getJson(ref));

@@ -6,29 +6,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { getEnvironment } from '../lib/env/registry.js';
 import type { Environment } from '../lib/env/types.js';
-import { checkLabel, findLastBoxed, gradeAnswer, LabelError, REWARD_MATCHES, type RewardMatch } from '../lib/math/reward.js';
-
-export interface ScoreInput {
-  /** Default 'math'. */
-  reward_fn?: 'math' | 'target_fraction';
-  label: string;
-  /** Absolute tolerance (docs/reward.md); 0: off. */
-  tolerance: number;
-  /** Default 'exact'. */
-  match?: RewardMatch;
-  /** The answer the environment ended with (tool call, \boxed{} or last line). */
-  final_answer: string | null;
-  /** Without a final answer: the response text whose last \boxed{} is graded (single-turn mode). */
-  response_text: string | null;
-  /** Whose grade the math RM is (rollout.environment); absent (inputs recorded before): the math RM itself. */
-  environment?: string;
-}
-
-export interface ScoreResult {
-  reward: number;
-  extracted: string | null;
-  reason: string;
-}
+import { checkLabel, findLastBoxed, gradeAnswer, LabelError, REWARD_MATCHES } from '../lib/math/reward.js';
+import type { ScoreInput, ScoreResult } from '../protocol/activities.js';
 
 const ScoreInputSchema = z.object({
   reward_fn: z.enum(['math', 'target_fraction']).optional(),
@@ -42,9 +21,14 @@ const ScoreInputSchema = z.object({
 
 export async function scoreEpisode(raw: ScoreInput): Promise<ScoreResult> {
   const parsed = ScoreInputSchema.safeParse(raw);
-  if (!parsed.success) throw ApplicationFailure.nonRetryable(`score: invalid input: ${z.prettifyError(parsed.error)}`, 'InvalidScoreInput');
+  if (!parsed.success)
+    throw ApplicationFailure.nonRetryable(
+      `score: invalid input: ${z.prettifyError(parsed.error)}`,
+      'InvalidScoreInput',
+    );
   const input = parsed.data;
-  if (input.reward_fn === 'target_fraction') return targetFraction(input.response_text ?? input.final_answer ?? '', input.label);
+  if (input.reward_fn === 'target_fraction')
+    return targetFraction(input.response_text ?? input.final_answer ?? '', input.label);
   let grade: Environment['grade'] = async (answer, label, opts) => gradeAnswer(answer, label, opts);
   if (input.environment !== undefined) {
     try {
@@ -64,7 +48,8 @@ export async function scoreEpisode(raw: ScoreInput): Promise<ScoreResult> {
 async function mathReward(input: ScoreInput, grade: Environment['grade']): Promise<ScoreResult> {
   checkLabel(input.label);
   const opts = { tolerance: input.tolerance, match: input.match };
-  if (input.final_answer !== null) return { ...(await grade(input.final_answer, input.label, opts)), extracted: input.final_answer };
+  if (input.final_answer !== null)
+    return { ...(await grade(input.final_answer, input.label, opts)), extracted: input.final_answer };
   if (input.response_text === null) return { reward: 0, extracted: null, reason: 'no answer' };
   const boxed = findLastBoxed(input.response_text);
   if (boxed.kind === 'none') return { reward: 0, extracted: null, reason: 'no \\boxed{} answer' };
@@ -77,9 +62,18 @@ async function mathReward(input: ScoreInput, grade: Environment['grade']): Promi
  * character). With sampling restricted to single-character tokens this is the share of tokens.
  */
 export function targetFraction(text: string, label: string): ScoreResult {
-  if (label.length !== 1) return { reward: 0, extracted: null, reason: `target_fraction needs a one-character label, got ${JSON.stringify(label)}` };
+  if (label.length !== 1)
+    return {
+      reward: 0,
+      extracted: null,
+      reason: `target_fraction needs a one-character label, got ${JSON.stringify(label)}`,
+    };
   const chars = [...text];
   if (!chars.length) return { reward: 0, extracted: '', reason: 'empty response' };
   const hits = chars.filter((c) => c === label).length;
-  return { reward: hits / chars.length, extracted: text, reason: `${hits}/${chars.length} characters equal ${JSON.stringify(label)}` };
+  return {
+    reward: hits / chars.length,
+    extracted: text,
+    reason: `${hits}/${chars.length} characters equal ${JSON.stringify(label)}`,
+  };
 }

@@ -6,20 +6,27 @@ import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { DatasetConfig } from '../config/schema.js';
-import { LocalBlobStore, type BlobStore } from '../lib/blobstore.js';
+import { LocalBlobStore, type BlobStore } from '../stores/blobstore.js';
 
 import { mapLimited } from '../lib/data/load.js';
 import { readJsonl } from '../lib/data/readers.js';
 import { ImageError, ImageIntake } from '../lib/images.js';
 import { childLogger } from '../lib/log.js';
-import { appendGenerated, appendObservation, checkInvariants, forbiddenResponseTokens, startTrajectory, type Trajectory } from '../lib/trajectory.js';
-import { ToolSpecSchema } from '../lib/vllm/schemas.js';
-import type { ToolSpec } from '../lib/vllm/types.js';
-import type { EpisodeMessage } from '../workflows/episode-messages.js';
-import type { DatasetInfo } from '../workflows/training-run-messages.js';
+import {
+  appendGenerated,
+  appendObservation,
+  checkInvariants,
+  forbiddenResponseTokens,
+  startTrajectory,
+  type Trajectory,
+} from '../lib/trajectory.js';
+import { ToolSpecSchema } from '../engine/schemas.js';
+import type { ToolSpec } from '../engine/types.js';
+import type { EpisodeMessage } from '../protocol/episode.js';
 import { Sample } from '../lib/contract.js';
-import { loadStoredPrompt, renderActivities, type RenderDeps } from './render.js';
-import { refuseForeignBlobRoot } from './blob-root.js';
+import type { SftBatchInput, SftBatchResult, SftDatasetInfo } from '../protocol/activities.js';
+import { loadStoredPrompt, observationRenderer, renderActivities, type RenderDeps } from './render.js';
+import { refuseForeignBlobStore } from './blob-root.js';
 import { snapshotEval } from './run.js';
 
 // Records of one SFT step rendered at a time (engine render requests in flight).
@@ -57,32 +64,16 @@ function withImages(content: string, refs: string[]): EpisodeMessage['content'] 
   return parts;
 }
 
-export interface SftBatchInput {
-  run_id: string;
-  step: number;
-  dataset_ref: string;
-  indices: number[];
-  limits: { max_response_len: number; max_context_len: number };
-  /** The run's blob store (plan.blob_store, a store URI); blob_root (a directory) in histories recorded
-   *  before the store was configurable; neither in those before steps carried it. */
-  blob_store?: string;
-  blob_root?: string;
-}
-export interface SftBatchResult {
-  /** id: the sample's own id (sft/<run>/<step>/<i>); record_id: the SFT record it came from. */
-  samples: Array<{ id: string; record_id: string; sample_ref: string; response_len: number; mask_sum: number }>;
-  skipped: Array<{ id: string; reason: string }>;
-}
-
 export function sftActivities(deps: RenderDeps & { store: BlobStore }) {
   const render = renderActivities(deps);
+  const renderObservation = observationRenderer(deps);
   // Transcripts repeat a few feedback texts: their tokens (three renders each) are worked out once per worker.
   const observations = new Map<string, Promise<{ token_ids: number[] }>>();
   const observation = (episode_id: string, text: string, tools: ToolSpec[]) => {
     const key = JSON.stringify([text, tools]);
     let hit = observations.get(key);
     if (!hit) {
-      hit = render.renderObservation({ episode_id, observation: text, tools });
+      hit = renderObservation({ episode_id, observation: text, tools });
       observations.set(key, hit);
       hit.catch(() => observations.delete(key));
     }
@@ -93,17 +84,26 @@ export function sftActivities(deps: RenderDeps & { store: BlobStore }) {
     const sampleId = `sft/${input.run_id}/${input.step}/${index}`;
     const first = row.messages.findIndex((m) => m.role === 'assistant');
     if (first < 1) throw new SftRecordError('no assistant turn after the prompt');
-    const prompt = await render.renderPrompt({ episode_id: sampleId, messages: row.messages.slice(0, first), tools: row.tools });
+    const prompt = await render.renderPrompt({
+      episode_id: sampleId,
+      messages: row.messages.slice(0, first),
+      tools: row.tools,
+    });
     const t: Trajectory = startTrajectory(prompt.prompt_len, input.limits);
     const engines = deps.engines();
-    if (!engines.tokenize) throw ApplicationFailure.nonRetryable('the engines cannot tokenize text', 'EngineRequestRejected');
+    if (!engines.tokenize)
+      throw ApplicationFailure.nonRetryable('the engines cannot tokenize text', 'EngineRequestRejected');
     const turns: Sample['turns'] = [];
     const rest = row.messages.slice(first);
     for (let i = 0; i < rest.length; i++) {
       const m = rest[i]!;
       // An episode alternates: assistant turn, observation, assistant turn…
-      if ((m.role === 'assistant') !== (i % 2 === 0)) throw new SftRecordError(`message ${first + i + 1}: expected ${i % 2 === 0 ? 'an assistant turn' : 'an observation'}, given role ${m.role}`);
-      if (typeof m.content !== 'string') throw new SftRecordError(`message ${first + i + 1}: an image after the prompt`);
+      if ((m.role === 'assistant') !== (i % 2 === 0))
+        throw new SftRecordError(
+          `message ${first + i + 1}: expected ${i % 2 === 0 ? 'an assistant turn' : 'an observation'}, given role ${m.role}`,
+        );
+      if (typeof m.content !== 'string')
+        throw new SftRecordError(`message ${first + i + 1}: an image after the prompt`);
       const text = m.content;
       if (m.role === 'assistant') {
         const ids = await engines.tokenize(text);
@@ -111,11 +111,22 @@ export function sftActivities(deps: RenderDeps & { store: BlobStore }) {
         // Only a tool call is followed by an observation (the environment ends an episode on a turn
         // without one). That turn stopped at its tool call: the stitcher adds the synthetic EOS. The
         // last turn without a tool call ends as the model must end it: its own end-of-turn (mask 1).
-        if (!toolCall && i < rest.length - 1) throw new SftRecordError(`turn ${turns.length + 1} has no tool call but an observation follows`);
+        if (!toolCall && i < rest.length - 1)
+          throw new SftRecordError(`turn ${turns.length + 1} has no tool call but an observation follows`);
         const token_ids = toolCall ? ids : [...ids, prompt.conventions.end_of_turn_id];
-        const stop = appendGenerated(t, { token_ids, logprobs: token_ids.map(() => 0), finish_reason: 'stop' }, prompt.conventions);
+        const stop = appendGenerated(
+          t,
+          { token_ids, logprobs: token_ids.map(() => 0), finish_reason: 'stop' },
+          prompt.conventions,
+        );
         if (stop) throw new SftRecordError(`turn ${turns.length + 1}: ${stop.reason}`);
-        turns.push({ engine: prompt.engine, weight_version: null, generated_tokens: token_ids.length, observation_tokens: 0, finish_reason: 'stop' });
+        turns.push({
+          engine: prompt.engine,
+          weight_version: null,
+          generated_tokens: token_ids.length,
+          observation_tokens: 0,
+          finish_reason: 'stop',
+        });
       } else {
         const obs = await observation(sampleId, text, row.tools);
         const stop = appendObservation(t, obs.token_ids, prompt.conventions);
@@ -125,10 +136,25 @@ export function sftActivities(deps: RenderDeps & { store: BlobStore }) {
     }
     const stored = await loadStoredPrompt(deps.store, prompt.prompt_ref);
     const sample: Sample = {
-      schema_version: 1, episode_id: sampleId, run_id: input.run_id, step: input.step, prompt_index: index, sample_index: 0,
-      group_id: row.id, prompt_ids: stored.prompt_ids, response_ids: t.response_ids, loss_mask: t.loss_mask as Array<0 | 1>,
-      rollout_logprobs: t.logprobs, images: prompt.image_refs, reward: 0, status: 'COMPLETED', truncated_reason: null,
-      temperature: 1, label: row.id, turns, routed_experts: null,
+      schema_version: 1,
+      episode_id: sampleId,
+      run_id: input.run_id,
+      step: input.step,
+      prompt_index: index,
+      sample_index: 0,
+      group_id: row.id,
+      prompt_ids: stored.prompt_ids,
+      response_ids: t.response_ids,
+      loss_mask: t.loss_mask as Array<0 | 1>,
+      rollout_logprobs: t.logprobs,
+      images: prompt.image_refs,
+      reward: 0,
+      status: 'COMPLETED',
+      truncated_reason: null,
+      temperature: 1,
+      label: row.id,
+      turns,
+      routed_experts: null,
     };
     const inv = checkInvariants(sample, t.budget);
     if (!inv.ok) throw new SftRecordError(inv.problems.join('; '));
@@ -139,12 +165,23 @@ export function sftActivities(deps: RenderDeps & { store: BlobStore }) {
 
   return {
     /** Snapshots the transcripts of sft.path (images into the blob store) and the eval split of `dataset`. */
-    async prepareSftDataset(input: { run_id: string; path: string; dataset: DatasetConfig; environment?: string }): Promise<DatasetInfo & { skipped: Array<{ row: number; reason: string }>; skipped_count: number }> {
+    async prepareSftDataset(input: {
+      run_id: string;
+      path: string;
+      dataset: DatasetConfig;
+      environment?: string;
+    }): Promise<SftDatasetInfo> {
       const file = path.resolve(input.path);
       const intake = new ImageIntake({
         store: deps.store, // Paths into a local store are allowed: sft-export writes them.
-        roots: [path.dirname(file), ...(deps.store instanceof LocalBlobStore ? [deps.store.root] : []), ...input.dataset.image_roots], baseDir: path.dirname(file),
-        maxPixels: input.dataset.max_image_pixels, maxBytes: input.dataset.max_image_bytes,
+        roots: [
+          path.dirname(file),
+          ...(deps.store instanceof LocalBlobStore ? [deps.store.root] : []),
+          ...input.dataset.image_roots,
+        ],
+        baseDir: path.dirname(file),
+        maxPixels: input.dataset.max_image_pixels,
+        maxBytes: input.dataset.max_image_bytes,
       });
       const rows: SftRow[] = [];
       const skipped: Array<{ row: number; reason: string }> = [];
@@ -152,7 +189,10 @@ export function sftActivities(deps: RenderDeps & { store: BlobStore }) {
       for (const rec of await readJsonl(file)) {
         const parsed = SftRecordSchema.safeParse(rec.value);
         if (rec.error || !parsed.success) {
-          skipped.push({ row: rec.row, reason: rec.error ?? parsed.error!.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
+          skipped.push({
+            row: rec.row,
+            reason: rec.error ?? parsed.error!.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
+          });
           continue;
         }
         const r = parsed.data;
@@ -162,7 +202,10 @@ export function sftActivities(deps: RenderDeps & { store: BlobStore }) {
           continue;
         }
         if (ids.has(r.id)) {
-          skipped.push({ row: rec.row, reason: `duplicate id ${JSON.stringify(r.id)} (first at row ${ids.get(r.id)})` });
+          skipped.push({
+            row: rec.row,
+            reason: `duplicate id ${JSON.stringify(r.id)} (first at row ${ids.get(r.id)})`,
+          });
           continue;
         }
         let refs: string[];
@@ -174,37 +217,71 @@ export function sftActivities(deps: RenderDeps & { store: BlobStore }) {
           continue;
         }
         ids.set(r.id, rec.row);
-        rows.push({ id: r.id, tools: r.tools, messages: r.messages.map((m) => ({ role: m.role, content: withImages(m.content, refs) })) });
+        rows.push({
+          id: r.id,
+          tools: r.tools,
+          messages: r.messages.map((m) => ({ role: m.role, content: withImages(m.content, refs) })),
+        });
       }
-      if (rows.length === 0) throw ApplicationFailure.nonRetryable(`sft.path ${file}: no usable records (${skipped.length} skipped${skipped[0] ? `; first: row ${skipped[0].row}: ${skipped[0].reason}` : ''})`, 'DatasetError');
+      if (rows.length === 0)
+        throw ApplicationFailure.nonRetryable(
+          `sft.path ${file}: no usable records (${skipped.length} skipped${skipped[0] ? `; first: row ${skipped[0].row}: ${skipped[0].reason}` : ''})`,
+          'DatasetError',
+        );
       for (const s of skipped) log.warn({ file, row: s.row, reason: s.reason }, 'SFT record skipped');
       const train_ref = await deps.store.putJson(`runs/${input.run_id}/sft-train.json`, rows);
       // The run state keeps the count and the first few reasons (the log has them all).
-      return { train_ref, train_size: rows.length, ...(await snapshotEval(deps.store, input.run_id, input.dataset, input.environment)), skipped: skipped.slice(0, 5), skipped_count: skipped.length };
+      return {
+        train_ref,
+        train_size: rows.length,
+        ...(await snapshotEval(deps.store, input.run_id, input.dataset, input.environment)),
+        skipped: skipped.slice(0, 5),
+        skipped_count: skipped.length,
+      };
     },
 
     /** One step's records → samples (blob:named/samples/sft/<run>/<step>/<i>.json); a record that does not fit is skipped with its reason. */
     async renderSftBatch(input: SftBatchInput): Promise<SftBatchResult> {
-      refuseForeignBlobRoot(deps.store, input, `renderSftBatch of run ${input.run_id} step ${input.step}`);
+      refuseForeignBlobStore(deps.store, input, `renderSftBatch of run ${input.run_id} step ${input.step}`);
       const rows = await deps.store.getJson<SftRow[]>(input.dataset_ref);
       // Records render independently (each its own engine requests and sample blob): several at a time.
       const rendered = await mapLimited([...input.indices.entries()], RENDER_CONCURRENCY, async ([k, index]) => {
         const row = rows[index];
-        if (!row) throw ApplicationFailure.nonRetryable(`SFT dataset ${input.dataset_ref} has no record ${index}`, 'DatasetError');
+        if (!row)
+          throw ApplicationFailure.nonRetryable(
+            `SFT dataset ${input.dataset_ref} has no record ${index}`,
+            'DatasetError',
+          );
         try {
           const sample = await toSample(row, input, k);
           const sample_ref = await deps.store.putJson(`samples/${sample.episode_id}.json`, Sample.parse(sample));
-          return { sample: { id: sample.episode_id, record_id: row.id, sample_ref, response_len: sample.response_ids.length, mask_sum: sample.loss_mask.reduce<number>((a, b) => a + b, 0) } };
+          return {
+            sample: {
+              id: sample.episode_id,
+              record_id: row.id,
+              sample_ref,
+              response_len: sample.response_ids.length,
+              mask_sum: sample.loss_mask.reduce<number>((a, b) => a + b, 0),
+            },
+          };
         } catch (err) {
-          const recordProblem = err instanceof SftRecordError || (err instanceof ApplicationFailure && err.type === 'ObservationSpecialTokens');
+          const recordProblem =
+            err instanceof SftRecordError ||
+            (err instanceof ApplicationFailure && err.type === 'ObservationSpecialTokens');
           if (!recordProblem) throw err;
           return { skipped: { id: row.id, reason: (err as Error).message } };
         }
       });
-      const out: SftBatchResult = { samples: rendered.flatMap((r) => (r.sample ? [r.sample] : [])), skipped: rendered.flatMap((r) => (r.skipped ? [r.skipped] : [])) };
+      const out: SftBatchResult = {
+        samples: rendered.flatMap((r) => (r.sample ? [r.sample] : [])),
+        skipped: rendered.flatMap((r) => (r.skipped ? [r.skipped] : [])),
+      };
       // A step that trains on nothing because every record is unusable is a data error, not a no-op.
       if (out.samples.length === 0)
-        throw ApplicationFailure.nonRetryable(`step ${input.step}: none of its ${out.skipped.length} SFT records is usable; first: ${out.skipped[0]?.id}: ${out.skipped[0]?.reason}`, 'DatasetError');
+        throw ApplicationFailure.nonRetryable(
+          `step ${input.step}: none of its ${out.skipped.length} SFT records is usable; first: ${out.skipped[0]?.id}: ${out.skipped[0]?.reason}`,
+          'DatasetError',
+        );
       return out;
     },
   };

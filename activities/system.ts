@@ -1,14 +1,19 @@
 // Small activities about the worker itself, used by the round-trip and durability tests.
 import { existsSync, readFileSync } from 'node:fs';
 import { Context } from '@temporalio/activity';
-import { LocalBlobStore, type BlobStore } from '../lib/blobstore.js';
+import type { BlobStore } from '../stores/blobstore.js';
 import type { RolloutInfo } from '../lib/contract.js';
 
 export function systemActivities(deps: { store: BlobStore }) {
   return {
     /** Which worker answered: its process and the blob store (the stack) it serves. */
     async rolloutInfo(): Promise<RolloutInfo> {
-      return { node_version: process.version, platform: `${process.platform}-${process.arch}`, worker_pid: process.pid, blob_store: deps.store.uri, ...(deps.store instanceof LocalBlobStore ? { blob_root: deps.store.root } : {}) };
+      return {
+        node_version: process.version,
+        platform: `${process.platform}-${process.arch}`,
+        worker_pid: process.pid,
+        blob_store: deps.store.uri,
+      };
     },
     waitForFile,
   };

@@ -1,9 +1,14 @@
-// Adapter: the episode port (episode-engines.ts) over the vLLM engine pool of lib/vllm. One pool
+// Adapter: the episode port (episode-engines.ts) over the vLLM engine pool of engine/. One pool
 // per worker process, routed by engines.routing, health-checked in the background.
 import type { TempoConfig } from '../config/schema.js';
-import { engineUrls } from '../lib/engines.js';
-import { EngineHttpError, EnginePool, type ChatMessage, type GenerateResult, type MultiModalFeatures, type ToolSpec } from '../lib/vllm/index.js';
-import { EngineRequestError, type EngineConventions, type EngineGenerated, type EpisodeEngines } from './episode-engines.js';
+import { engineUrls } from '../supervise/engines.js';
+import { EngineHttpError, EnginePool, type GenerateResult, type MultiModalFeatures } from '../engine/index.js';
+import {
+  EngineRequestError,
+  type EngineConventions,
+  type EngineGenerated,
+  type EpisodeEngines,
+} from './episode-engines.js';
 
 /** vLLM's label for the weights an engine was started with (the base model: weight version 0). */
 const STARTUP_WEIGHTS_LABEL = 'default';
@@ -11,17 +16,31 @@ const STARTUP_WEIGHTS_LABEL = 'default';
 /** The weight version stamped on the generated tokens (every span must agree), 'unknown' when a label is not one. */
 export function weightVersionOf(r: Pick<GenerateResult, 'weightVersions'>): number | 'unknown' | null {
   if (!r.weightVersions?.length) return null;
-  const versions = new Set(r.weightVersions.map((w) => (w.version === STARTUP_WEIGHTS_LABEL ? 0 : /^\d+$/.test(w.version) ? Number(w.version) : Number.NaN)));
+  const versions = new Set(
+    r.weightVersions.map((w) =>
+      w.version === STARTUP_WEIGHTS_LABEL ? 0 : /^\d+$/.test(w.version) ? Number(w.version) : Number.NaN,
+    ),
+  );
   const [only] = [...versions];
   return versions.size === 1 && Number.isInteger(only) ? only! : 'unknown';
 }
 
 // Single-token specials of the Qwen chat format. Placeholders and vision markers never belong on the response side.
-const SPECIALS = { im_start: '<|im_start|>', im_end: '<|im_end|>', endoftext: '<|endoftext|>', image_pad: '<|image_pad|>', video_pad: '<|video_pad|>', vision_start: '<|vision_start|>', vision_end: '<|vision_end|>' } as const;
+const SPECIALS = {
+  im_start: '<|im_start|>',
+  im_end: '<|im_end|>',
+  endoftext: '<|endoftext|>',
+  image_pad: '<|image_pad|>',
+  video_pad: '<|video_pad|>',
+  vision_start: '<|vision_start|>',
+  vision_end: '<|vision_end|>',
+} as const;
 const RESPONSE_FORBIDDEN = ['image_pad', 'video_pad', 'vision_start', 'vision_end'] as const;
 
 function rejected(err: unknown): boolean {
-  return err instanceof EngineHttpError && err.status >= 400 && err.status < 500 && err.status !== 429 && err.status !== 408;
+  return (
+    err instanceof EngineHttpError && err.status >= 400 && err.status < 500 && err.status !== 429 && err.status !== 408
+  );
 }
 
 export function poolEpisodeEngines(pool: EnginePool): EpisodeEngines {
@@ -36,11 +55,27 @@ export function poolEpisodeEngines(pool: EnginePool): EpisodeEngines {
       const { messages, tools } = req;
       if (req.add_generation_prompt === false || messages.every((m) => typeof m.content === 'string')) {
         // text only: the tokenize route renders the same template without image processing
-        const ids = await pool.tokenizeChat({ messages, tools, addGenerationPrompt: req.add_generation_prompt }, opts.session_id);
-        return { engine: pool.pick(opts.session_id).url, token_ids: ids, features: null, image_placeholder_lengths: null };
+        const ids = await pool.tokenizeChat(
+          { messages, tools, addGenerationPrompt: req.add_generation_prompt },
+          opts.session_id,
+        );
+        return {
+          engine: pool.pick(opts.session_id).url,
+          token_ids: ids,
+          features: null,
+          image_placeholder_lengths: null,
+        };
       }
-      const r = await pool.renderChat({ messages, tools, addGenerationPrompt: req.add_generation_prompt }, opts.session_id);
-      return { engine: pool.pick(opts.session_id).url, token_ids: r.tokenIds, features: r.features, image_placeholder_lengths: r.imagePlaceholders.map((p) => p.length) };
+      const r = await pool.renderChat(
+        { messages, tools, addGenerationPrompt: req.add_generation_prompt },
+        opts.session_id,
+      );
+      return {
+        engine: pool.pick(opts.session_id).url,
+        token_ids: r.tokenIds,
+        features: r.features,
+        image_placeholder_lengths: r.imagePlaceholders.map((p) => p.length),
+      };
     },
 
     async generate(req): Promise<EngineGenerated> {
@@ -50,15 +85,33 @@ export function poolEpisodeEngines(pool: EnginePool): EpisodeEngines {
           {
             tokenIds: req.token_ids,
             features: (req.features ?? null) as MultiModalFeatures | null,
-            sampling: { maxTokens: req.sampling.max_tokens, temperature: req.sampling.temperature, topP: req.sampling.top_p, seed: req.sampling.seed, stop: req.sampling.stop, allowedTokenIds: req.sampling.allowed_token_ids },
+            sampling: {
+              maxTokens: req.sampling.max_tokens,
+              temperature: req.sampling.temperature,
+              topP: req.sampling.top_p,
+              seed: req.sampling.seed,
+              stop: req.sampling.stop,
+              allowedTokenIds: req.sampling.allowed_token_ids,
+            },
             signal: req.signal,
             timeoutMs: req.timeout_ms,
           },
           { avoid: req.exclude_engines, onEngine: req.on_engine },
         );
-        return { engine: r.engine, token_ids: r.tokenIds, logprobs: r.logprobs, finish_reason: r.finishReason, stop_reason: r.stopReason, routed_experts: r.routedExperts, weight_version: weightVersionOf(r) };
+        return {
+          engine: r.engine,
+          token_ids: r.tokenIds,
+          logprobs: r.logprobs,
+          finish_reason: r.finishReason,
+          stop_reason: r.stopReason,
+          routed_experts: r.routedExperts,
+          weight_version: weightVersionOf(r),
+        };
       } catch (err) {
-        if (rejected(err)) throw Object.assign(new EngineRequestError((err as Error).message), { engine: (err as EngineHttpError).engine });
+        if (rejected(err))
+          throw Object.assign(new EngineRequestError((err as Error).message), {
+            engine: (err as EngineHttpError).engine,
+          });
         throw err;
       }
     },
@@ -70,8 +123,12 @@ export function poolEpisodeEngines(pool: EnginePool): EpisodeEngines {
       conventions ??= (async () => {
         const names = Object.keys(SPECIALS) as Array<keyof typeof SPECIALS>;
         const found = await Promise.all(names.map((n) => single(SPECIALS[n])));
-        const id = Object.fromEntries(names.map((n, i) => [n, found[i]!])) as Record<keyof typeof SPECIALS, number | null>;
-        if (id.im_end === null) throw new Error('the engine tokenizer has no single <|im_end|> token (not a Qwen-format chat model?)');
+        const id = Object.fromEntries(names.map((n, i) => [n, found[i]!])) as Record<
+          keyof typeof SPECIALS,
+          number | null
+        >;
+        if (id.im_end === null)
+          throw new Error('the engine tokenizer has no single <|im_end|> token (not a Qwen-format chat model?)');
         const known = (ids: Array<number | null>) => ids.filter((x): x is number => x !== null);
         return {
           eos_ids: known([id.im_end, id.endoftext]),

@@ -14,12 +14,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.js';
-import { engineUrls, startEngines, stopEngines } from '../lib/engines.js';
-import { CACHE_AWARE_DEFAULTS } from '../lib/vllm/cache-aware.js';
-import { VllmClient, samplingParams } from '../lib/vllm/client.js';
-import { EnginePool, type RoutingPolicy } from '../lib/vllm/pool.js';
-import { messageSuffix } from '../lib/vllm/template.js';
-import type { EngineMetrics } from '../lib/vllm/types.js';
+import { engineUrls, startEngines, stopEngines } from '../supervise/engines.js';
+import { CACHE_AWARE_DEFAULTS } from '../engine/cache-aware.js';
+import { VllmClient, samplingParams } from '../engine/client.js';
+import { EnginePool, type RoutingPolicy } from '../engine/pool.js';
+import { messageSuffix } from '../engine/template.js';
+import type { EngineMetrics } from '../engine/types.js';
 
 const IM_END = 151645;
 
@@ -51,7 +51,8 @@ const step = {
   concurrency: Number(args['episode-concurrency']),
 };
 const rounds = Number(args.rounds);
-const cacheAware = args['balance-threshold'] === undefined ? {} : { balanceThreshold: Number(args['balance-threshold']) };
+const cacheAware =
+  args['balance-threshold'] === undefined ? {} : { balanceThreshold: Number(args['balance-threshold']) };
 const POLICIES: RoutingPolicy[] = ['round_robin', 'consistent_hash', 'cache_aware'];
 /** Figures of the same measurement elsewhere (hit rates; vime: vllm-project/vime PR #120). */
 const EARLIER: Record<RoutingPolicy, { vime: string; tempo: string }> = {
@@ -67,7 +68,11 @@ function prompts(n: number, len: number, salt: number): number[][] {
   return Array.from({ length: n }, () => Array.from({ length: len }, next));
 }
 
-async function runConcurrently<T>(items: T[], limit: number, fn: (item: T, i: number) => Promise<void>): Promise<number> {
+async function runConcurrently<T>(
+  items: T[],
+  limit: number,
+  fn: (item: T, i: number) => Promise<void>,
+): Promise<number> {
   const t0 = performance.now();
   let next = 0;
   await Promise.all(
@@ -106,7 +111,10 @@ async function poolLoop(pool: EnginePool, ps: number[][]): Promise<{ tokens: num
 }
 
 function sumMetrics(ms: EngineMetrics[]): { hits: number; queries: number } {
-  return ms.reduce((a, m) => ({ hits: a.hits + m.prefixCacheHits, queries: a.queries + m.prefixCacheQueries }), { hits: 0, queries: 0 });
+  return ms.reduce((a, m) => ({ hits: a.hits + m.prefixCacheHits, queries: a.queries + m.prefixCacheQueries }), {
+    hits: 0,
+    queries: 0,
+  });
 }
 
 /** A step's prompts: a system prompt they all share (template, tools), then each prompt's own image
@@ -141,26 +149,39 @@ async function grpoStep(urls: string[], policy: RoutingPolicy, ps: number[][], s
   const pool = EnginePool.fromUrls(urls, { policy, cacheAware });
   await resetPrefixCaches(pool);
   const before = sumMetrics((await pool.metricsAll()).map((r) => r.value!));
-  const episodes = ps.flatMap((prompt, p) => Array.from({ length: step.samples }, (_, s) => ({ id: `bench/0/${p}/${s}`, prompt, seed: p * 1000 + s * 10 })));
+  const episodes = ps.flatMap((prompt, p) =>
+    Array.from({ length: step.samples }, (_, s) => ({ id: `bench/0/${p}/${s}`, prompt, seed: p * 1000 + s * 10 })),
+  );
   let moves = 0;
   const seconds = await runConcurrently(episodes, step.concurrency, async (ep) => {
     let history = ep.prompt;
     let last: string | null = null;
     for (let turn = 0; turn < step.turns; turn++) {
-      const r = await pool.generate(ep.id, { tokenIds: history, sampling: { maxTokens: step.turnTokens, seed: ep.seed + turn } });
+      const r = await pool.generate(ep.id, {
+        tokenIds: history,
+        sampling: { maxTokens: step.turnTokens, seed: ep.seed + turn },
+      });
       if (last !== null && r.engine !== last) moves++;
       last = r.engine;
       history = [...history, ...r.tokenIds, IM_END, ...suffix];
     }
   });
   const after = sumMetrics((await pool.metricsAll()).map((r) => r.value!));
-  return { hits: after.hits - before.hits, queries: after.queries - before.queries, seconds, moves, load1: os.loadavg()[0]! };
+  return {
+    hits: after.hits - before.hits,
+    queries: after.queries - before.queries,
+    seconds,
+    moves,
+    load1: os.loadavg()[0]!,
+  };
 }
 
 /** Every policy on the same step, `rounds` times, in alternating order (load from elsewhere hits all alike). */
 async function routing(urls: string[], suffix: number[]): Promise<Rates> {
   const ps = stepPrompts();
-  const sum = Object.fromEntries(POLICIES.map((p) => [p, { hits: 0, queries: 0, seconds: 0, moves: 0, load1: 0 }])) as Record<RoutingPolicy, StepResult>;
+  const sum = Object.fromEntries(
+    POLICIES.map((p) => [p, { hits: 0, queries: 0, seconds: 0, moves: 0, load1: 0 }]),
+  ) as Record<RoutingPolicy, StepResult>;
   for (let round = 0; round < rounds; round++) {
     for (const policy of round % 2 ? [...POLICIES].reverse() : POLICIES) {
       const r = await grpoStep(urls, policy, ps, suffix);
@@ -170,7 +191,17 @@ async function routing(urls: string[], suffix: number[]): Promise<Rates> {
   return Object.fromEntries(
     POLICIES.map((p) => {
       const r = sum[p];
-      return [p, { hit_rate: r.queries ? r.hits / r.queries : 0, hits: r.hits, queries: r.queries, seconds: Number((r.seconds / rounds).toFixed(2)), moves: r.moves, load1: Number((r.load1 / rounds).toFixed(2)) }];
+      return [
+        p,
+        {
+          hit_rate: r.queries ? r.hits / r.queries : 0,
+          hits: r.hits,
+          queries: r.queries,
+          seconds: Number((r.seconds / rounds).toFixed(2)),
+          moves: r.moves,
+          load1: Number((r.load1 / rounds).toFixed(2)),
+        },
+      ];
     }),
   ) as Rates;
 }
@@ -181,7 +212,9 @@ async function withEngines<T>(fn: (urls: string[]) => Promise<T>): Promise<T> {
   const recorded = given.length ? given : engineUrls(cfg);
   if (recorded.length >= 2) return fn(recorded.slice(0, 2));
   const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-bench-'));
-  const own = loadConfig({ sets: [`state_dir=${stateDir}`, 'engines.count=2', 'engines.base_port=8190', 'engines.urls=[]'] });
+  const own = loadConfig({
+    sets: [`state_dir=${stateDir}`, 'engines.count=2', 'engines.base_port=8190', 'engines.urls=[]'],
+  });
   try {
     const { statuses } = await startEngines(own);
     return await fn(statuses.map((s) => s.url));
@@ -207,21 +240,55 @@ async function throughput(urls: string[]) {
   }
   const plainTps = plain.tokens / plain.seconds;
   const poolTps = pooled.tokens / pooled.seconds;
-  return { concurrency, requests, max_tokens: maxTokens, plain_tokens_per_s: Number(plainTps.toFixed(1)), client_pool_tokens_per_s: Number(poolTps.toFixed(1)), ratio: Number((poolTps / plainTps).toFixed(3)) };
+  return {
+    concurrency,
+    requests,
+    max_tokens: maxTokens,
+    plain_tokens_per_s: Number(plainTps.toFixed(1)),
+    client_pool_tokens_per_s: Number(poolTps.toFixed(1)),
+    ratio: Number((poolTps / plainTps).toFixed(3)),
+  };
 }
 
 const loadavg = () => os.loadavg().map((v) => Number(v.toFixed(2)));
 
 const report = await withEngines(async (urls) => {
   const warm = new VllmClient({ url: urls[0]! });
-  await Promise.all(urls.map((u) => new VllmClient({ url: u }).generate({ tokenIds: [1, 2, 3], sampling: { maxTokens: 4 } })));
-  const out: { engines: string[]; throughput?: Throughput & { loadavg: number[] }; routing?: typeof step & { rounds: number; balance_threshold: number; policies: Rates; prompt_tokens: number[]; observation_tokens: number; loadavg: number[] } } = { engines: urls };
+  await Promise.all(
+    urls.map((u) => new VllmClient({ url: u }).generate({ tokenIds: [1, 2, 3], sampling: { maxTokens: 4 } })),
+  );
+  const out: {
+    engines: string[];
+    throughput?: Throughput & { loadavg: number[] };
+    routing?: typeof step & {
+      rounds: number;
+      balance_threshold: number;
+      policies: Rates;
+      prompt_tokens: number[];
+      observation_tokens: number;
+      loadavg: number[];
+    };
+  } = { engines: urls };
   if (args.part !== '2') out.throughput = { ...(await throughput(urls)), loadavg: loadavg() };
   if (args.part !== '1') {
     // A tool's answer as the observation between turns (the template's tokens for a user message).
-    const suffix = (await messageSuffix(warm, [{ role: 'user', content: '<tool_response>\nWrong answer, try again.\n</tool_response>' }], { endOfTurnId: IM_END })).tokenIds;
+    const suffix = (
+      await messageSuffix(
+        warm,
+        [{ role: 'user', content: '<tool_response>\nWrong answer, try again.\n</tool_response>' }],
+        { endOfTurnId: IM_END },
+      )
+    ).tokenIds;
     const policies = await routing(urls, suffix);
-    out.routing = { ...step, rounds, balance_threshold: cacheAware.balanceThreshold ?? CACHE_AWARE_DEFAULTS.balanceThreshold, prompt_tokens: stepPrompts().map((p) => p.length), observation_tokens: suffix.length, policies, loadavg: loadavg() };
+    out.routing = {
+      ...step,
+      rounds,
+      balance_threshold: cacheAware.balanceThreshold ?? CACHE_AWARE_DEFAULTS.balanceThreshold,
+      prompt_tokens: stepPrompts().map((p) => p.length),
+      observation_tokens: suffix.length,
+      policies,
+      loadavg: loadavg(),
+    };
   }
   return out;
 });
@@ -231,20 +298,30 @@ else {
   console.log(`engines: ${report.engines.join(', ')}`);
   const t = report.throughput;
   if (t) {
-    console.log(`concurrency ${concurrency}, ${requests} requests × ${maxTokens} tokens; load average ${t.loadavg.join(' ')}`);
-    console.log(`tokens/s  plain HTTP loop: ${t.plain_tokens_per_s}  client+pool: ${t.client_pool_tokens_per_s}  ratio: ${t.ratio}\n`);
+    console.log(
+      `concurrency ${concurrency}, ${requests} requests × ${maxTokens} tokens; load average ${t.loadavg.join(' ')}`,
+    );
+    console.log(
+      `tokens/s  plain HTTP loop: ${t.plain_tokens_per_s}  client+pool: ${t.client_pool_tokens_per_s}  ratio: ${t.ratio}\n`,
+    );
   }
   const r = report.routing;
   if (r) {
     const lens = r.prompt_tokens;
-    console.log(`GRPO step on 2 engines: ${step.prompts} prompts × ${step.samples} samples × ${step.turns} turns, ≤ ${step.turnTokens} tokens a turn, ` +
-      `${step.concurrency} episodes in flight; prompts ${Math.min(...lens)}–${Math.max(...lens)} tokens (128 shared), observation ${r.observation_tokens} tokens` +
-      `; cache_aware balance threshold ${r.balance_threshold}${rounds > 1 ? `; ${rounds} rounds` : ''}; load average ${r.loadavg.join(' ')}\n`);
-    console.log('| policy | prefix-cache hit rate | rollout wall time | turns that changed engine | load average (1 min) | vime PR #120 | tempo-rl before |');
+    console.log(
+      `GRPO step on 2 engines: ${step.prompts} prompts × ${step.samples} samples × ${step.turns} turns, ≤ ${step.turnTokens} tokens a turn, ` +
+        `${step.concurrency} episodes in flight; prompts ${Math.min(...lens)}–${Math.max(...lens)} tokens (128 shared), observation ${r.observation_tokens} tokens` +
+        `; cache_aware balance threshold ${r.balance_threshold}${rounds > 1 ? `; ${rounds} rounds` : ''}; load average ${r.loadavg.join(' ')}\n`,
+    );
+    console.log(
+      '| policy | prefix-cache hit rate | rollout wall time | turns that changed engine | load average (1 min) | vime PR #120 | tempo-rl before |',
+    );
     console.log('| --- | --- | --- | --- | --- | --- | --- |');
     for (const p of POLICIES) {
       const x = r.policies[p];
-      console.log(`| ${p} | ${(x.hit_rate * 100).toFixed(1)}% (${x.hits}/${x.queries}) | ${x.seconds.toFixed(1)} s | ${x.moves} | ${x.load1} | ${EARLIER[p].vime} | ${EARLIER[p].tempo} |`);
+      console.log(
+        `| ${p} | ${(x.hit_rate * 100).toFixed(1)}% (${x.hits}/${x.queries}) | ${x.seconds.toFixed(1)} s | ${x.moves} | ${x.load1} | ${EARLIER[p].vime} | ${EARLIER[p].tempo} |`,
+      );
     }
   }
 }

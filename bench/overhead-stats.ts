@@ -11,7 +11,16 @@ const TICK = 100; // USER_HZ: /proc times are in 1/100 s on Linux
 /** Busy CPU seconds of the whole machine (/proc/stat, all but idle and iowait), and its irq + softirq part. */
 function machineStat(): { busy: number; irq: number } {
   const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-  const [user, nice, system, , , irq, softirq, steal] = f as [number, number, number, number, number, number, number, number];
+  const [user, nice, system, , , irq, softirq, steal] = f as [
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+    number,
+  ];
   return { busy: (user + nice + system + irq + softirq + steal) / TICK, irq: (irq + softirq) / TICK };
 }
 
@@ -33,7 +42,10 @@ function procTable(): Map<number, { ppid: number; cpu: number }> {
 }
 
 /** CPU seconds of our processes (the given roots and all their descendants), by root name. */
-function ourCpu(roots: Map<string, number[]>, table = procTable()): { byName: Record<string, number>; total: number; pids: Set<number> } {
+function ourCpu(
+  roots: Map<string, number[]>,
+  table = procTable(),
+): { byName: Record<string, number>; total: number; pids: Set<number> } {
   const children = new Map<number, number[]>();
   for (const [pid, p] of table) children.set(p.ppid, [...(children.get(p.ppid) ?? []), pid]);
   const byName: Record<string, number> = {};
@@ -58,7 +70,11 @@ function ourCpu(roots: Map<string, number[]>, table = procTable()): { byName: Re
 }
 
 /** CPU seconds between two process tables of the processes that are not ours: user processes, and kernel threads. */
-function othersCpu(t0: Map<number, { ppid: number; cpu: number }>, t1: Map<number, { ppid: number; cpu: number }>, ours: Set<number>): { procs: number; kthreads: number } {
+function othersCpu(
+  t0: Map<number, { ppid: number; cpu: number }>,
+  t1: Map<number, { ppid: number; cpu: number }>,
+  ours: Set<number>,
+): { procs: number; kthreads: number } {
   let procs = 0;
   let kthreads = 0;
   for (const [pid, p] of t1) {
@@ -90,7 +106,11 @@ export interface LoadReport {
 }
 
 /** Measures the machine around `fn`; `roots()` names our processes (pids whose trees are ours). */
-export async function measured<T>(roots: () => Map<string, number[]>, fn: () => Promise<T>, quietWaitS = 0): Promise<{ value: T; wall_s: number; load: LoadReport }> {
+export async function measured<T>(
+  roots: () => Map<string, number[]>,
+  fn: () => Promise<T>,
+  quietWaitS = 0,
+): Promise<{ value: T; wall_s: number; load: LoadReport }> {
   const quiet_wait = quietWaitS > 0 ? await waitQuiet(roots, quietWaitS) : undefined;
   const loadavg_start = os.loadavg();
   let load1_max = loadavg_start[0]!;
@@ -109,15 +129,26 @@ export async function measured<T>(roots: () => Map<string, number[]>, fn: () => 
     const loadavg_end = os.loadavg();
     load1_max = Math.max(load1_max, loadavg_end[0]!);
     // A root gone meanwhile (a dead engine) counts nothing rather than minus its past.
-    const cpu_s = Object.fromEntries(Object.entries(ours1.byName).map(([k, v]) => [k, round(Math.max(0, v - (ours0.byName[k] ?? 0)), 2)]));
+    const cpu_s = Object.fromEntries(
+      Object.entries(ours1.byName).map(([k, v]) => [k, round(Math.max(0, v - (ours0.byName[k] ?? 0)), 2)]),
+    );
     const others = othersCpu(table0, table1, new Set([...ours0.pids, ...ours1.pids]));
     const kernel = others.kthreads + (m1.irq - m0.irq);
     const oursTotal = Object.values(cpu_s).reduce((a, b) => a + b, 0);
     return {
-      value, wall_s,
+      value,
+      wall_s,
       load: {
-        ...(quiet_wait ? { quiet_wait } : {}), loadavg_start: loadavg_start.map((x) => round(x, 2)), loadavg_end: loadavg_end.map((x) => round(x, 2)), load1_max: round(load1_max, 2), loaded: load1_max > 2.5,
-        cpu_s, other_cpu_s: round(others.procs, 2), kernel_cpu_s: round(kernel, 2), unattributed_cpu_s: round(m1.busy - m0.busy - oursTotal - others.procs - kernel, 2), capacity_cpu_s: round(wall_s * os.availableParallelism(), 2),
+        ...(quiet_wait ? { quiet_wait } : {}),
+        loadavg_start: loadavg_start.map((x) => round(x, 2)),
+        loadavg_end: loadavg_end.map((x) => round(x, 2)),
+        load1_max: round(load1_max, 2),
+        loaded: load1_max > 2.5,
+        cpu_s,
+        other_cpu_s: round(others.procs, 2),
+        kernel_cpu_s: round(kernel, 2),
+        unattributed_cpu_s: round(m1.busy - m0.busy - oursTotal - others.procs - kernel, 2),
+        capacity_cpu_s: round(wall_s * os.availableParallelism(), 2),
       },
     };
   } finally {
@@ -127,7 +158,12 @@ export async function measured<T>(roots: () => Map<string, number[]>, fn: () => 
 
 /** Waits (at most maxWaitS) until processes not ours used under `maxOtherCores` cores over a window of
  *  windowS seconds; returns how long it waited and the last window's share (cores) of the others. */
-export async function waitQuiet(roots: () => Map<string, number[]>, maxWaitS: number, maxOtherCores = 0.3, windowS = 3): Promise<{ waited_s: number; other_cores: number; quiet: boolean; ours_idle_cores: Record<string, number> }> {
+export async function waitQuiet(
+  roots: () => Map<string, number[]>,
+  maxWaitS: number,
+  maxOtherCores = 0.3,
+  windowS = 3,
+): Promise<{ waited_s: number; other_cores: number; quiet: boolean; ours_idle_cores: Record<string, number> }> {
   const t0 = performance.now();
   for (;;) {
     const r = roots();
@@ -139,8 +175,19 @@ export async function waitQuiet(roots: () => Map<string, number[]>, maxWaitS: nu
     const o1 = ourCpu(r, t1w);
     const other = othersCpu(t0w, t1w, new Set([...o0.pids, ...o1.pids])).procs / ((performance.now() - w0) / 1000);
     const waited = (performance.now() - t0) / 1000;
-    const idle = Object.fromEntries(Object.entries(o1.byName).map(([k, v]) => [k, round(Math.max(0, v - (o0.byName[k] ?? 0)) / ((performance.now() - w0) / 1000), 2)]));
-    if (other < maxOtherCores || waited >= maxWaitS) return { waited_s: round(waited, 1), other_cores: round(other, 2), quiet: other < maxOtherCores, ours_idle_cores: idle };
+    const idle = Object.fromEntries(
+      Object.entries(o1.byName).map(([k, v]) => [
+        k,
+        round(Math.max(0, v - (o0.byName[k] ?? 0)) / ((performance.now() - w0) / 1000), 2),
+      ]),
+    );
+    if (other < maxOtherCores || waited >= maxWaitS)
+      return {
+        waited_s: round(waited, 1),
+        other_cores: round(other, 2),
+        quiet: other < maxOtherCores,
+        ours_idle_cores: idle,
+      };
   }
 }
 
@@ -186,7 +233,23 @@ export interface HistoryBreakdown {
 
 export function breakdown(events: Event[]): HistoryBreakdown {
   const byId = new Map(events.map((e) => [Number(e.eventId), e]));
-  const b: HistoryBreakdown = { events: events.length, e2e_ms: 0, activities: 0, activity_types: {}, activity_queue_ms: 0, activity_exec_ms: 0, activity_exec_by_type_ms: {}, workflow_tasks: 0, wft_queue_ms: 0, wft_proc_ms: 0, wft_timed_out: 0, wft_timed_out_ms: 0, wft_failed: 0, activity_attempts_failed: 0, other_ms: 0 };
+  const b: HistoryBreakdown = {
+    events: events.length,
+    e2e_ms: 0,
+    activities: 0,
+    activity_types: {},
+    activity_queue_ms: 0,
+    activity_exec_ms: 0,
+    activity_exec_by_type_ms: {},
+    workflow_tasks: 0,
+    wft_queue_ms: 0,
+    wft_proc_ms: 0,
+    wft_timed_out: 0,
+    wft_timed_out_ms: 0,
+    wft_failed: 0,
+    activity_attempts_failed: 0,
+    other_ms: 0,
+  };
   for (const e of events) {
     const a = e.activityTaskCompletedEventAttributes;
     if (a) {
@@ -218,14 +281,29 @@ export function breakdown(events: Event[]): HistoryBreakdown {
   const first = events[0];
   const last = events[events.length - 1];
   if (first && last) b.e2e_ms = ms(last) - ms(first);
-  b.other_ms = b.e2e_ms - b.activity_queue_ms - b.activity_exec_ms - b.wft_queue_ms - b.wft_proc_ms - b.wft_timed_out_ms;
+  b.other_ms =
+    b.e2e_ms - b.activity_queue_ms - b.activity_exec_ms - b.wft_queue_ms - b.wft_proc_ms - b.wft_timed_out_ms;
   return b;
 }
 
 /** Mean of each number over the breakdowns (counts and times), plus the totals of the counts. */
 export function meanBreakdown(bs: HistoryBreakdown[]): Record<string, unknown> {
   const n = bs.length || 1;
-  const keys = ['events', 'e2e_ms', 'activities', 'activity_queue_ms', 'activity_exec_ms', 'workflow_tasks', 'wft_queue_ms', 'wft_proc_ms', 'wft_timed_out', 'wft_timed_out_ms', 'wft_failed', 'activity_attempts_failed', 'other_ms'] as const;
+  const keys = [
+    'events',
+    'e2e_ms',
+    'activities',
+    'activity_queue_ms',
+    'activity_exec_ms',
+    'workflow_tasks',
+    'wft_queue_ms',
+    'wft_proc_ms',
+    'wft_timed_out',
+    'wft_timed_out_ms',
+    'wft_failed',
+    'activity_attempts_failed',
+    'other_ms',
+  ] as const;
   const mean = Object.fromEntries(keys.map((k) => [k, round(bs.reduce((a, b) => a + b[k], 0) / n, 2)]));
   const types: Record<string, number> = {};
   const execByType: Record<string, number> = {};
@@ -239,6 +317,8 @@ export function meanBreakdown(bs: HistoryBreakdown[]): Record<string, unknown> {
     total_activities: bs.reduce((a, b) => a + b.activities, 0),
     total_workflow_tasks: bs.reduce((a, b) => a + b.workflow_tasks, 0),
     activity_types: types,
-    activity_exec_mean_ms_by_type: Object.fromEntries(Object.entries(execByType).map(([k, v]) => [k, round(v / types[k]!, 2)])),
+    activity_exec_mean_ms_by_type: Object.fromEntries(
+      Object.entries(execByType).map(([k, v]) => [k, round(v / types[k]!, 2)]),
+    ),
   };
 }

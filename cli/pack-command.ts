@@ -1,11 +1,21 @@
 // tempo-rl pack offline --out FILE [--python-version V] [--host-packages FILE] [--wheel SPEC]...
 //   [--no-wheels] [--node PATH] [--compression xz|gzip|none] [--force] [--json]
-// One tar file with what a linux-x64 GPU host without network needs to run tempo-rl (lib/offline-pack.ts).
+// One tar file with what a linux-x64 GPU host without network needs to run tempo-rl (cli/offline-pack.ts).
 import { readConfigText } from '../lib/config-file.js';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { buildOfflinePack, COMPRESSIONS, checkBinary, INSTALL_SCRIPT, LAYOUT, LINUX_X64_GNU, nodeVersion, type PackSummary, parseHostPackages } from '../lib/offline-pack.js';
+import {
+  buildOfflinePack,
+  COMPRESSIONS,
+  checkBinary,
+  INSTALL_SCRIPT,
+  LAYOUT,
+  LINUX_X64_GNU,
+  nodeVersion,
+  type PackSummary,
+  parseHostPackages,
+} from './offline-pack.js';
 import { checkOutputFile } from '../lib/out-path.js';
 import { REPO_ROOT, temporalBin } from '../lib/paths.js';
 import { action, printJson } from './common.js';
@@ -29,10 +39,13 @@ function parseOptions(raw: unknown): Options {
   const parsed = Options.safeParse(raw);
   if (!parsed.success) {
     const i = parsed.error.issues[0]!;
-    throw usage(`pack offline: --${String(i.path[0] ?? '').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: ${i.message}`);
+    throw usage(
+      `pack offline: --${String(i.path[0] ?? '').replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}: ${i.message}`,
+    );
   }
   const o = parsed.data;
-  if (!o.wheels && (o.wheel.length > 0 || o.hostPackages)) throw usage('pack offline: --no-wheels leaves out every wheel; drop --wheel and --host-packages, or --no-wheels');
+  if (!o.wheels && (o.wheel.length > 0 || o.hostPackages))
+    throw usage('pack offline: --no-wheels leaves out every wheel; drop --wheel and --host-packages, or --no-wheels');
   return o;
 }
 
@@ -79,11 +92,17 @@ export function register(program: Command): void {
   const pack = program.command('pack').description('bundles of tempo-rl for hosts that cannot install it themselves');
   pack
     .command('offline')
-    .description('one tar file with everything a linux-x64 GPU host without network needs to run tempo-rl (its own python3 brings torch)')
+    .description(
+      'one tar file with everything a linux-x64 GPU host without network needs to run tempo-rl (its own python3 brings torch)',
+    )
     .requiredOption('--out <file>', 'the tar file to write')
     .option('--python-version <v>', "the host's CPython version, for the wheels", '3.12')
     .option('--host-packages <file>', "the host's Python packages (pip freeze, or one name a line): never carried")
-    .option('--wheel <spec>', 'one more requirement to carry, with its dependencies, e.g. vllm==0.26.0 (repeatable)', (v: string, prev: string[] = []) => [...prev, v])
+    .option(
+      '--wheel <spec>',
+      'one more requirement to carry, with its dependencies, e.g. vllm==0.26.0 (repeatable)',
+      (v: string, prev: string[] = []) => [...prev, v],
+    )
     .option('--no-wheels', 'carry no Python wheels (the host has every package)')
     .option('--node <path>', 'the Node runtime to carry (default: the one running this)')
     .option('--compression <kind>', `${COMPRESSIONS.join(', ')}`, 'xz')
@@ -99,7 +118,9 @@ export function register(program: Command): void {
           node: o.node ? checkNode(path.resolve(o.node)) : process.execPath,
           temporal: path.resolve(temporalBin()),
           compression: o.compression,
-          wheels: o.wheels ? { pythonVersion: o.pythonVersion, extra: o.wheel, host: hostPackages(o.hostPackages), python: 'python3' } : null,
+          wheels: o.wheels
+            ? { pythonVersion: o.pythonVersion, extra: o.wheel, host: hostPackages(o.hostPackages), python: 'python3' }
+            : null,
           log: (line) => process.stderr.write(`[pack] ${line}\n`),
         });
         if (o.json) printJson(summary);

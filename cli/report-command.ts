@@ -11,7 +11,7 @@ export function register(program: Command): void {
     .argument('<run>', 'run id')
     .option('--out <file>', 'where to write the HTML page (default: <state>/runs/<run>/report.html)')
     .option('--force', 'overwrite the --out file if it exists')
-    .description('an HTML page with plots of the run\'s metrics')
+    .description("an HTML page with plots of the run's metrics")
     .action(
       action(async (runId: string, opts: { out?: string; force?: boolean }, cmd: Command) => {
         checkRunId(runId);

@@ -1,12 +1,13 @@
 // tempo-rl train CONFIG [--run-id ID] [--detach] | status RUN [--json] | pause|resume|stop RUN
-// A detached run's record of what its start started lets `stop` stop that too (lib/detached-run.ts).
+// A detached run's record of what its start started lets `stop` stop that too (cli/detached-run.ts).
 import type { Command } from 'commander';
 import type { TempoConfig } from '../config/schema.js';
-import { detachedStart, recordDetachedStart, stopDetachedStart } from '../lib/detached-run.js';
-import { connectToRuns, runHandle, runIsRunning, runProgress, startOrContinueRun, controlRun } from '../lib/run-client.js';
-import { describeStarted, ensureStack, stopStarted, stopStartedOnSignal } from '../lib/stack.js';
+import { detachedStart, recordDetachedStart, stopDetachedStart } from './detached-run.js';
+import { connectToRuns, runHandle, runIsRunning, runProgress, startOrContinueRun, controlRun } from './run-client.js';
+import { describeStarted, ensureStack, stopStarted, stopStartedOnSignal } from '../supervise/stack.js';
 import { connectClient } from '../lib/temporal.js';
-import type { Ack, RunProgress, RunResult } from '../workflows/training-run-messages.js';
+import { withWarmStart } from './warm-start.js';
+import type { Ack, RunProgress, RunResult } from '../protocol/training-run.js';
 import { action, configFrom, printJson } from './common.js';
 
 function bar(done: number, total: number, width = 24): string {
@@ -16,8 +17,10 @@ function bar(done: number, total: number, width = 24): string {
 
 function progressLine(p: RunProgress): string {
   const reward = p.metrics['rollout/raw_reward'];
-  return `step ${p.step}/${p.steps_total} ${bar(p.step, p.steps_total)}  ${p.phase}  episodes ${p.episodes_done}/${p.episodes_total} ${bar(p.episodes_done, p.episodes_total, 16)}` +
-    (reward !== undefined ? `  reward ${reward.toFixed(3)}` : '');
+  return (
+    `step ${p.step}/${p.steps_total} ${bar(p.step, p.steps_total)}  ${p.phase}  episodes ${p.episodes_done}/${p.episodes_total} ${bar(p.episodes_done, p.episodes_total, 16)}` +
+    (reward !== undefined ? `  reward ${reward.toFixed(3)}` : '')
+  );
 }
 
 const secs = (v: number | undefined) => (v === undefined ? '–' : `${v.toFixed(1)} s`);
@@ -27,7 +30,8 @@ export function stepSummary(step: number, m: Record<string, number>): string {
   const parts = [`rollout ${secs(m['perf/rollout_time'])}`, `train ${secs(m['perf/train_time'])}`];
   if (m['perf/checkpoint_seconds'] !== undefined) parts.push(`checkpoint ${secs(m['perf/checkpoint_seconds'])}`);
   let sync = `weight sync ${secs(m['perf/weight_sync_time'])}`;
-  if (m['sync/transfer_bytes']) sync += ` (${(m['sync/transfer_bytes'] / 1e9).toFixed(2)} GB in ${secs(m['sync/transfer_seconds'])}, ${m['sync/seconds_per_gb']?.toFixed(3)} s/GB pause to resume)`;
+  if (m['sync/transfer_bytes'])
+    sync += ` (${(m['sync/transfer_bytes'] / 1e9).toFixed(2)} GB in ${secs(m['sync/transfer_seconds'])}, ${m['sync/seconds_per_gb']?.toFixed(3)} s/GB pause to resume)`;
   parts.push(sync);
   if (m['perf/engine_sleep_seconds'] !== undefined || m['sync/wake_seconds'] !== undefined)
     parts.push(`engines sleep ${secs(m['perf/engine_sleep_seconds'])} / wake ${secs(m['sync/wake_seconds'])}`);
@@ -43,22 +47,25 @@ export async function followRun(cfg: TempoConfig, runId: string): Promise<RunRes
   const tty = process.stderr.isTTY;
   let last = '';
   let summarised = -1;
-  const timer = setInterval(async () => {
-    try {
-      const p = await runProgress(client, runId);
-      if (p.step > 0 && p.step - 1 > summarised && p.metrics['perf/step_time'] !== undefined) {
-        summarised = p.step - 1;
-        process.stderr.write(`${tty ? '\r\x1b[K' : ''}${stepSummary(summarised, p.metrics)}\n`);
-        last = '';
+  const timer = setInterval(
+    async () => {
+      try {
+        const p = await runProgress(client, runId);
+        if (p.step > 0 && p.step - 1 > summarised && p.metrics['perf/step_time'] !== undefined) {
+          summarised = p.step - 1;
+          process.stderr.write(`${tty ? '\r\x1b[K' : ''}${stepSummary(summarised, p.metrics)}\n`);
+          last = '';
+        }
+        const line = progressLine(p);
+        if (line === last) return;
+        last = line;
+        process.stderr.write(tty ? `\r\x1b[K${line}` : `${line}\n`);
+      } catch {
+        /* the server may be restarting; try again on the next tick */
       }
-      const line = progressLine(p);
-      if (line === last) return;
-      last = line;
-      process.stderr.write(tty ? `\r\x1b[K${line}` : `${line}\n`);
-    } catch {
-      /* the server may be restarting; try again on the next tick */
-    }
-  }, tty ? 500 : 5000);
+    },
+    tty ? 500 : 5000,
+  );
   try {
     return (await handle.result()) as RunResult;
   } finally {
@@ -84,21 +91,33 @@ export function register(program: Command): void {
         let detached = false;
         try {
           const client = await connectClient(cfg);
-          const s = await startOrContinueRun(client, cfg, runId);
+          const s = await startOrContinueRun(
+            client,
+            (await withWarmStart(client, cfg, (id) => followRun(cfg, id))).cfg,
+            runId,
+          );
           process.stderr.write(
-            s.alreadyRunning ? `run ${runId} is already running; following it\n`
-              : s.resumedFromStep !== null ? `run ${runId} continues at step ${s.resumedFromStep}\n` : `run ${runId} started\n`,
+            s.alreadyRunning
+              ? `run ${runId} is already running; following it\n`
+              : s.resumedFromStep !== null
+                ? `run ${runId} continues at step ${s.resumedFromStep}\n`
+                : `run ${runId} started\n`,
           );
           if (opts.detach) {
             recordDetachedStart(cfg, runId, started);
             detached = true;
-            process.stderr.write(`\`tempo-rl stop ${runId}\` stops it and, once it has ended, what this command started (${describeStarted(started).join(', ') || 'nothing'})\n`);
+            process.stderr.write(
+              `\`tempo-rl stop ${runId}\` stops it and, once it has ended, what this command started (${describeStarted(started).join(', ') || 'nothing'})\n`,
+            );
             if (opts.json) printJson({ run_id: runId, detached: true, started: describeStarted(started) });
             return;
           }
           const result = await followRun(cfg, runId);
           if (opts.json) printJson(result);
-          else process.stdout.write(`run ${runId} ${result.status} after ${result.steps_done} steps (weight version ${result.weight_version})${result.reason ? `: ${result.reason}` : ''}\n`);
+          else
+            process.stdout.write(
+              `run ${runId} ${result.status} after ${result.steps_done} steps (weight version ${result.weight_version})${result.reason ? `: ${result.reason}` : ''}\n`,
+            );
         } finally {
           disarmSignalStop();
           if (!detached) await stopStarted(cfg, started);
@@ -114,7 +133,14 @@ export function register(program: Command): void {
       action(async (runId: string, opts: { json?: boolean }, cmd: Command) => {
         const cfg = configFrom(cmd);
         const p = await runProgress(await connectToRuns(cfg), runId);
-        if (opts.json) return printJson({ run_id: runId, status: p.status, step: p.step, steps_total: p.steps_total, metrics: p.metrics });
+        if (opts.json)
+          return printJson({
+            run_id: runId,
+            status: p.status,
+            step: p.step,
+            steps_total: p.steps_total,
+            metrics: p.metrics,
+          });
         process.stdout.write(`${runId}: ${p.status}\n${progressLine(p)}\n`);
         for (const [k, v] of Object.entries(p.metrics)) process.stdout.write(`  ${k} = ${v}\n`);
       }),
@@ -123,7 +149,9 @@ export function register(program: Command): void {
     .command('stop')
     .argument('<run>', 'run id')
     .option('--json', 'one JSON object on stdout')
-    .description('stop a run after the current step; for a run started with train --detach, then stop what that start started')
+    .description(
+      'stop a run after the current step; for a run started with train --detach, then stop what that start started',
+    )
     .action(
       action(async (runId: string, opts: { json?: boolean }, cmd: Command) => {
         const cfg = configFrom(cmd);
@@ -139,10 +167,20 @@ export function register(program: Command): void {
           return;
         }
         if (ack && !opts.json) process.stdout.write(ackLine(ack));
-        if (detached && !opts.json) process.stderr.write(`waiting for run ${runId} to end, then stopping what \`train --detach\` started for it\n`);
+        if (detached && !opts.json)
+          process.stderr.write(
+            `waiting for run ${runId} to end, then stopping what \`train --detach\` started for it\n`,
+          );
         const stack = detached ? await stopDetachedStart(client, cfg, runId) : null;
-        if (opts.json) return printJson({ ...(ack ?? { accepted: true, message: 'the run had already ended' }), ...(stack ? { detached: stack } : {}) });
-        if (stack?.kept.length) process.stdout.write(`kept running for runs ${stack.kept_for.join(', ')} of this stack: ${stack.kept.join(', ')} (\`tempo-rl stop ${stack.kept_for[0]}\` stops them after it)\n`);
+        if (opts.json)
+          return printJson({
+            ...(ack ?? { accepted: true, message: 'the run had already ended' }),
+            ...(stack ? { detached: stack } : {}),
+          });
+        if (stack?.kept.length)
+          process.stdout.write(
+            `kept running for runs ${stack.kept_for.join(', ')} of this stack: ${stack.kept.join(', ')} (\`tempo-rl stop ${stack.kept_for[0]}\` stops them after it)\n`,
+          );
         else if (stack) process.stdout.write(`stopped: ${stack.stopped.join(', ') || 'nothing (already stopped)'}\n`);
       }),
     );
@@ -152,7 +190,11 @@ export function register(program: Command): void {
     c.description(what === 'pause' ? 'pause a run after the current step (or --now)' : 'resume a paused run').action(
       action(async (runId: string, opts: { json?: boolean; now?: boolean }, cmd: Command) => {
         const cfg = configFrom(cmd);
-        const ack = await controlRun(await connectToRuns(cfg), runId, what === 'pause' && opts.now ? 'pause-now' : what);
+        const ack = await controlRun(
+          await connectToRuns(cfg),
+          runId,
+          what === 'pause' && opts.now ? 'pause-now' : what,
+        );
         if (opts.json) printJson(ack);
         else process.stdout.write(`${ack.accepted ? 'ok' : 'refused'}: ${ack.message} (status ${ack.status})\n`);
         if (!ack.accepted) process.exitCode = 1;

@@ -7,14 +7,22 @@ import { action, printJson, readStdin } from './common.js';
 /** --tolerance: an absolute tolerance ≥ 0 (shared with `env geo3k-step`). */
 export function parseTolerance(v: string): number {
   const t = /^\s*[0-9.eE+-]+\s*$/.test(v) ? Number(v) : Number.NaN;
-  if (!Number.isFinite(t) || t < 0) throw new InvalidArgumentError(`--tolerance must be a number ≥ 0, got ${JSON.stringify(v)}`);
+  if (!Number.isFinite(t) || t < 0)
+    throw new InvalidArgumentError(`--tolerance must be a number ≥ 0, got ${JSON.stringify(v)}`);
   return t;
 }
 
 /** The grader flags, the same on every command that grades. */
 export function gradeFlags(cmd: Command): Command {
   return cmd
-    .addOption(new Option('--match <how>', 'exact: equal values only (default, as vime); rounded: also a decimal rounding the other side').choices(REWARD_MATCHES).default('exact'))
+    .addOption(
+      new Option(
+        '--match <how>',
+        'exact: equal values only (default, as vime); rounded: also a decimal rounding the other side',
+      )
+        .choices(REWARD_MATCHES)
+        .default('exact'),
+    )
     .option('--tolerance <t>', 'also accept |answer − label| ≤ t (absolute)', parseTolerance, 0);
 }
 

@@ -1,6 +1,6 @@
 // tempo-rl server start|stop|status [--json]
 import type { Command } from 'commander';
-import { serverStatus, startServer, stopServer } from '../lib/server.js';
+import { serverStatus, startServer, stopServer } from '../supervise/server.js';
 import { action, configFrom, printJson } from './common.js';
 
 export function register(program: Command): void {

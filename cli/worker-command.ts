@@ -1,10 +1,12 @@
 // tempo-rl worker rollout|trainer (foreground) | stop|status [--json] (this stack's background workers)
 import type { Command } from 'commander';
-import { stopWorkers, workerStatuses } from '../lib/stack.js';
+import { stopWorkers, workerStatuses } from '../supervise/stack.js';
 import { action, configFrom, printJson } from './common.js';
 
 export function register(program: Command): void {
-  const worker = program.command('worker').description('the workers: run one in the foreground, or stop or list the background ones');
+  const worker = program
+    .command('worker')
+    .description('the workers: run one in the foreground, or stop or list the background ones');
   worker
     .command('rollout')
     .description('the TypeScript worker: workflows and rollout activities (task queue temporal.task_queues.rollout)')
@@ -19,7 +21,7 @@ export function register(program: Command): void {
     .description('the Python trainer worker (task queue temporal.task_queues.trainer)')
     .action(
       action(async (_opts: object, cmd: Command) => {
-        const { runTrainerWorker } = await import('../workers/trainer-process.js');
+        const { runTrainerWorker } = await import('../supervise/trainer-process.js');
         process.exitCode = await runTrainerWorker(configFrom(cmd));
       }),
     );
@@ -31,7 +33,12 @@ export function register(program: Command): void {
       action(async (opts: { json?: boolean }, cmd: Command) => {
         const stopped = await stopWorkers(configFrom(cmd));
         if (opts.json) printJson({ stopped });
-        else console.log(stopped.length ? `stopped the ${stopped.join(' and ')} worker${stopped.length > 1 ? 's' : ''}` : 'no worker of ours was running');
+        else
+          console.log(
+            stopped.length
+              ? `stopped the ${stopped.join(' and ')} worker${stopped.length > 1 ? 's' : ''}`
+              : 'no worker of ours was running',
+          );
       }),
     );
   worker
@@ -42,7 +49,10 @@ export function register(program: Command): void {
       action(async (opts: { json?: boolean }, cmd: Command) => {
         const workers = workerStatuses(configFrom(cmd));
         if (opts.json) return printJson({ workers });
-        for (const w of workers) console.log(`${w.kind}: ${w.running ? `running (pid ${w.pid}${w.standby_pids.length ? `, standby ${w.standby_pids.join(' ')}` : ''}, log ${w.log})` : 'not running'}, task queue ${w.task_queue}`);
+        for (const w of workers)
+          console.log(
+            `${w.kind}: ${w.running ? `running (pid ${w.pid}${w.standby_pids.length ? `, standby ${w.standby_pids.join(' ')}` : ''}, log ${w.log})` : 'not running'}, task queue ${w.task_queue}`,
+          );
       }),
     );
 }

@@ -28,17 +28,33 @@ function statOrNull(p: string): Stats | null {
 }
 
 /** What is wrong with `p` as a `want`, or null; `missing` is the severity of a path that is not there. */
-function checkPath(key: string, p: string, want: 'file' | 'folder', missing: FileFinding['severity']): FileFinding | null {
+function checkPath(
+  key: string,
+  p: string,
+  want: 'file' | 'folder',
+  missing: FileFinding['severity'],
+): FileFinding | null {
   const abs = path.resolve(p);
   const st = statOrNull(abs);
   if (!st) return { severity: missing, key, path: abs, problem: `no such ${want}` };
   const ok = want === 'file' ? st.isFile() : st.isDirectory();
-  return ok ? null : { severity: 'error', key, path: abs, problem: `is ${fileKind(st)}, not ${want === 'file' ? 'a regular file' : 'a folder'}` };
+  return ok
+    ? null
+    : {
+        severity: 'error',
+        key,
+        path: abs,
+        problem: `is ${fileKind(st)}, not ${want === 'file' ? 'a regular file' : 'a folder'}`,
+      };
 }
 
 function tlsFindings(cfg: TempoConfig): FileFinding[] {
   const tls = cfg.temporal.tls;
-  const paths = { client_cert_path: tls.client_cert_path, client_key_path: tls.client_key_path, server_ca_cert_path: tls.server_ca_cert_path };
+  const paths = {
+    client_cert_path: tls.client_cert_path,
+    client_key_path: tls.client_key_path,
+    server_ca_cert_path: tls.server_ca_cert_path,
+  };
   return Object.entries(paths)
     .filter(([, p]) => p !== '')
     .map(([k, p]) => checkPath(`temporal.tls.${k}`, p, 'file', 'error'))
@@ -50,20 +66,28 @@ function tlsFindings(cfg: TempoConfig): FileFinding[] {
 async function datasetFindings(cfg: TempoConfig): Promise<FileFinding[]> {
   const d = cfg.dataset;
   if (d.kind === 'synthetic') return [];
-  if (d.path === '') return [{ severity: 'error', key: 'dataset.path', path: '', problem: `is required for dataset.kind ${d.kind}` }];
+  if (d.path === '')
+    return [{ severity: 'error', key: 'dataset.path', path: '', problem: `is required for dataset.kind ${d.kind}` }];
   const out: FileFinding[] = [];
   for (const split of new Set([d.train_split, d.eval_split])) {
     const p = path.resolve(d.path.replaceAll('{split}', split));
     const st = statOrNull(p);
     const of = ` (split ${JSON.stringify(split)})`;
     if (!st) out.push({ severity: 'warning', key: 'dataset.path', path: p, problem: `no such file or folder${of}` });
-    else if (!st.isFile() && !st.isDirectory()) out.push({ severity: 'error', key: 'dataset.path', path: p, problem: `is ${fileKind(st)}, not a file or a folder${of}` });
+    else if (!st.isFile() && !st.isDirectory())
+      out.push({
+        severity: 'error',
+        key: 'dataset.path',
+        path: p,
+        problem: `is ${fileKind(st)}, not a file or a folder${of}`,
+      });
     else if (st.isDirectory()) {
       const files = await resolveSplitFiles(d, split).catch((err: Error) => {
         out.push({ severity: 'error', key: 'dataset.path', path: p, problem: err.message });
         return [];
       });
-      for (const bad of files.map((f) => checkPath('dataset.path', f, 'file', 'error'))) if (bad) out.push({ ...bad, problem: bad.problem + of });
+      for (const bad of files.map((f) => checkPath('dataset.path', f, 'file', 'error')))
+        if (bad) out.push({ ...bad, problem: bad.problem + of });
     }
   }
   for (const [i, root] of d.image_roots.entries()) {

@@ -11,18 +11,20 @@ import os from 'node:os';
 import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
-import { blobStoreUri, parseBlobStoreUri } from '../lib/blobstore.js';
+import { blobStoreUri, parseBlobStoreUri } from '../stores/blobstore.js';
 import { ConfigFileError, readConfigText } from '../lib/config-file.js';
+import { ConfigError, parseBoolVar, parserMessage } from './errors.js';
 import { temporalEnvOverrides } from './temporal-env.js';
-import { SECRET_KEYS, stackTaskQueue, TASK_QUEUE_BASES, TempoConfig, type TaskQueueKind } from './schema.js';
 
-export class ConfigError extends Error {
-  readonly exitCode = 2;
-  constructor(message: string) {
-    super(message);
-    this.name = 'ConfigError';
-  }
-}
+export { ConfigError, parseBoolVar, parserMessage };
+import {
+  REMOVED_KEYS,
+  SECRET_KEYS,
+  stackTaskQueue,
+  TASK_QUEUE_BASES,
+  TempoConfig,
+  type TaskQueueKind,
+} from './schema.js';
 
 type Tree = Record<string, unknown>;
 
@@ -58,30 +60,16 @@ function deepMerge(base: Tree, over: Tree): Tree {
   for (const [k, v] of Object.entries(over)) {
     const b = out[k];
     out[k] =
-      typeof v === 'object' && v !== null && !Array.isArray(v) && typeof b === 'object' && b !== null && !Array.isArray(b)
+      typeof v === 'object' &&
+      v !== null &&
+      !Array.isArray(v) &&
+      typeof b === 'object' &&
+      b !== null &&
+      !Array.isArray(b)
         ? deepMerge(b as Tree, v as Tree)
         : v;
   }
   return out;
-}
-
-const TRUE_WORDS = new Set(['true', '1', 'yes', 'on']);
-const FALSE_WORDS = new Set(['false', '0', 'no', 'off']);
-
-/** true/false/1/0/yes/no/on/off, any case; anything else is an error naming the variable. */
-export function parseBoolVar(name: string, raw: string): boolean {
-  const v = raw.trim().toLowerCase();
-  if (TRUE_WORDS.has(v)) return true;
-  if (FALSE_WORDS.has(v)) return false;
-  throw new ConfigError(`config: ${name}=${JSON.stringify(raw)}: expected true/false, 1/0, yes/no or on/off`);
-}
-
-/** The first line of a YAML or TOML parser's message: the rest quotes the source lines, which may
- *  hold a secret (an API key, a private key) or the contents of a file that is not a config at all. */
-export function parserMessage(err: unknown): string {
-  const e = err as Error & { line?: number; column?: number };
-  const first = (e.message ?? String(err)).split('\n')[0]!.replace(/:$/, '');
-  return e.line !== undefined && !/ at line \d+/.test(first) ? `${first} at line ${e.line}, column ${e.column}` : first;
 }
 
 const INTEGER_TEXT = /^[-+]?[0-9]+$|^0o[0-7]+$|^0x[0-9a-fA-F]+$/;
@@ -105,11 +93,19 @@ function keyPath(ancestors: readonly unknown[], node: unknown): string[] {
 function checkIntegerText(doc: YAML.Document, base: readonly string[], where: string): void {
   YAML.visit(doc, {
     Scalar(key, node, ancestors) {
-      if (key === 'key' || typeof node.value !== 'number' || node.source === undefined || INTEGER_TEXT.test(node.source)) return;
+      if (
+        key === 'key' ||
+        typeof node.value !== 'number' ||
+        node.source === undefined ||
+        INTEGER_TEXT.test(node.source)
+      )
+        return;
       const keys = [...base, ...keyPath(ancestors, node)];
       if (!wantsInteger(keys)) return;
       const hint = Number.isSafeInteger(node.value) ? `; write ${node.value}` : '';
-      throw new ConfigError(`config: ${where}: ${keys.join('.')} is an integer, given ${node.source}, which is not written as one${hint}`);
+      throw new ConfigError(
+        `config: ${where}: ${keys.join('.')} is an integer, given ${node.source}, which is not written as one${hint}`,
+      );
     },
   });
 }
@@ -190,7 +186,13 @@ function distance(a: string, b: string): number {
 
 /** A schema without its default, prefault and optional wrappers (an array stays an array). */
 function unwrapped(s: unknown): unknown {
-  while (s && typeof s === 'object' && !(s instanceof z.ZodArray) && 'unwrap' in s && typeof (s as { unwrap: unknown }).unwrap === 'function')
+  while (
+    s &&
+    typeof s === 'object' &&
+    !(s instanceof z.ZodArray) &&
+    'unwrap' in s &&
+    typeof (s as { unwrap: unknown }).unwrap === 'function'
+  )
     s = (s as { unwrap(): unknown }).unwrap();
   return s;
 }
@@ -236,8 +238,9 @@ export function formatIssues(error: z.ZodError, given: unknown, source: string):
       return issue.keys
         .map((key) => {
           const full = [...issue.path, key].join('.');
-          const near = nearestKey(key, knownKeys(issue.path));
-          const hint = near ? ` — did you mean "${near}"?` : '';
+          const removed = REMOVED_KEYS[full];
+          const near = removed ? undefined : nearestKey(key, knownKeys(issue.path));
+          const hint = removed ? ` — ${removed}` : near ? ` — did you mean "${near}"?` : '';
           return `  ${full}: unknown key${hint}`;
         })
         .join('\n');
@@ -264,7 +267,8 @@ export function readYamlFile(file: string, warn: (msg: string) => void = (m) => 
     throw err;
   }
   const doc = YAML.parseDocument(text);
-  if (doc.errors.length > 0) throw new ConfigError(`config: ${file} is not valid YAML: ${parserMessage(doc.errors[0])}`);
+  if (doc.errors.length > 0)
+    throw new ConfigError(`config: ${file} is not valid YAML: ${parserMessage(doc.errors[0])}`);
   checkIntegerText(doc, [], file);
   const tree: unknown = doc.toJS();
   if (tree === null || tree === undefined) {
@@ -288,7 +292,11 @@ const CheckedConfig = TempoConfig.superRefine((cfg, ctx) => {
       message: `must be 0 or more than run.steps_per_workflow_run (${cfg.run.steps_per_workflow_run}): a resumed run may redo that many committed steps, and needs their weights`,
     });
   if (cfg.run.keep_checkpoint_every > 0 && keep === 0)
-    ctx.addIssue({ code: 'custom', path: ['run', 'keep_checkpoint_every'], message: 'needs run.keep_checkpoints > 0 (0 keeps every checkpoint already)' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['run', 'keep_checkpoint_every'],
+      message: 'needs run.keep_checkpoints > 0 (0 keeps every checkpoint already)',
+    });
   if (cfg.run.keep_checkpoint_every > 0 && cfg.run.keep_checkpoint_every % cfg.run.checkpoint_interval !== 0)
     ctx.addIssue({
       code: 'custom',
@@ -302,7 +310,11 @@ const CheckedConfig = TempoConfig.superRefine((cfg, ctx) => {
       message: `must be 0 when model.num_gpus is above 1 (${cfg.model.num_gpus}): a data-parallel trainer is one torchrun group, and standby groups are not implemented; set run.trainer_standbys=0`,
     });
   if (cfg.run.eval_at_start && cfg.run.eval_interval === 0)
-    ctx.addIssue({ code: 'custom', path: ['run', 'eval_at_start'], message: 'needs run.eval_interval > 0 (eval is off)' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['run', 'eval_at_start'],
+      message: 'needs run.eval_interval > 0 (eval is off)',
+    });
   if (cfg.engines.max_model_len < cfg.rollout.max_context_len)
     ctx.addIssue({
       code: 'custom',
@@ -322,14 +334,17 @@ export function loadConfig(opts: LoadOptions = {}): TempoConfig {
   const env = opts.env ?? process.env;
   const fromFile = opts.file ? readYamlFile(opts.file) : {};
   const merged = deepMerge(deepMerge(fromFile, envOverrides(env)), setOverrides(opts.sets ?? []));
-  const source = [opts.file ?? 'defaults', 'environment', opts.sets?.length ? '--set flags' : ''].filter(Boolean).join(' + ');
+  const source = [opts.file ?? 'defaults', 'environment', opts.sets?.length ? '--set flags' : '']
+    .filter(Boolean)
+    .join(' + ');
   const cfg = checked(merged, source);
   if (!cfg.state_dir) cfg.state_dir = defaultStateDir(env);
   cfg.state_dir = path.resolve(cfg.state_dir);
   // Canonical, so a relative path means the same to every process that receives the plan.
   if (cfg.blobs.uri) cfg.blobs.uri = blobStoreUri(parseBlobStoreUri(cfg.blobs.uri));
   const queues = cfg.temporal.task_queues;
-  for (const kind of Object.keys(TASK_QUEUE_BASES) as TaskQueueKind[]) queues[kind] ||= stackTaskQueue(kind, cfg.state_dir);
+  for (const kind of Object.keys(TASK_QUEUE_BASES) as TaskQueueKind[])
+    queues[kind] ||= stackTaskQueue(kind, cfg.state_dir);
   return cfg;
 }
 
@@ -347,7 +362,5 @@ export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
 export function redact(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(redact);
   if (typeof value !== 'object' || value === null) return value;
-  return Object.fromEntries(
-    Object.entries(value).map(([k, v]) => [k, SECRET_KEYS.has(k) && v ? '***' : redact(v)]),
-  );
+  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_KEYS.has(k) && v ? '***' : redact(v)]));
 }

@@ -8,7 +8,10 @@ import { readConfigText } from '../lib/config-file.js';
  *  readable config.json). */
 export function isMoeModel(dir: string): boolean | null {
   try {
-    const c = JSON.parse(readConfigText(path.join(dir, 'config.json'))) as { num_experts?: number; text_config?: { num_experts?: number } };
+    const c = JSON.parse(readConfigText(path.join(dir, 'config.json'))) as {
+      num_experts?: number;
+      text_config?: { num_experts?: number };
+    };
     return (c.text_config?.num_experts ?? c.num_experts ?? 0) > 0;
   } catch {
     return null;

@@ -7,38 +7,37 @@ import { z } from 'zod';
 import { SYNTHETIC_TASKS } from '../lib/data/rows.js';
 import { DEFAULT_ENVIRONMENT, environmentNames, getEnvironment } from '../lib/env/registry.js';
 import { REWARD_MATCHES } from '../lib/math/options.js';
-import { BlobStoreUri } from '../lib/blobstore.js';
+import { BlobStoreUri } from '../stores/blobstore.js';
 import { parseUserPath, virtualFilesystemOf } from '../lib/out-path.js';
 import { isMoeModel } from './model-dir.js';
+import {
+  atMost,
+  batch,
+  MAX_BATCH,
+  MAX_ENGINES,
+  MAX_GPUS,
+  MAX_IMAGE_BYTES,
+  MAX_IMAGE_PIXELS,
+  MAX_SYNTHETIC_ROWS,
+  positiveInt,
+  seconds,
+  tokens,
+} from './bounds.js';
+import { GrpoConfig, modelDtype, routingReplay, samplingTemperature } from './grpo.js';
+
+export {
+  MAX_BATCH,
+  MAX_ENGINES,
+  MAX_GPUS,
+  MAX_IMAGE_BYTES,
+  MAX_IMAGE_PIXELS,
+  MAX_SYNTHETIC_ROWS,
+  MAX_TIMER_S,
+  MAX_TOKENS,
+} from './bounds.js';
+export { GrpoConfig } from './grpo.js';
 
 const port = z.number().int().min(1).max(65535);
-const positiveInt = z.number().int().positive();
-
-/** Node's timers take a signed 32-bit count of milliseconds: a longer delay overflows and fires after
- *  1 ms, so a "no timeout" of 1e9 s would abort every request at once. Every duration key has this bound. */
-export const MAX_TIMER_S = Math.floor((2 ** 31 - 1) / 1000);
-/** A duration in seconds (timeouts, intervals, waits). */
-const seconds = () =>
-  z.number().max(MAX_TIMER_S, { error: `at most ${MAX_TIMER_S} s (24.8 days): Node's timers count milliseconds in 32 bits and fire at once beyond that (for "no timeout", give a long one)` });
-
-// Bounds of the size keys: values that would exhaust memory (or a node) before doing anything useful.
-/** Tokens in one sequence or micro-batch: beyond any model's context, and no accelerator holds its activations. */
-export const MAX_TOKENS = 2 ** 24;
-/** Prompts, samples or records of one step: a step holds them in memory and in its workflow history at once. */
-export const MAX_BATCH = 65_536;
-/** Rows of a synthetic dataset: each is drawn, rendered to an image and stored at load. */
-export const MAX_SYNTHETIC_ROWS = 1_000_000;
-/** sharp's own decoding limit (16383 × 16383): a larger image is refused by the decoder anyway. */
-export const MAX_IMAGE_PIXELS = 0x3fff * 0x3fff;
-/** An image's encoded bytes are held in memory whole, several images at a time. */
-export const MAX_IMAGE_BYTES = 1024 ** 3;
-/** Engines (each a process of its own) and GPUs of one node (a process each). */
-export const MAX_ENGINES = 256;
-export const MAX_GPUS = 64;
-
-const atMost = (max: number, why: string) => positiveInt.max(max, { error: `at most ${max}: ${why}` });
-const tokens = () => atMost(MAX_TOKENS, 'tokens of one sequence or micro-batch (2^24, beyond any model\'s context; its activations would not fit in memory)');
-const batch = () => atMost(MAX_BATCH, 'a step holds its prompts, samples or records in memory and in its workflow history at once');
 
 /** A local path as given (lib/out-path.ts parseUserPath: `~/` expanded; blank, padded or control
  *  characters refused). Empty: the key's default. */
@@ -74,7 +73,10 @@ export function stackTaskQueue(kind: TaskQueueKind, stateDir: string): string {
 
 const taskQueueName = z
   .string()
-  .refine((q) => q.trim() === q, 'must not start or end with whitespace (leave it empty for a name of this stack\'s own)')
+  .refine(
+    (q) => q.trim() === q,
+    "must not start or end with whitespace (leave it empty for a name of this stack's own)",
+  )
   .default('');
 
 export const TemporalConfig = z
@@ -98,7 +100,11 @@ export const TemporalConfig = z
       .superRefine((tls, ctx) => {
         for (const key of ['client_cert', 'client_key', 'server_ca_cert'] as const)
           if (tls[`${key}_path`] && tls[`${key}_data`])
-            ctx.addIssue({ code: 'custom', path: [`${key}_data`], message: `give ${key}_path or ${key}_data, not both` });
+            ctx.addIssue({
+              code: 'custom',
+              path: [`${key}_data`],
+              message: `give ${key}_path or ${key}_data, not both`,
+            });
       })
       .prefault({}),
     /** Empty (the default): a name of this stack's own, `rollout-<hash of the state dir>` (see
@@ -119,7 +125,10 @@ export const ServerConfig = z
     port: port.default(7233),
     ui_port: port.default(8233),
   })
-  .refine((s) => s.port !== s.ui_port, { path: ['ui_port'], message: 'must differ from server.port (both the frontend and the UI bind a port)' })
+  .refine((s) => s.port !== s.ui_port, {
+    path: ['ui_port'],
+    message: 'must differ from server.port (both the frontend and the UI bind a port)',
+  })
   .prefault({});
 
 export const ModelConfig = z
@@ -130,10 +139,22 @@ export const ModelConfig = z
     /** The engines serve this dtype and the trainer computes in it, so logprobs match. bfloat16: the
      *  trainer's forward runs under bf16 autocast over fp32 master weights and fp32 AdamW state, so
      *  small updates are not rounded away. */
-    dtype: z.enum(['float32', 'bfloat16'], { error: 'float32 or bfloat16 (float16 would need loss scaling, which the trainer does not do)' }).default('float32'),
+    dtype: modelDtype,
     /** 0: CPU; 1: one GPU; N > 1: the trainer trains data-parallel on N GPUs of this node (torchrun,
-     *  FSDP2; workers/trainer/data_parallel.py), and needs run.trainer_standbys 0. */
-    num_gpus: z.number().int().nonnegative().max(MAX_GPUS, { error: `at most ${MAX_GPUS}: the GPUs of one node, a trainer process each` }).default(0),
+     *  FSDP2; workers/trainer/worker/data_parallel.py), and needs run.trainer_standbys 0. */
+    num_gpus: z
+      .number()
+      .int()
+      .nonnegative()
+      .max(MAX_GPUS, { error: `at most ${MAX_GPUS}: the GPUs of one node, a trainer process each` })
+      .default(0),
+    /** tool_transcripts: train the generated tiny model's warm start (cli/warm-start.ts: SFT on calc_score transcripts of the run's task), built on first use and cached. */
+    warm_start: z.enum(['none', 'tool_transcripts']).default('none'),
+  })
+  .refine((m) => m.warm_start === 'none' || m.path === '', {
+    path: ['warm_start'],
+    error: (iss) =>
+      `tool_transcripts warm-starts the generated tiny model, so model.path must be empty, not ${JSON.stringify((iss.input as { path: string }).path)} (model.warm_start=none trains model.path as it is)`,
   })
   .prefault({});
 
@@ -176,7 +197,7 @@ export const EnginesConfig = z
      *  (engines on other GPUs) is refused until it can be tested (it needs two GPUs). */
     weight_transport: z.enum(['auto', 'disk', 'ipc', 'nccl']).default('auto'),
     /** ipc: the size of each bucket of weights (two are in use at a time on the trainer's GPU). */
-    ipc_bucket_mb: atMost(65536, 'MiB a bucket (two are held on the trainer\'s GPU at once)').default(1024),
+    ipc_bucket_mb: atMost(65536, "MiB a bucket (two are held on the trainer's GPU at once)").default(1024),
   })
   .refine((e) => e.urls.length > 0 || e.base_port + e.count - 1 <= 65535, {
     path: ['base_port'],
@@ -199,8 +220,13 @@ export const DatasetConfig = z
     synthetic_task: z.enum(SYNTHETIC_TASKS).optional(),
     image_roots: z.array(localPath()).default([]),
     allow_hosts: z.array(z.string()).default([]),
-    max_image_pixels: atMost(MAX_IMAGE_PIXELS, 'pixels (16383 × 16383, the image decoder\'s own limit)').default(16_000_000),
-    max_image_bytes: atMost(MAX_IMAGE_BYTES, 'bytes (1 GiB): an image is held in memory whole, several at a time').default(20 * 1024 * 1024),
+    max_image_pixels: atMost(MAX_IMAGE_PIXELS, "pixels (16383 × 16383, the image decoder's own limit)").default(
+      16_000_000,
+    ),
+    max_image_bytes: atMost(
+      MAX_IMAGE_BYTES,
+      'bytes (1 GiB): an image is held in memory whole, several at a time',
+    ).default(20 * 1024 * 1024),
     system_prompt: z.string().optional(),
   })
   .prefault({});
@@ -210,18 +236,21 @@ export const RolloutConfig = z
     /** The registered environment episodes run in (lib/env/registry.ts): its rows, prompt, tools, stop strings, steps and grade. */
     environment: z
       .string()
-      .refine((name) => environmentNames().includes(name), { error: (issue) => `unknown environment ${JSON.stringify(issue.input)} (known: ${environmentNames().join(', ')})` })
+      .refine((name) => environmentNames().includes(name), {
+        error: (issue) =>
+          `unknown environment ${JSON.stringify(issue.input)} (known: ${environmentNames().join(', ')})`,
+      })
       .default(DEFAULT_ENVIRONMENT),
     multi_turn: z.boolean().default(true),
     max_turns: positiveInt.max(MAX_TURNS, `at most ${MAX_TURNS} turns`).default(3),
     prompts_per_step: batch().default(4),
     /** GRPO's advantage is relative to the group: a group of one has advantage 0 and trains on nothing. */
-    n_samples_per_prompt: batch().min(2, 'at least 2 (GRPO normalises rewards within a group; with 1 every advantage is 0)').default(4),
+    n_samples_per_prompt: batch()
+      .min(2, 'at least 2 (GRPO normalises rewards within a group; with 1 every advantage is 0)')
+      .default(4),
     max_response_len: tokens().default(256),
     max_context_len: tokens().default(4096),
-    temperature: z.number().positive().default(1.0),
-    /** Only 1: the trainer scores the full (allowed-token) softmax; top-p would bias TIS and the logprob diff. */
-    top_p: z.number().gt(0).lte(1).refine((p) => p === 1, 'top_p < 1 is not supported: the engine\'s logprobs would be top-p-renormalised while the trainer recomputes the full softmax (TIS and train/train_rollout_logprob_abs_diff would be biased); use 1').default(1.0),
+    temperature: samplingTemperature,
     concurrency: batch().default(8),
     seed: z.number().int().nonnegative().default(0),
     /** exact (vime's math RM): equal values only; rounded: also a decimal that rounds the other side (docs/reward.md). */
@@ -229,14 +258,15 @@ export const RolloutConfig = z
     /** Absolute: also accept |answer − label| ≤ this (vime's Geo3K RM); 0: off. */
     reward_tolerance: z.number().nonnegative().default(0),
     truncate_status_when_out_of_turns: z.boolean().default(true),
-    /** Sample only among these token ids (synthetic tasks; empty: the whole vocabulary). */
-    allowed_token_ids: z.array(z.number().int().nonnegative()).default([]),
-    /** math: the default math RM (binary). target_fraction: share of the response equal to the label (the learning test). */
-    reward_fn: z.enum(['math', 'target_fraction']).default('math'),
     /** The async window: episodes sampled by weights up to k versions older than those being trained
      *  go into a step; the next steps' episodes run while the trainer trains (docs/ARCHITECTURE.md
      *  "Async window"). 0: synchronous (every episode of a step is sampled by the weights it trains). */
-    max_staleness: z.number().int().nonnegative().max(8, 'at most 8 (each version of staleness keeps one more step of episodes in flight)').default(0),
+    max_staleness: z
+      .number()
+      .int()
+      .nonnegative()
+      .max(8, 'at most 8 (each version of staleness keeps one more step of episodes in flight)')
+      .default(0),
     /** What a weight sync does with generate requests in flight (with max_staleness > 0 some are):
      *  keep them (vLLM's pause keep: they go on under the new weights, each token's logprob from the
      *  weights that sampled it), abort them (the turn is generated again under the new weights), or
@@ -244,73 +274,15 @@ export const RolloutConfig = z
     sync_in_flight: z.enum(['keep', 'abort', 'wait']).default('keep'),
     /** Rollout routing replay (R3) for an MoE model: the engines return each token's routed experts
      *  (started with --enable-return-routed-experts) and the trainer's forward routes every token to
-     *  the engine's experts, their weights recomputed from its own router (workers/trainer/routing_replay.py).
+     *  the engine's experts, their weights recomputed from its own router (workers/trainer/model/routing_replay.py).
      *  Needs an MoE model.path (`tempo-rl model tiny --moe`); vLLM 0.32 returns routing only through
      *  its Model Runner V2, which on CPU needs triton-cpu (docs/engines.md "Routed experts"). */
-    routing_replay: z.boolean().default(false),
+    routing_replay: routingReplay,
   })
   .refine((r) => r.max_response_len <= r.max_context_len, {
     path: ['max_response_len'],
     message: 'must be at most rollout.max_context_len (the response is part of the context)',
   })
-  .prefault({});
-
-export const GrpoConfig = z
-  .strictObject({
-    lr: z.number().positive().default(1e-6),
-    /** Linear warm-up: step k < lr_warmup_steps trains at lr·(k+1)/(lr_warmup_steps+1). A fresh Adam's
-     *  first steps move every parameter about a full lr (docs/tasks.md: that broke the tiny policy's
-     *  tool-call format at 2e-3); verl's actor has the same knob (lr_warmup_steps). */
-    lr_warmup_steps: z.number().int().nonnegative().default(0),
-    /** After the warm-up: constant, or cosine from lr down to a tenth of it at the last step. */
-    lr_schedule: z.enum(['constant', 'cosine']).default('constant'),
-    weight_decay: z.number().nonnegative().default(0),
-    /** AdamW's epsilon. Larger values damp the update of parameters whose gradients are tiny (Adam
-     *  otherwise moves them a full lr step): on the tiny demo model 1e-8 let one GRPO step break the
-     *  near-certain tool-call tokens (docs/tasks.md). */
-    adam_eps: z.number().positive().max(1).default(1e-8),
-    eps_clip: z.number().positive().default(0.2),
-    eps_clip_high: z.number().positive().default(0.28),
-    dr_grpo: z.boolean().default(false),
-    kl: z
-      .strictObject({
-        enabled: z.boolean().default(false),
-        coef: z.number().nonnegative().default(0),
-        type: z.enum(['k1', 'k2', 'low_var_kl']).default('low_var_kl'),
-      })
-      .prefault({}),
-    entropy_coef: z.number().nonnegative().default(0),
-    tis: z
-      .strictObject({
-        enabled: z.boolean().default(false),
-        /** At least 1 (below, truncate caps every weight under 1 and mask's band is empty); above 1 with
-         *  mask (at 1 its band keeps only ratios of exactly 1: almost no token trains). The same bounds
-         *  in workers/trainer/contract.py TisConfig. */
-        clip: z.number().min(1, { error: 'at least 1: truncate caps every weight at clip (below 1, every weight is cut under 1) and mask keeps [1/clip, clip] (below 1, an empty band: no token trains)' }).default(2.0),
-        /** truncate: each token's weight is min(π_old / π_rollout, clip). mask: 1 inside
-         *  [1/clip, clip], 0 outside (the token does not train). */
-        mode: z.enum(['truncate', 'mask']).default('truncate'),
-      })
-      .refine((t) => t.mode !== 'mask' || t.clip > 1, {
-        path: ['clip'],
-        message: 'must be above 1 with grpo.tis.mode mask: the band [1/clip, clip] of clip 1 keeps only tokens whose ratio is exactly 1 (almost none train)',
-      })
-      .prefault({}),
-    loss_agg: z.enum(['sample_mean', 'token_mean']).default('sample_mean'),
-    /** Tokens per micro-batch, the trainer's memory knob. On a GPU, packed: samples end to end in one row
-     *  (first-fit decreasing), each attending only to itself; on a CPU, padded: consecutive samples while
-     *  count × longest fits. A longer sample goes alone. */
-    micro_batch_tokens: tokens().default(8192),
-    grad_clip: z.number().positive().default(1.0),
-    /** Optimizer updates per step, as verl's ppo_mini_batch_size / ppo_epochs: the step's samples in k
-     *  consecutive mini-batches (groups stay whole when the sizes divide), each one update, ppo_epochs
-     *  passes. Beyond the first update the PPO clip works: ratios are taken against the logprobs of the
-     *  weights that sampled. 1 and 1: one on-policy update. */
-    ppo_mini_batches: batch().default(1),
-    ppo_epochs: positiveInt.default(1),
-    zero_std_filter: z.boolean().default(false),
-  })
-  .refine((g) => g.eps_clip_high >= g.eps_clip, { path: ['eps_clip_high'], message: 'must be at least grpo.eps_clip (the upper clip bound)' })
   .prefault({});
 
 /** algorithm sft: supervised fine-tuning on transcripts, through the same steps, checkpoints and audit as GRPO. */
@@ -335,7 +307,12 @@ export const RunConfig = z
     /** Also evaluate the starting weights before step 0 (needs eval_interval > 0): the "before" of a run. */
     eval_at_start: z.boolean().default(false),
     /** Keep the weights of the newest k full checkpoints only (k ≥ 2; meta.json of every step stays for the audit). 0: keep all. */
-    keep_checkpoints: z.number().int().nonnegative().refine((k) => k !== 1, 'must be 0 (keep all) or at least 2 (a retried step reloads the one before the newest)').default(0),
+    keep_checkpoints: z
+      .number()
+      .int()
+      .nonnegative()
+      .refine((k) => k !== 1, 'must be 0 (keep all) or at least 2 (a retried step reloads the one before the newest)')
+      .default(0),
     /** With keep_checkpoints: also keep the full checkpoints of steps N with (N + 1) a multiple of this. 0: none. */
     keep_checkpoint_every: z.number().int().nonnegative().default(0),
     /** Weights and optimizer state every k steps (and at the last step); the steps between commit a
@@ -345,18 +322,30 @@ export const RunConfig = z
      *  waiting empty_step_wait_s × the try between; then the run ends 'failed', nothing skipped. */
     empty_step_retries: z.number().int().nonnegative().default(3),
     /** Trainer processes a stack keeps warm beside the active one (imports done, polling nothing); one
-     *  takes over the moment the active trainer dies (workers/trainer/worker.py). 0: a dead trainer
+     *  takes over the moment the active trainer dies (workers/trainer/worker/standby.py). 0: a dead trainer
      *  waits for its restart. */
     trainer_standbys: z.number().int().nonnegative().max(4).default(1),
     empty_step_wait_s: seconds().nonnegative().default(30),
     eval_interval: z.number().int().nonnegative().default(0),
     /** Held-out prompts per eval: the first ones of the eval split, at most all of it. */
-    eval_prompts: z.number().int().nonnegative().max(MAX_BATCH, { error: `at most ${MAX_BATCH}: an eval holds its episodes in memory and in its workflow history at once` }).default(8),
+    eval_prompts: z
+      .number()
+      .int()
+      .nonnegative()
+      .max(MAX_BATCH, {
+        error: `at most ${MAX_BATCH}: an eval holds its episodes in memory and in its workflow history at once`,
+      })
+      .default(8),
     /** The held-out eval's sampling temperature; 0 is greedy (verl's validation default). Absent: rollout.temperature. */
     eval_temperature: z.number().nonnegative().optional(),
     /** Also continued as new whenever Temporal suggests it; the bound keeps one run's history far from
      *  the 50k-event limit (a 2B-config step is ~5k events: 512 episodes + 256 eval). */
-    steps_per_workflow_run: positiveInt.max(MAX_STEPS_PER_WORKFLOW_RUN, `at most ${MAX_STEPS_PER_WORKFLOW_RUN} (a step of hundreds of episodes adds thousands of history events; Temporal fails a run at 50k)`).default(1),
+    steps_per_workflow_run: positiveInt
+      .max(
+        MAX_STEPS_PER_WORKFLOW_RUN,
+        `at most ${MAX_STEPS_PER_WORKFLOW_RUN} (a step of hundreds of episodes adds thousands of history events; Temporal fails a run at 50k)`,
+      )
+      .default(1),
   })
   .refine((r) => r.eval_interval === 0 || r.eval_prompts > 0, {
     path: ['eval_prompts'],
@@ -369,11 +358,18 @@ export const RunConfig = z
 export const BlobsConfig = z
   .strictObject({
     /** s3://bucket[/prefix], file:///abs/path or a path; empty: <state_dir>/blobs. */
-    uri: z.string().default('').superRefine((uri, ctx) => {
-      if (uri === '') return;
-      const r = BlobStoreUri.safeParse(uri);
-      if (!r.success) ctx.addIssue({ code: 'custom', message: `bad blob store URI ${JSON.stringify(uri)}: ${r.error.issues.map((i) => i.message).join('; ')}` });
-    }),
+    uri: z
+      .string()
+      .default('')
+      .superRefine((uri, ctx) => {
+        if (uri === '') return;
+        const r = BlobStoreUri.safeParse(uri);
+        if (!r.success)
+          ctx.addIssue({
+            code: 'custom',
+            message: `bad blob store URI ${JSON.stringify(uri)}: ${r.error.issues.map((i) => i.message).join('; ')}`,
+          });
+      }),
   })
   .prefault({});
 
@@ -381,36 +377,52 @@ export const BlobsConfig = z
  *  filesystem (a directory made there spins forever, lib/out-path.ts). Empty: under XDG_STATE_HOME. */
 const stateDir = localPath().superRefine((p, ctx) => {
   const virtual = p === '' ? null : virtualFilesystemOf(path.resolve(p));
-  if (virtual) ctx.addIssue({ code: 'custom', message: `${path.resolve(p)} is under ${virtual}, a virtual filesystem, not a place for files` });
+  if (virtual)
+    ctx.addIssue({
+      code: 'custom',
+      message: `${path.resolve(p)} is under ${virtual}, a virtual filesystem, not a place for files`,
+    });
 });
 
-export const TempoConfig = z.strictObject({
-  state_dir: stateDir.default(''),
-  blobs: BlobsConfig,
-  /** grpo: RL on episodes. sft: masked NLL on the transcripts of sft.path. One run machinery for both. */
-  algorithm: z.enum(['grpo', 'sft']).default('grpo'),
-  temporal: TemporalConfig,
-  server: ServerConfig,
-  model: ModelConfig,
-  engines: EnginesConfig,
-  dataset: DatasetConfig,
-  rollout: RolloutConfig,
-  grpo: GrpoConfig,
-  sft: SftConfig,
-  run: RunConfig,
-  log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
-})
+export const TempoConfig = z
+  .strictObject({
+    state_dir: stateDir.default(''),
+    blobs: BlobsConfig,
+    /** grpo: RL on episodes. sft: masked NLL on the transcripts of sft.path. One run machinery for both. */
+    algorithm: z.enum(['grpo', 'sft']).default('grpo'),
+    temporal: TemporalConfig,
+    server: ServerConfig,
+    model: ModelConfig,
+    engines: EnginesConfig,
+    dataset: DatasetConfig,
+    rollout: RolloutConfig,
+    grpo: GrpoConfig,
+    sft: SftConfig,
+    run: RunConfig,
+    log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
+  })
   .superRefine((c, ctx) => {
     const task = c.dataset.synthetic_task;
     const env = environmentNames().includes(c.rollout.environment) ? getEnvironment(c.rollout.environment) : null;
     if (env && task !== undefined && !env.syntheticTasks.includes(task))
-      ctx.addIssue({ code: 'custom', path: ['dataset', 'synthetic_task'], message: `makes rows that environment ${env.name} (rollout.environment) cannot take; its tasks: ${env.syntheticTasks.join(', ')}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['dataset', 'synthetic_task'],
+        message: `makes rows that environment ${env.name} (rollout.environment) cannot take; its tasks: ${env.syntheticTasks.join(', ')}`,
+      });
   })
-  .refine((c) => c.algorithm !== 'sft' || c.sft.path !== '', { path: ['sft', 'path'], message: 'is required when algorithm is sft (a JSONL of SFT records: tempo-rl data sft-transcripts or sft-export)' })
-  .refine((c) => c.rollout.max_staleness === 0 || c.algorithm === 'grpo', { path: ['rollout', 'max_staleness'], message: 'must be 0 with algorithm sft (SFT samples nothing from the engines)' })
+  .refine((c) => c.algorithm !== 'sft' || c.sft.path !== '', {
+    path: ['sft', 'path'],
+    message: 'is required when algorithm is sft (a JSONL of SFT records: tempo-rl data sft-transcripts or sft-export)',
+  })
+  .refine((c) => c.rollout.max_staleness === 0 || c.algorithm === 'grpo', {
+    path: ['rollout', 'max_staleness'],
+    message: 'must be 0 with algorithm sft (SFT samples nothing from the engines)',
+  })
   .refine((c) => c.rollout.max_staleness === 0 || c.grpo.tis.enabled, {
     path: ['grpo', 'tis', 'enabled'],
-    message: 'must be true when rollout.max_staleness > 0: episodes sampled by older weights are corrected by importance weights against their rollout logprobs',
+    message:
+      'must be true when rollout.max_staleness > 0: episodes sampled by older weights are corrected by importance weights against their rollout logprobs',
   })
   .superRefine((c, ctx) => {
     for (const issue of weightTransportIssues(c)) ctx.addIssue({ code: 'custom', ...issue });
@@ -419,19 +431,28 @@ export const TempoConfig = z.strictObject({
   // backend (not on PyPI): a CPU engine started for replay exits at start. Engines given by URL may be GPU ones.
   .refine((c) => !c.rollout.routing_replay || c.model.num_gpus > 0 || c.engines.urls.length > 0, {
     path: ['rollout', 'routing_replay'],
-    message: 'needs GPU engines (model.num_gpus > 0) or engines.urls: vLLM 0.32 on CPU cannot return routed experts (its Model Runner V2 requires Triton; docs/engines.md "Routed experts")',
+    message:
+      'needs GPU engines (model.num_gpus > 0) or engines.urls: vLLM 0.32 on CPU cannot return routed experts (its Model Runner V2 requires Triton; docs/engines.md "Routed experts")',
   })
   .superRefine((c, ctx) => {
     const dense = c.rollout.routing_replay ? denseModel(c.model.path) : null;
-    if (dense) ctx.addIssue({ code: 'custom', path: ['rollout', 'routing_replay'], message: `needs a mixture-of-experts model, and ${dense}` });
+    if (dense)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['rollout', 'routing_replay'],
+        message: `needs a mixture-of-experts model, and ${dense}`,
+      });
   });
 
 /** Why the model is known to be dense, or null: the generated tiny model (model.path empty) is; a local
  *  directory is if its config.json names no experts. A Hugging Face id cannot be told offline: the
  *  trainer refuses it at load if it has no experts. */
 function denseModel(modelPath: string): string | null {
-  if (modelPath === '') return 'the default model (model.path empty: the generated tiny model) is dense; make an MoE one with `tempo-rl model tiny --moe` and give its folder';
-  return isMoeModel(modelPath) === false ? `model.path ${modelPath} is a dense model (its config.json names no experts)` : null;
+  if (modelPath === '')
+    return 'the default model (model.path empty: the generated tiny model) is dense; make an MoE one with `tempo-rl model tiny --moe` and give its folder';
+  return isMoeModel(modelPath) === false
+    ? `model.path ${modelPath} is a dense model (its config.json names no experts)`
+    : null;
 }
 
 type ConfigShape = {
@@ -446,19 +467,55 @@ function weightTransportIssues(c: ConfigShape): Array<{ path: string[]; message:
   const e = c.engines;
   const issues: Array<{ path: string[]; message: string }> = [];
   if (e.weight_transport === 'nccl')
-    issues.push({ path: ['engines', 'weight_transport'], message: 'nccl (engines on other GPUs than the trainer\'s) is not built yet: it can only be tested with two GPUs; use disk, or colocate the engines (ipc)' });
+    issues.push({
+      path: ['engines', 'weight_transport'],
+      message:
+        "nccl (engines on other GPUs than the trainer's) is not built yet: it can only be tested with two GPUs; use disk, or colocate the engines (ipc)",
+    });
   if (e.gpu_memory_utilization !== undefined && c.model.num_gpus === 0)
-    issues.push({ path: ['engines', 'gpu_memory_utilization'], message: 'is for GPU engines: with model.num_gpus 0 the engines run on CPU (their KV cache is VLLM_CPU_KVCACHE_SPACE)' });
+    issues.push({
+      path: ['engines', 'gpu_memory_utilization'],
+      message:
+        'is for GPU engines: with model.num_gpus 0 the engines run on CPU (their KV cache is VLLM_CPU_KVCACHE_SPACE)',
+    });
   if (e.colocate) {
-    if (c.model.num_gpus === 0) issues.push({ path: ['engines', 'colocate'], message: 'needs GPUs (model.num_gpus > 0): engines sleep through vLLM\'s CUDA memory pool' });
-    if (e.urls.length > 0) issues.push({ path: ['engines', 'colocate'], message: 'is for the engines tempo-rl starts on the trainer\'s GPUs, not engines.urls' });
-    if (c.rollout.max_staleness > 0) issues.push({ path: ['engines', 'colocate'], message: 'needs rollout.max_staleness 0: the async window generates while the trainer trains, when colocated engines sleep' });
-    if (c.algorithm !== 'grpo') issues.push({ path: ['engines', 'colocate'], message: 'is for algorithm grpo (SFT renders while it trains)' });
-    if (e.weight_transport === 'disk') issues.push({ path: ['engines', 'weight_transport'], message: 'must be ipc (or auto) with engines.colocate: the engines wake with their weights dropped (engines.sleep_level 2)' });
+    if (c.model.num_gpus === 0)
+      issues.push({
+        path: ['engines', 'colocate'],
+        message: "needs GPUs (model.num_gpus > 0): engines sleep through vLLM's CUDA memory pool",
+      });
+    if (e.urls.length > 0)
+      issues.push({
+        path: ['engines', 'colocate'],
+        message: "is for the engines tempo-rl starts on the trainer's GPUs, not engines.urls",
+      });
+    if (c.rollout.max_staleness > 0)
+      issues.push({
+        path: ['engines', 'colocate'],
+        message:
+          'needs rollout.max_staleness 0: the async window generates while the trainer trains, when colocated engines sleep',
+      });
+    if (c.algorithm !== 'grpo')
+      issues.push({ path: ['engines', 'colocate'], message: 'is for algorithm grpo (SFT renders while it trains)' });
+    if (e.weight_transport === 'disk')
+      issues.push({
+        path: ['engines', 'weight_transport'],
+        message:
+          'must be ipc (or auto) with engines.colocate: the engines wake with their weights dropped (engines.sleep_level 2)',
+      });
   }
   if (e.weight_transport === 'ipc') {
-    if (e.urls.length > 0) issues.push({ path: ['engines', 'weight_transport'], message: 'ipc needs the engines tempo-rl starts on the trainer\'s host, not engines.urls (use disk)' });
-    if (c.model.num_gpus > 0 && !e.colocate) issues.push({ path: ['engines', 'weight_transport'], message: 'ipc on GPUs needs the engines on the trainer\'s GPUs (engines.colocate: true); engines on other GPUs need nccl, which is not built yet (use disk)' });
+    if (e.urls.length > 0)
+      issues.push({
+        path: ['engines', 'weight_transport'],
+        message: "ipc needs the engines tempo-rl starts on the trainer's host, not engines.urls (use disk)",
+      });
+    if (c.model.num_gpus > 0 && !e.colocate)
+      issues.push({
+        path: ['engines', 'weight_transport'],
+        message:
+          "ipc on GPUs needs the engines on the trainer's GPUs (engines.colocate: true); engines on other GPUs need nccl, which is not built yet (use disk)",
+      });
   }
   return issues;
 }
@@ -480,9 +537,19 @@ export function tlsInUse(t: Pick<TempoConfig['temporal'], 'api_key' | 'tls'>): b
 
 export type TempoConfig = z.infer<typeof TempoConfig>;
 export type RolloutConfig = z.infer<typeof RolloutConfig>;
+// biome-ignore lint/suspicious/noRedeclare: the grpo schema (re-exported) and its type share the name, as every section does
 export type GrpoConfig = z.infer<typeof GrpoConfig>;
 export type DatasetConfig = z.infer<typeof DatasetConfig>;
 export type EnginesConfig = z.infer<typeof EnginesConfig>;
+
+/** Keys that were once accepted, and why they are not now: an unknown-key error says so. */
+export const REMOVED_KEYS: Readonly<Record<string, string>> = {
+  'rollout.top_p':
+    'removed: the engines always sample from the full distribution (top_p 1), which is the one the trainer scores (a top-p-renormalised logprob would bias TIS and the logprob diff)',
+  'rollout.allowed_token_ids': 'removed: restricting sampling to a token subset was for a synthetic test task only',
+  'rollout.reward_fn':
+    "removed: the reward is the environment's (rollout.environment; tune it with rollout.reward_match and rollout.reward_tolerance)",
+};
 
 /** Keys whose values never appear in printed config or in an error: the API key and the inline PEM
  *  (a private key; the certificates with it, which are long and not worth echoing either). */

@@ -6,7 +6,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { loadClientConfigProfile, type ClientConfigProfile, type ConfigDataSource } from '@temporalio/envconfig';
 import { ConfigFileError, readConfigText } from '../lib/config-file.js';
-import { ConfigError, parseBoolVar, parserMessage } from './load.js';
+import { ConfigError, parseBoolVar, parserMessage } from './errors.js';
 
 type Tree = Record<string, unknown>;
 
@@ -16,7 +16,8 @@ const UNSUPPORTED_VARS = [/^TEMPORAL_GRPC_META_/, /^TEMPORAL_TLS_DISABLE_HOST_VE
 /** The config file envconfig reads (its own rule, which it does not export), for messages. */
 export function temporalConfigFile(env: NodeJS.ProcessEnv): string | undefined {
   if (env.TEMPORAL_CONFIG_FILE) return env.TEMPORAL_CONFIG_FILE;
-  if (os.platform() === 'darwin') return env.HOME ? path.join(env.HOME, 'Library', 'Application Support', 'temporalio', 'temporal.toml') : undefined;
+  if (os.platform() === 'darwin')
+    return env.HOME ? path.join(env.HOME, 'Library', 'Application Support', 'temporalio', 'temporal.toml') : undefined;
   const base = env.XDG_CONFIG_HOME || (env.HOME ? path.join(env.HOME, '.config') : undefined);
   return base ? path.join(base, 'temporalio', 'temporal.toml') : undefined;
 }
@@ -31,7 +32,9 @@ function envForEnvconfig(env: NodeJS.ProcessEnv): Record<string, string> {
   for (const [name, value] of Object.entries(env)) {
     if (value === undefined || (value === '' && name.startsWith('TEMPORAL_') && name !== 'TEMPORAL_ADDRESS')) continue;
     if (UNSUPPORTED_VARS.some((re) => re.test(name)))
-      throw new ConfigError(`config: ${name} is not supported by tempo-rl (no gRPC metadata or host-verification setting); unset it`);
+      throw new ConfigError(
+        `config: ${name} is not supported by tempo-rl (no gRPC metadata or host-verification setting); unset it`,
+      );
     out[name] = name === 'TEMPORAL_TLS' ? String(parseBoolVar(name, value)) : value;
   }
   return out;
@@ -42,7 +45,11 @@ function sourceKeys(source: ConfigDataSource | undefined, key: string, tls: Tree
   if (!source) return;
   const isPath = 'path' in source;
   tls[`${key}_path`] = isPath ? source.path : '';
-  tls[`${key}_data`] = isPath ? '' : typeof source.data === 'string' ? source.data : Buffer.from(source.data).toString('utf8');
+  tls[`${key}_data`] = isPath
+    ? ''
+    : typeof source.data === 'string'
+      ? source.data
+      : Buffer.from(source.data).toString('utf8');
 }
 
 function toTree(profile: ClientConfigProfile, where: string): Tree {
@@ -99,7 +106,10 @@ export function temporalEnvOverrides(env: NodeJS.ProcessEnv): Tree {
     const message = (err as Error).message;
     // smol-toml's TomlError keeps the name Error; its message is the one sign. Its first line only:
     // the rest quotes the file, which may hold an API key.
-    if (/^Invalid TOML document: /.test(message)) throw new ConfigError(`config: ${file} is not valid TOML: ${parserMessage(err).replace(/^Invalid TOML document: /, '')}`);
+    if (/^Invalid TOML document: /.test(message))
+      throw new ConfigError(
+        `config: ${file} is not valid TOML: ${parserMessage(err).replace(/^Invalid TOML document: /, '')}`,
+      );
     throw new ConfigError(`config: ${where}: ${message}`);
   }
   return toTree(profile, where);

@@ -4,10 +4,10 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { decodeTimeoutType, defaultPayloadConverter } from '@temporalio/common';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { z } from 'zod';
-import type { BlobStore } from './blobstore.js';
+import type { BlobStore } from '../stores/blobstore.js';
 import { Sample } from './contract.js';
 import { checkInvariants, maskedSpans } from './trajectory.js';
-import { EPISODE_WORKFLOW_TYPE, episodeWorkflowId, parseEpisodeId, type EpisodeSummary } from '../workflows/episode-messages.js';
+import { EPISODE_WORKFLOW_TYPE, episodeWorkflowId, parseEpisodeId, type EpisodeSummary } from '../protocol/episode.js';
 
 export interface ActivityCall {
   type: string;
@@ -28,11 +28,14 @@ export interface ActivityCall {
 const LOCAL_ACTIVITY_MARKER = 'core_local_activity';
 const LocalMarkerData = z.object({ activity_type: z.string(), attempt: z.number().nullish() });
 
-type Failure = NonNullable<NonNullable<NonNullable<History['events']>[number]['activityTaskStartedEventAttributes']>['lastFailure']>;
+type Failure = NonNullable<
+  NonNullable<NonNullable<History['events']>[number]['activityTaskStartedEventAttributes']>['lastFailure']
+>;
 function failureKind(f: Failure | null | undefined): string | null {
   if (!f) return null;
   const timeout = f.timeoutFailureInfo?.timeoutType;
-  if (timeout !== undefined && timeout !== null) return `timeout: ${(decodeTimeoutType(timeout) ?? String(timeout)).toLowerCase()}`;
+  if (timeout !== undefined && timeout !== null)
+    return `timeout: ${(decodeTimeoutType(timeout) ?? String(timeout)).toLowerCase()}`;
   const type = f.applicationFailureInfo?.type;
   // a plain Error says more by its message than by its type
   return (type && type !== 'Error' ? type : f.message) || type || 'failure';
@@ -95,13 +98,30 @@ export function activityCalls(history: History): ActivityCall[] {
   for (const ev of history.events ?? []) {
     const id = String(ev.eventId);
     const sched = ev.activityTaskScheduledEventAttributes;
-    if (sched) bySchedule.set(id, { type: sched.activityType?.name ?? '?', input: decode(sched.input), result: undefined, attempt: null, retried_after: null, outcome: 'pending', local: false });
+    if (sched)
+      bySchedule.set(id, {
+        type: sched.activityType?.name ?? '?',
+        input: decode(sched.input),
+        result: undefined,
+        attempt: null,
+        retried_after: null,
+        outcome: 'pending',
+        local: false,
+      });
     const marker = ev.markerRecordedEventAttributes;
     if (marker?.markerName === LOCAL_ACTIVITY_MARKER) {
       const data = LocalMarkerData.safeParse(decode(marker.details?.data));
       if (data.success) {
         const failed = Boolean(marker.failure);
-        bySchedule.set(id, { type: data.data.activity_type, input: undefined, result: failed ? undefined : decode(marker.details?.result), attempt: data.data.attempt ?? null, retried_after: null, outcome: failed ? 'failed' : 'completed', local: true });
+        bySchedule.set(id, {
+          type: data.data.activity_type,
+          input: undefined,
+          result: failed ? undefined : decode(marker.details?.result),
+          attempt: data.data.attempt ?? null,
+          retried_after: null,
+          outcome: failed ? 'failed' : 'completed',
+          local: true,
+        });
       }
     }
     const started = ev.activityTaskStartedEventAttributes;
@@ -114,35 +134,62 @@ export function activityCalls(history: History): ActivityCall[] {
       const c = bySchedule.get(String(done.scheduledEventId));
       if (c) Object.assign(c, { result: decode(done.result), outcome: 'completed' });
     }
-    const failed = ev.activityTaskFailedEventAttributes ?? ev.activityTaskTimedOutEventAttributes ?? ev.activityTaskCanceledEventAttributes;
+    const failed =
+      ev.activityTaskFailedEventAttributes ??
+      ev.activityTaskTimedOutEventAttributes ??
+      ev.activityTaskCanceledEventAttributes;
     if (failed) {
       const c = bySchedule.get(String(failed.scheduledEventId));
-      if (c) c.outcome = ev.activityTaskFailedEventAttributes ? 'failed' : ev.activityTaskTimedOutEventAttributes ? 'timed_out' : 'canceled';
+      if (c)
+        c.outcome = ev.activityTaskFailedEventAttributes
+          ? 'failed'
+          : ev.activityTaskTimedOutEventAttributes
+            ? 'timed_out'
+            : 'canceled';
     }
   }
   return [...bySchedule.values()];
 }
 
 const GenIn = z.object({ turn: z.number() });
-const GenOut = z.object({ text: z.string(), token_ids: z.array(z.number()), logprobs: z.array(z.number()), finish_reason: z.string(), engine: z.string(), weight_version: z.number().nullable() });
+const GenOut = z.object({
+  text: z.string(),
+  generated_tokens: z.number(),
+  mean_logprob: z.number().nullable(),
+  synthetic_eos: z.boolean(),
+  finish_reason: z.string(),
+  engine: z.string(),
+  weight_version: z.number().nullable(),
+});
 const EnvOut = z.object({ reason: z.string(), observation: z.string().nullable() });
 const ObsIn = z.object({ observation: z.string() });
-const RenderOut = z.object({ prompt_len: z.number(), image_tokens: z.unknown(), conventions: z.object({ eos_ids: z.array(z.number()) }) });
+const RenderOut = z.object({
+  prompt_len: z.number(),
+  image_tokens: z.unknown(),
+  conventions: z.object({ eos_ids: z.array(z.number()) }),
+});
 
 const StartIn = z.object({ settings: z.object({ environment: z.string() }) });
 
 /** The environment an episode ran in, from its start event's input. */
 export function episodeEnvironment(history: History): string | null {
-  const started = history.events?.find((ev) => ev.workflowExecutionStartedEventAttributes)?.workflowExecutionStartedEventAttributes;
+  const started = history.events?.find(
+    (ev) => ev.workflowExecutionStartedEventAttributes,
+  )?.workflowExecutionStartedEventAttributes;
   const input = StartIn.safeParse(started ? decode(started.input) : undefined);
   return input.success ? input.data.settings.environment : null;
 }
 
 export function workflowResult(history: History): { status: EpisodeAudit['workflow_status']; result: unknown } {
   for (const ev of history.events ?? []) {
-    if (ev.workflowExecutionCompletedEventAttributes) return { status: 'completed', result: decode(ev.workflowExecutionCompletedEventAttributes.result) };
+    if (ev.workflowExecutionCompletedEventAttributes)
+      return { status: 'completed', result: decode(ev.workflowExecutionCompletedEventAttributes.result) };
     if (ev.workflowExecutionFailedEventAttributes) return { status: 'failed', result: null };
-    if (ev.workflowExecutionTerminatedEventAttributes || ev.workflowExecutionCanceledEventAttributes || ev.workflowExecutionTimedOutEventAttributes)
+    if (
+      ev.workflowExecutionTerminatedEventAttributes ||
+      ev.workflowExecutionCanceledEventAttributes ||
+      ev.workflowExecutionTimedOutEventAttributes
+    )
       return { status: 'other', result: null };
   }
   return { status: 'running', result: null };
@@ -161,18 +208,15 @@ export async function auditFromHistory(episodeId: string, history: History, stor
   for (const c of calls) {
     if (c.type === 'generateTurn' && c.outcome === 'completed') {
       const out = GenOut.parse(c.result);
-      const n = out.logprobs.length;
-      const last = out.token_ids[out.token_ids.length - 1];
-      const eosIds = rendered?.success ? rendered.data.conventions.eos_ids : [];
       turns.push({
         turn: GenIn.parse(c.input).turn,
         text: out.text,
-        generated_tokens: out.token_ids.length,
-        synthetic_eos: out.finish_reason === 'stop' && (last === undefined || !eosIds.includes(last)),
+        generated_tokens: out.generated_tokens,
+        synthetic_eos: out.synthetic_eos,
         observation_tokens: 0,
         observation: null,
         finish_reason: out.finish_reason,
-        mean_logprob: n > 0 ? out.logprobs.reduce((a, b) => a + b, 0) / n : null,
+        mean_logprob: out.mean_logprob,
         engine: out.engine,
         weight_version: out.weight_version ?? summary?.weight_version ?? null,
         generate_attempt: c.attempt,
@@ -243,7 +287,8 @@ export async function auditEpisode(client: Client, store: BlobStore, episode: st
     history = await client.workflow.getHandle(episodeWorkflowId(episodeId)).fetchHistory();
   } catch (err) {
     // fetchHistory reports a missing workflow as gRPC NOT_FOUND (5), not as WorkflowNotFoundError
-    if (err instanceof WorkflowNotFoundError || (err as { code?: unknown }).code === 5) throw new Error(`no episode ${JSON.stringify(episodeId)} (no workflow ${episodeWorkflowId(episodeId)})`);
+    if (err instanceof WorkflowNotFoundError || (err as { code?: unknown }).code === 5)
+      throw new Error(`no episode ${JSON.stringify(episodeId)} (no workflow ${episodeWorkflowId(episodeId)})`);
     throw err;
   }
   return auditFromHistory(episodeId, history, store);
@@ -268,7 +313,8 @@ export async function listEpisodes(client: Client, runId: string, step?: number)
   for await (const wf of client.workflow.list({ query })) {
     if (!wf.workflowId.startsWith(prefix)) continue;
     let summary: EpisodeSummary | null = null;
-    if (wf.status.name === 'COMPLETED') summary = (await client.workflow.getHandle(wf.workflowId, wf.runId).result()) as EpisodeSummary;
+    if (wf.status.name === 'COMPLETED')
+      summary = (await client.workflow.getHandle(wf.workflowId, wf.runId).result()) as EpisodeSummary;
     out.push({
       episode_id: wf.workflowId.slice('episode/'.length),
       workflow_status: wf.status.name,

@@ -1,7 +1,15 @@
 // The configured blob store (blobs.uri; default <state_dir>/blobs): every process of a stack opens
 // it through here, so the rollout worker, the CLI and the run plan agree on one store.
 import type { TempoConfig } from '../config/schema.js';
-import { blobStoreUri, LocalBlobStore, openBlobStore, parseBlobStoreUri, type BlobStore, type BlobStoreLocation, type ConditionalBlobStore } from './blobstore.js';
+import {
+  blobStoreUri,
+  LocalBlobStore,
+  openBlobStore,
+  parseBlobStoreUri,
+  type BlobStore,
+  type BlobStoreLocation,
+  type ConditionalBlobStore,
+} from '../stores/blobstore.js';
 import { stateLayout } from './paths.js';
 
 /** The canonical URI of the configured store (file:///… or s3://…). */
@@ -9,7 +17,10 @@ export function configuredBlobStoreUri(cfg: Pick<TempoConfig, 'state_dir' | 'blo
   return blobStoreUri(parseBlobStoreUri(cfg.blobs?.uri || stateLayout(cfg.state_dir).blobs));
 }
 
-export function openConfiguredBlobStore(cfg: Pick<TempoConfig, 'state_dir' | 'blobs'>, env?: NodeJS.ProcessEnv): Promise<ConditionalBlobStore> {
+export function openConfiguredBlobStore(
+  cfg: Pick<TempoConfig, 'state_dir' | 'blobs'>,
+  env?: NodeJS.ProcessEnv,
+): Promise<ConditionalBlobStore> {
   return openBlobStore(configuredBlobStoreUri(cfg), { env });
 }
 
@@ -32,6 +43,8 @@ function sameLocation(a: BlobStoreLocation, b: BlobStoreLocation): boolean {
  *  has no such file, so it is refused naming the setting. */
 export function localBlobPath(store: BlobStore, ref: string, what: string): string {
   if (store instanceof LocalBlobStore) return store.pathOf(ref);
-  throw new Error(`${what} writes images as local file paths, which blobs.uri=${store.uri} (not a local store) cannot give; ` +
-    'use a local blobs.uri (or leave it empty) for this command');
+  throw new Error(
+    `${what} writes images as local file paths, which blobs.uri=${store.uri} (not a local store) cannot give; ` +
+      'use a local blobs.uri (or leave it empty) for this command',
+  );
 }

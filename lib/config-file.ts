@@ -38,7 +38,10 @@ function mib(bytes: number): string {
 function refuseUnlessRegular(st: Stats, file: string): void {
   if (!st.isFile()) throw new ConfigFileError(file, `it is ${fileKind(st)}, not a regular file`);
   if (st.size > MAX_CONFIG_FILE_BYTES)
-    throw new ConfigFileError(file, `it is ${mib(st.size)}, more than a config file can be (${mib(MAX_CONFIG_FILE_BYTES)})`);
+    throw new ConfigFileError(
+      file,
+      `it is ${mib(st.size)}, more than a config file can be (${mib(MAX_CONFIG_FILE_BYTES)})`,
+    );
 }
 
 /**
@@ -72,7 +75,8 @@ function readBounded(fd: number, file: string): Buffer {
     if (got === 0) return Buffer.concat(chunks, total);
     chunks.push(chunk.subarray(0, got));
     total += got;
-    if (total > MAX_CONFIG_FILE_BYTES) throw new ConfigFileError(file, `it grew past ${mib(MAX_CONFIG_FILE_BYTES)} while read: not a config file`);
+    if (total > MAX_CONFIG_FILE_BYTES)
+      throw new ConfigFileError(file, `it grew past ${mib(MAX_CONFIG_FILE_BYTES)} while read: not a config file`);
   }
 }
 

@@ -1,6 +1,14 @@
 // The TS side of the TS ↔ Python wire contract (snake_case JSON). The Python side is
 // workers/trainer/contract.py; tests/ts/contract.test.ts checks both against the same payloads.
 import { z } from 'zod';
+import {
+  epsClipOrdered,
+  GrpoFields,
+  modelDtype,
+  routingReplay,
+  samplingTemperature,
+  TRAIN_HYPER_KEYS,
+} from '../config/grpo.js';
 
 export const TrainerInfo = z.object({
   torch_version: z.string(),
@@ -9,8 +17,6 @@ export const TrainerInfo = z.object({
   python_version: z.string(),
   /** The blob store of the worker's stack (--blob-store), canonical; null when it was started without one. */
   blob_store: z.string().nullable().optional(),
-  /** Its directory where that store is local (the field before blob_store). */
-  blob_root: z.string().nullable().optional(),
 });
 export type TrainerInfo = z.infer<typeof TrainerInfo>;
 
@@ -18,9 +24,8 @@ export const RolloutInfo = z.object({
   node_version: z.string(),
   platform: z.string(),
   worker_pid: z.number().int(),
-  /** The worker's blob store (canonical URI) and, where it is local, its directory. */
+  /** The worker's blob store (canonical URI). */
   blob_store: z.string(),
-  blob_root: z.string().optional(),
 });
 export type RolloutInfo = z.infer<typeof RolloutInfo>;
 
@@ -30,30 +35,22 @@ export const SampleRef = z.strictObject({
   group_id: z.string(),
 });
 
-export const TrainHyper = z.strictObject({
-  lr: z.number(),
-  eps_clip: z.number(),
-  eps_clip_high: z.number(),
-  dr_grpo: z.boolean(),
-  kl: z.strictObject({ enabled: z.boolean(), coef: z.number(), type: z.enum(['k1', 'k2', 'low_var_kl']) }),
-  entropy_coef: z.number(),
-  tis: z.strictObject({ enabled: z.boolean(), clip: z.number(), mode: z.enum(['truncate', 'mask']).optional() }),
-  loss_agg: z.enum(['sample_mean', 'token_mean']),
-  micro_batch_tokens: z.number().int(),
-  grad_clip: z.number(),
-  temperature: z.number(),
-  weight_decay: z.number(),
-  adam_eps: z.number().positive().optional(),
-  /** model.dtype: the trainer's compute precision; weights and optimizer state stay fp32. Absent: float32. */
-  compute_dtype: z.enum(['float32', 'bfloat16']).optional(),
-  /** The rollout's rollout.allowed_token_ids: the trainer's softmax is over these only, like the engine's. */
-  allowed_token_ids: z.array(z.number().int().nonnegative()).optional(),
-  /** grpo.ppo_mini_batches / grpo.ppo_epochs: optimizer updates per step. Absent (older plans): 1 and 1. */
-  ppo_mini_batches: z.number().int().positive().optional(),
-  ppo_epochs: z.number().int().positive().optional(),
-  /** rollout.routing_replay: replay the engine's routed experts in the MoE policy's forward (R3). Absent: off. */
-  routing_replay: z.boolean().optional(),
-});
+/** The trainer's hyper-parameters: the grpo keys it uses (config/grpo.ts TRAIN_HYPER_KEYS) and three
+ *  keys of other sections, each declared once there with its default. lib/run-plan.ts sends every
+ *  field; the trainer's defaults (workers/trainer/hyper_defaults.json) are TrainHyper.parse({}),
+ *  written by `node --import tsx config/hyper-defaults.ts` and checked by tests/ts/contract.test.ts. */
+export const TrainHyper = GrpoFields.pick(TRAIN_HYPER_KEYS)
+  .extend({
+    temperature: samplingTemperature,
+    /** model.dtype: the trainer's compute precision; weights and optimizer state stay fp32. */
+    compute_dtype: modelDtype,
+    /** rollout.routing_replay, for GRPO: replay the engine's routed experts in the MoE policy's forward (R3). */
+    routing_replay: routingReplay,
+    /** Test-only (no config key): the engine sampled among these tokens (the episode settings'
+     *  allowed_token_ids), so the trainer's softmax is over them too. Absent: the whole vocabulary. */
+    allowed_token_ids: z.array(z.number().int().nonnegative()).min(1).optional(),
+  })
+  .refine(...epsClipOrdered);
 export type TrainHyper = z.infer<typeof TrainHyper>;
 
 export const DataCursor = z.strictObject({ epoch: z.number().int(), cursor: z.number().int() });
@@ -64,9 +61,7 @@ export const TrainStepInput = z.strictObject({
   run_dir: z.string(),
   /** The store (a store URI: s3://…, file:///…) of the samples and images, and with an s3:// store of the
    *  checkpoints too (committed there; run_dir is then the trainer host's own scratch copy). */
-  blob_store: z.string().optional(),
-  /** The local store's directory, in histories recorded before blob_store. One of the two is given. */
-  blob_root: z.string().optional(),
+  blob_store: z.string(),
   model_path: z.string(),
   samples: z.array(SampleRef),
   hyper: TrainHyper,
@@ -84,7 +79,7 @@ export const TrainStepInput = z.strictObject({
   /** engines.colocate: the engines on the trainer's GPUs, put to sleep (at engines.sleep_level) before it trains. */
   sleep_engines: z.array(z.string()).optional(),
   engine_sleep_level: z.union([z.literal(1), z.literal(2)]).optional(),
-}).refine((i) => i.blob_store !== undefined || i.blob_root !== undefined, { message: 'blob_store (or blob_root) is required' });
+});
 export type TrainStepInput = z.infer<typeof TrainStepInput>;
 
 export const TrainStepOutput = z.object({
@@ -102,8 +97,9 @@ export const SyncWeightsInput = z.strictObject({
   weight_version: z.number().int(),
   checkpoint: z.string(),
   engines: z.array(z.string()),
-  /** How /pause treats requests in flight (rollout.sync_in_flight). Absent: wait. */
-  pause_mode: z.enum(['wait', 'abort', 'keep']).optional(),
+  /** How /pause treats requests in flight: rollout.sync_in_flight in the async window; wait in a
+   *  synchronous run (nothing is in flight, and the engines' image-feature cache is dropped too). */
+  pause_mode: z.enum(['wait', 'abort', 'keep']),
   /** engines.weight_transport (auto resolved). Absent: disk. */
   transport: z.enum(['disk', 'ipc']).optional(),
   /** engines.colocate: the engines slept while the trainer trained; the sync wakes them. */
@@ -127,7 +123,11 @@ export type SyncWeightsOutput = z.infer<typeof SyncWeightsOutput>;
 export const Sample = z.strictObject({
   schema_version: z.literal(1),
   episode_id: z.string(),
-  run_id: z.string(), step: z.number().int().nonnegative(), prompt_index: z.number().int().nonnegative(), sample_index: z.number().int().nonnegative(), group_id: z.string(),
+  run_id: z.string(),
+  step: z.number().int().nonnegative(),
+  prompt_index: z.number().int().nonnegative(),
+  sample_index: z.number().int().nonnegative(),
+  group_id: z.string(),
   prompt_ids: z.array(z.number().int().nonnegative()),
   response_ids: z.array(z.number().int().nonnegative()),
   loss_mask: z.array(z.union([z.literal(0), z.literal(1)])),
@@ -140,7 +140,17 @@ export const Sample = z.strictObject({
   label: z.string(),
   /** The environment the episode ran in (rollout.environment). Absent: samples stored before it was recorded (geo3k). */
   environment: z.string().optional(),
-  turns: z.array(z.strictObject({ engine: z.string(), weight_version: z.number().int().nullable(), generated_tokens: z.number().int().nonnegative(), observation_tokens: z.number().int().nonnegative(), finish_reason: z.string(), tool_answer: z.string().nullable().optional(), tool_score: z.number().nullable().optional() })),
+  turns: z.array(
+    z.strictObject({
+      engine: z.string(),
+      weight_version: z.number().int().nullable(),
+      generated_tokens: z.number().int().nonnegative(),
+      observation_tokens: z.number().int().nonnegative(),
+      finish_reason: z.string(),
+      tool_answer: z.string().nullable().optional(),
+      tool_score: z.number().nullable().optional(),
+    }),
+  ),
   routed_experts: z.array(z.string().nullable()).nullable(),
 });
 export type Sample = z.infer<typeof Sample>;

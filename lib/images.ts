@@ -8,14 +8,22 @@ import path from 'node:path';
 import { crc32 } from 'node:zlib';
 import axios from 'axios';
 import sharp, { type Metadata } from 'sharp';
-import type { BlobStore } from './blobstore.js';
+import type { BlobStore } from '../stores/blobstore.js';
 import { childLogger } from './log.js';
 
 const log = childLogger('images');
 
 export type ImageErrorCode =
-  | 'refused_path' | 'refused_url' | 'not_found' | 'too_many_bytes' | 'too_many_pixels'
-  | 'not_an_image' | 'unsupported_format' | 'corrupt' | 'fetch_failed' | 'bad_source';
+  | 'refused_path'
+  | 'refused_url'
+  | 'not_found'
+  | 'too_many_bytes'
+  | 'too_many_pixels'
+  | 'not_an_image'
+  | 'unsupported_format'
+  | 'corrupt'
+  | 'fetch_failed'
+  | 'bad_source';
 
 export class ImageError extends Error {
   constructor(
@@ -30,7 +38,10 @@ export class ImageError extends Error {
 }
 
 /** What a dataset may give for one image. */
-export type ImageSource = Uint8Array | string | { bytes?: Uint8Array | null; path?: string | null; url?: string | null };
+export type ImageSource =
+  | Uint8Array
+  | string
+  | { bytes?: Uint8Array | null; path?: string | null; url?: string | null };
 
 export interface ImageIntakeOptions {
   store: BlobStore;
@@ -47,7 +58,14 @@ export interface ImageIntakeOptions {
 
 // Formats decoded from user data. SVG is not among them: librsvg would follow external references.
 const ACCEPTED_FORMATS = new Set(['png', 'jpeg', 'webp', 'gif', 'tiff']);
-const MIME: Record<string, string> = { png: 'image/png', jpeg: 'image/jpeg', gif: 'image/gif', webp: 'image/webp', bmp: 'image/bmp', tiff: 'image/tiff' };
+const MIME: Record<string, string> = {
+  png: 'image/png',
+  jpeg: 'image/jpeg',
+  gif: 'image/gif',
+  webp: 'image/webp',
+  bmp: 'image/bmp',
+  tiff: 'image/tiff',
+};
 
 /** The image type from magic bytes, or null. */
 export function sniffImageType(bytes: Uint8Array): keyof typeof MIME | null {
@@ -57,7 +75,8 @@ export function sniffImageType(bytes: Uint8Array): keyof typeof MIME | null {
   if (b(0) === 0x47 && b(1) === 0x49 && b(2) === 0x46 && b(3) === 0x38) return 'gif';
   if (b(0) === 0x52 && b(1) === 0x49 && b(2) === 0x46 && b(3) === 0x46 && b(8) === 0x57 && b(9) === 0x45) return 'webp';
   if (b(0) === 0x42 && b(1) === 0x4d) return 'bmp';
-  if ((b(0) === 0x49 && b(1) === 0x49 && b(2) === 0x2a) || (b(0) === 0x4d && b(1) === 0x4d && b(3) === 0x2a)) return 'tiff';
+  if ((b(0) === 0x49 && b(1) === 0x49 && b(2) === 0x2a) || (b(0) === 0x4d && b(1) === 0x4d && b(3) === 0x2a))
+    return 'tiff';
   return null;
 }
 
@@ -84,7 +103,8 @@ export function pngCrcProblem(bytes: Uint8Array): string | null {
     const end = at + 8 + len;
     if (end + 4 > view.length) return null; // truncated: the decoder says so
     const type = view.toString('latin1', at + 4, at + 8);
-    if (crc32(view.subarray(at + 4, end)) !== view.readUInt32BE(end)) return `bad CRC (checksum) in the PNG ${JSON.stringify(type)} chunk at byte ${at}: the file is damaged`;
+    if (crc32(view.subarray(at + 4, end)) !== view.readUInt32BE(end))
+      return `bad CRC (checksum) in the PNG ${JSON.stringify(type)} chunk at byte ${at}: the file is damaged`;
     if (type === 'IEND') return null;
     at = end + 4;
   }
@@ -99,7 +119,8 @@ export interface DecodeLimits {
 /** Decodes any accepted image and re-encodes it as PNG (RGB, EXIF orientation applied). */
 export async function normalizeToPng(bytes: Uint8Array, limits: DecodeLimits, name = 'image'): Promise<Buffer> {
   if (bytes.length === 0) throw new ImageError('not_an_image', name, 'empty file');
-  if (bytes.length > limits.maxBytes) throw new ImageError('too_many_bytes', name, `${bytes.length} bytes > limit ${limits.maxBytes}`);
+  if (bytes.length > limits.maxBytes)
+    throw new ImageError('too_many_bytes', name, `${bytes.length} bytes > limit ${limits.maxBytes}`);
   const crcProblem = sniffImageType(bytes) === 'png' ? pngCrcProblem(bytes) : null;
   if (crcProblem) throw new ImageError('corrupt', name, crcProblem);
   let meta: Metadata;
@@ -109,7 +130,8 @@ export async function normalizeToPng(bytes: Uint8Array, limits: DecodeLimits, na
   } catch (err) {
     throw classify(err, name);
   }
-  if (!meta.format || !ACCEPTED_FORMATS.has(meta.format)) throw new ImageError('unsupported_format', name, `format ${meta.format ?? 'unknown'} is not accepted`);
+  if (!meta.format || !ACCEPTED_FORMATS.has(meta.format))
+    throw new ImageError('unsupported_format', name, `format ${meta.format ?? 'unknown'} is not accepted`);
   const pixels = (meta.width ?? 0) * (meta.height ?? 0);
   if (pixels <= 0) throw new ImageError('corrupt', name, 'no dimensions');
   if (pixels > limits.maxPixels)
@@ -213,7 +235,8 @@ export class ImageIntake {
       throw new ImageError('refused_url', name, 'malformed URL');
     }
     const allowed = (this.opts.allowHosts ?? []).map((h) => h.toLowerCase());
-    if (!allowed.includes(host)) throw new ImageError('refused_url', name, `host ${host} is not in dataset.allow_hosts`);
+    if (!allowed.includes(host))
+      throw new ImageError('refused_url', name, `host ${host} is not in dataset.allow_hosts`);
     try {
       const res = await axios.get<ArrayBuffer>(url, {
         responseType: 'arraybuffer',
@@ -243,14 +266,19 @@ export class ImageIntake {
 
   private async readPath(p: string, name: string): Promise<Uint8Array> {
     if (p.includes('\0')) throw new ImageError('refused_path', name, 'NUL in path');
-    if (p.split(/[\\/]+/).includes('..')) throw new ImageError('refused_path', name, '".." is not allowed in image paths');
+    if (p.split(/[\\/]+/).includes('..'))
+      throw new ImageError('refused_path', name, '".." is not allowed in image paths');
     const roots = await this.rootsReal();
-    if (roots.length === 0) throw new ImageError('refused_path', name, 'no image roots are configured (dataset.image_roots)');
+    if (roots.length === 0)
+      throw new ImageError('refused_path', name, 'no image roots are configured (dataset.image_roots)');
     let full: string;
     if (path.isAbsolute(p)) full = p;
     else if (this.opts.baseDir) full = path.resolve(this.opts.baseDir, p);
     else full = path.resolve(roots[0]!, p);
-    if (!roots.some((r) => isInside(path.resolve(full), r)) && !this.opts.roots.some((r) => isInside(path.resolve(full), path.resolve(r))))
+    if (
+      !roots.some((r) => isInside(path.resolve(full), r)) &&
+      !this.opts.roots.some((r) => isInside(path.resolve(full), path.resolve(r)))
+    )
       throw new ImageError('refused_path', name, 'outside the configured image roots');
     let real: string;
     try {
@@ -258,10 +286,12 @@ export class ImageIntake {
     } catch {
       throw new ImageError('not_found', name, 'file not found');
     }
-    if (!roots.some((r) => isInside(real, r))) throw new ImageError('refused_path', name, 'resolves (through a symlink) outside the image roots');
+    if (!roots.some((r) => isInside(real, r)))
+      throw new ImageError('refused_path', name, 'resolves (through a symlink) outside the image roots');
     const stat = await fs.stat(real);
     if (!stat.isFile()) throw new ImageError('not_found', name, 'not a regular file');
-    if (stat.size > this.limits.maxBytes) throw new ImageError('too_many_bytes', name, `${stat.size} bytes > limit ${this.limits.maxBytes}`);
+    if (stat.size > this.limits.maxBytes)
+      throw new ImageError('too_many_bytes', name, `${stat.size} bytes > limit ${this.limits.maxBytes}`);
     return fs.readFile(real);
   }
 }

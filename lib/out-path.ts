@@ -16,7 +16,9 @@ export class OutputRefused extends Error {
 
 const VIRTUAL_ROOTS = ['/proc', '/sys'];
 // statfs f_type of pseudo filesystems (linux/magic.h): proc, sysfs, debugfs, tracefs, securityfs, cgroup, cgroup2, devpts, bpf, configfs
-const VIRTUAL_FS_TYPES = new Set([0x9fa0, 0x62656572, 0x64626720, 0x74726163, 0x73636673, 0x27e0eb, 0x63677270, 0x1cd1, 0xcafe4a11, 0x62656570]);
+const VIRTUAL_FS_TYPES = new Set([
+  0x9fa0, 0x62656572, 0x64626720, 0x74726163, 0x73636673, 0x27e0eb, 0x63677270, 0x1cd1, 0xcafe4a11, 0x62656570,
+]);
 
 function nearestExisting(p: string): string {
   let cur = p;
@@ -50,9 +52,13 @@ export function parseUserPath(p: string): { path: string } | { problem: string }
   if (p.trim() === '') return { problem: 'blank (only whitespace)' };
   if (p.trim() !== p) return { problem: 'starts or ends with whitespace' };
   const control = /[\u0000-\u001f\u007f]/.exec(p);
-  if (control) return { problem: `holds ${control[0] === '\0' ? 'a NUL' : `the control character ${JSON.stringify(control[0])}`}` };
+  if (control)
+    return {
+      problem: `holds ${control[0] === '\0' ? 'a NUL' : `the control character ${JSON.stringify(control[0])}`}`,
+    };
   if (p === '~' || p.startsWith('~/')) return { path: path.join(os.homedir(), p.slice(1)) };
-  if (p.startsWith('~')) return { problem: `${p.split('/')[0]} (another user's home) is not expanded; give the absolute path` };
+  if (p.startsWith('~'))
+    return { problem: `${p.split('/')[0]} (another user's home) is not expanded; give the absolute path` };
   return { path: p };
 }
 
@@ -60,7 +66,10 @@ export function parseUserPath(p: string): { path: string } | { problem: string }
 export function checkOutputLocation(target: string, flag = '--out'): string {
   const abs = path.resolve(target);
   const virtual = virtualFilesystemOf(abs);
-  if (virtual) throw new OutputRefused(`${flag} ${abs}: refusing to write under ${virtual} (a virtual filesystem, not a place for files)`);
+  if (virtual)
+    throw new OutputRefused(
+      `${flag} ${abs}: refusing to write under ${virtual} (a virtual filesystem, not a place for files)`,
+    );
   const anchor = nearestExisting(abs);
   if (anchor !== abs && !statSync(anchor).isDirectory())
     throw new OutputRefused(`${flag} ${abs}: ${anchor} is a file, not a directory`);
@@ -122,11 +131,19 @@ export async function writeOutputDir(
     if (present.length > 0) {
       const manifest = await readManifest(abs, opts.manifestName);
       if (!manifest)
-        throw new OutputRefused(`${flag} ${abs} is not empty (${present.length} files, e.g. ${present[0]}) and was not written by tempo-rl; choose another folder`);
+        throw new OutputRefused(
+          `${flag} ${abs} is not empty (${present.length} files, e.g. ${present[0]}) and was not written by tempo-rl; choose another folder`,
+        );
       const ours = new Set([...manifest.files, opts.manifestName]);
       const foreign = present.find((f) => !ours.has(f));
-      if (foreign) throw new OutputRefused(`${flag} ${abs} holds ${foreign}, which tempo-rl did not write; refusing to replace the folder`);
-      if (!opts.force) throw new OutputRefused(`${flag} ${abs} already holds a ${manifest.generator} output; pass --force to replace it`);
+      if (foreign)
+        throw new OutputRefused(
+          `${flag} ${abs} holds ${foreign}, which tempo-rl did not write; refusing to replace the folder`,
+        );
+      if (!opts.force)
+        throw new OutputRefused(
+          `${flag} ${abs} already holds a ${manifest.generator} output; pass --force to replace it`,
+        );
     }
     replace = true;
   }

@@ -35,7 +35,12 @@ const RUN_ID = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 
 export function checkRunId(runId: string): string {
   if (!RUN_ID.test(runId))
-    throw Object.assign(new Error(`run id ${JSON.stringify(runId)}: use letters, digits, '.', '_' and '-', starting with a letter or digit`), { exitCode: 2 });
+    throw Object.assign(
+      new Error(
+        `run id ${JSON.stringify(runId)}: use letters, digits, '.', '_' and '-', starting with a letter or digit`,
+      ),
+      { exitCode: 2 },
+    );
   return runId;
 }
 
@@ -49,14 +54,14 @@ export const stateLayout = (stateDir: string) => ({
   blobs: path.join(stateDir, 'blobs'),
   runs: path.join(stateDir, 'runs'),
   workers: path.join(stateDir, 'workers'),
-  /** Each worker kind's in-flight ledger (lib/inflight.ts, workers/trainer/inflight.py). */
+  /** Each worker kind's in-flight ledger (workers/inflight.ts, workers/trainer/worker/inflight.py). */
   inflight: (kind: 'rollout' | 'trainer') => path.join(stateDir, 'workers', 'inflight', kind),
-  /** The lock the active trainer holds; standbys wait on it (workers/trainer/worker.py). */
+  /** The lock the active trainer holds; standbys wait on it (workers/trainer/worker/standby.py). */
   trainerLock: path.join(stateDir, 'workers', 'trainer.lock'),
-  /** The trainer's copy of runs whose blob store is remote (workers/trainer/checkpoint_store.py). */
+  /** The trainer's copy of runs whose blob store is remote (workers/trainer/stores/checkpoints.py). */
   trainerScratch: path.join(stateDir, 'trainer-scratch'),
-  /** Weights the engines pulled from a remote blob store (workers/trainer/engine_store.py). */
+  /** Weights the engines pulled from a remote blob store (workers/tempo_engine/weights_from_store.py). */
   engineWeights: path.join(stateDir, 'engines', 'weights'),
-  /** What `train --detach` started, per run (lib/detached-run.ts). */
+  /** What `train --detach` started, per run (cli/detached-run.ts). */
   detachedRuns: path.join(stateDir, 'workers', 'detached'),
 });

@@ -31,7 +31,12 @@ export interface DataCursor {
 }
 
 /** The next `n` dataset indices from (epoch, cursor), rolling into the next epoch's order. */
-export function selectPrompts(size: number, seed: number, at: DataCursor, n: number): { indices: number[]; next: DataCursor } {
+export function selectPrompts(
+  size: number,
+  seed: number,
+  at: DataCursor,
+  n: number,
+): { indices: number[]; next: DataCursor } {
   if (size <= 0) throw new Error('the dataset is empty');
   const indices: number[] = [];
   let { epoch, cursor } = at;

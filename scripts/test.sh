@@ -1,9 +1,66 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up (idempotent, cached), typecheck, node:test (TS), pytest (Python).
-# It starts what the tests need (engines for the suite; each test file starts its own Temporal
-# server on free ports) and stops it at the end.
+# The test suite: set-up (idempotent, cached), lint (scripts/lint.sh), typecheck, node:test (TS),
+# pytest (Python), in tiers.
+#   bash scripts/test.sh          the fast tier (the README's command; CI's): every test but the long tier
+#   bash scripts/test.sh --long   the long tier only: tests/long.txt lists it (the demo's learning
+#                                 threshold, the random chaos trials, separate hosts, slower duplicates)
+#   bash scripts/test.sh --all    both tiers
+# TEMPO_RL_TEST_TIER=fast|long|all chooses the same way (a flag, --fast too, wins). TEMPO_RL_TEST_FILES (TS files)
+# and TEMPO_RL_PYTEST_ARGS (pytest's options; default -q -rs) narrow or change a run.
+# It starts what the tests need (engines for the suite; each test file starts its own Temporal server
+# on free ports) and stops it at the end. Each file's duration goes to durations.json in the suite's
+# state dir, the slowest are printed at the end; TEMPO_RL_SUITE_RECORD=FILE (e.g.
+# bench/results/suite-durations.json) keeps a copy. The last line sums both runners.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+
+tier="${TEMPO_RL_TEST_TIER:-fast}"
+for arg in "$@"; do
+  case "$arg" in
+    --fast | --long | --all) tier="${arg#--}" ;;
+    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "scripts/test.sh: unknown argument \"$arg\" (--long, --all or none)" >&2; exit 2 ;;
+  esac
+done
+case "$tier" in
+  fast | long | all) ;;
+  *) echo "scripts/test.sh: TEMPO_RL_TEST_TIER=\"$tier\" is not fast, long or all" >&2; exit 2 ;;
+esac
+
+# The long tier's entries: TS files (a folder: its *.test.ts), Python files and test ids.
+long_ts=() long_py=()
+while IFS= read -r line || [ -n "$line" ]; do
+  entry="${line%%#*}"
+  entry="${entry//[[:space:]]/}" # paths have no spaces
+  [ -n "$entry" ] || continue
+  if [ ! -e "${entry%%::*}" ]; then
+    echo "tests/long.txt: \"$entry\" does not exist (moved? update the list)" >&2; exit 2
+  fi
+  case "$entry" in
+    */) for f in "$entry"*.test.ts; do [ -e "$f" ] && long_ts+=("$f"); done ;;
+    *.ts) long_ts+=("$entry") ;;
+    *.py | *.py::*) long_py+=("$entry") ;;
+    *) echo "tests/long.txt: \"$entry\" is not a TS test file, a folder of them, or a Python test" >&2; exit 2 ;;
+  esac
+done < tests/long.txt
+
+is_long() { local f; for f in "${long_ts[@]}"; do [ "$f" = "$1" ] && return 0; done; return 1; }
+fast_ts=()
+for f in tests/ts/*.test.ts; do is_long "$f" || fast_ts+=("$f"); done
+py_args=()
+case "$tier" in
+  fast)
+    ts_files=("${fast_ts[@]}")
+    py_args=(tests/python)
+    for e in "${long_py[@]}"; do
+      case "$e" in *::*) py_args+=("--deselect=$e") ;; *) py_args+=("--ignore=$e") ;; esac
+    done ;;
+  long) ts_files=("${long_ts[@]}"); [ ${#long_py[@]} -eq 0 ] || py_args=("${long_py[@]}") ;;
+  all) ts_files=("${fast_ts[@]}" "${long_ts[@]}"); py_args=(tests/python) ;;
+esac
+# shellcheck disable=SC2206 # a list of paths, split on spaces like the default
+[ -z "${TEMPO_RL_TEST_FILES:-}" ] || ts_files=(${TEMPO_RL_TEST_FILES})
+
 source scripts/bootstrap.sh || { echo "bootstrap failed" >&2; exit 1; }
 export TEMPO_RL_LOG_LEVEL="${TEMPO_RL_LOG_LEVEL:-warn}" TEMPO_RL_LOG_FORMAT=json
 
@@ -14,6 +71,7 @@ if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
     || echo "chromium could not be installed; the screenshot test will skip" >&2
 fi
+bash scripts/lint.sh || status=1
 echo "== typecheck"
 npx tsc --noEmit -p . || status=1
 
@@ -41,17 +99,34 @@ fi
 
 ts_out="$suite_state/node-test.out"
 py_out="$suite_state/pytest.out"
-echo "== TypeScript tests (node:test)"
-node --import tsx --test --test-concurrency=1 --test-force-exit --test-reporter=spec ${TEMPO_RL_TEST_FILES:-tests/ts/*.test.ts} 2>&1 | tee "$ts_out"
-[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+echo "== TypeScript tests (node:test, $tier tier: ${#ts_files[@]} files)"
+if [ ${#ts_files[@]} -gt 0 ]; then
+  node --import tsx --test --test-concurrency=1 --test-force-exit \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=./scripts/suite-durations.mjs --test-reporter-destination="$suite_state/ts-files.jsonl" \
+    "${ts_files[@]}" 2>&1 | tee "$ts_out"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+fi
 
-echo "== Python tests (pytest)"
-"$TEMPO_RL_PYTHON" -m pytest ${TEMPO_RL_PYTEST_ARGS:--q -rs} tests/python 2>&1 | tee "$py_out"
-rc=${PIPESTATUS[0]}
-if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
+echo "== Python tests (pytest, $tier tier)"
+if [ ${#py_args[@]} -gt 0 ]; then
+  # shellcheck disable=SC2086 # options, split on spaces
+  "$TEMPO_RL_PYTHON" -m pytest ${TEMPO_RL_PYTEST_ARGS:--q -rs} --junitxml="$suite_state/pytest.xml" "${py_args[@]}" 2>&1 | tee "$py_out"
+  rc=${PIPESTATUS[0]}
+  if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
+else
+  echo "none in this tier"
+fi
+
+echo "== durations (wall: $SECONDS s)"
+node scripts/suite-durations.mjs table "$suite_state/ts-files.jsonl" "$suite_state/pytest.xml" "$suite_state/durations.json"
+if [ -n "${TEMPO_RL_SUITE_RECORD:-}" ]; then
+  mkdir -p "$(dirname "$TEMPO_RL_SUITE_RECORD")" && cp "$suite_state/durations.json" "$TEMPO_RL_SUITE_RECORD" \
+    && echo "recorded in $TEMPO_RL_SUITE_RECORD"
+fi
 
 # One closing line over both runners.
-count() { grep -oE "$1" "$2" | tail -1 | grep -oE '[0-9]+' || echo 0; }
+count() { [ -f "$2" ] && grep -oE "$1" "$2" | tail -1 | grep -oE '[0-9]+' || echo 0; }
 passed=$(( $(count 'ℹ pass [0-9]+' "$ts_out") + $(count '[0-9]+ passed' "$py_out") ))
 failed=$(( $(count 'ℹ fail [0-9]+' "$ts_out") + $(count '[0-9]+ failed' "$py_out") ))
 skipped=$(( $(count 'ℹ skipped [0-9]+' "$ts_out") + $(count '[0-9]+ skipped' "$py_out") ))

@@ -4,12 +4,12 @@ import { fileURLToPath } from 'node:url';
 import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import type { TempoConfig } from '../config/schema.js';
-import { InflightLedger, WORKER_DIED } from '../lib/inflight.js';
-import { cachedWorkflowBundle } from '../lib/workflow-bundle.js';
+import { InflightLedger, WORKER_DIED } from './inflight.js';
+import { cachedWorkflowBundle } from './workflow-bundle.js';
 import { childLogger } from '../lib/log.js';
 import { stateLayout } from '../lib/paths.js';
 import { connectClient, connectWorker } from '../lib/temporal.js';
-import { installTemporalRuntime } from '../lib/temporal-runtime.js';
+import { installTemporalRuntime } from './temporal-runtime.js';
 import { createActivities, rolloutDeps, type RolloutDeps } from '../activities/index.js';
 
 const log = childLogger('rollout-worker');
@@ -18,32 +18,45 @@ export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', imp
 // 10 s); a live but busy worker loses nothing but a replay of a short history.
 const STICKY_TIMEOUT = '3 seconds';
 
-/** Fails the activities that dead rollout workers of this stack left running on this host (lib/inflight.ts). */
+/** Fails the activities that dead rollout workers of this stack left running on this host (workers/inflight.ts). */
 async function failOverDeadWorkers(cfg: TempoConfig, ledger: InflightLedger): Promise<void> {
   const client = await connectClient(cfg);
   try {
     const done = await ledger.failOverDead(async (token, reason, entry) => {
       // The workflow's next task goes to the shared queue at once, not to the dead worker's sticky queue.
-      await client.workflowService.resetStickyTaskQueue({ namespace: cfg.temporal.namespace, execution: { workflowId: entry.workflow_id } }).catch(() => undefined);
+      await client.workflowService
+        .resetStickyTaskQueue({ namespace: cfg.temporal.namespace, execution: { workflowId: entry.workflow_id } })
+        .catch(() => undefined);
       await client.activity.fail(token, ApplicationFailure.retryable(reason, WORKER_DIED));
     });
-    if (done.length) log.warn({ activities: done.map((e) => `${e.workflow_id}/${e.activity_type}`) }, 'failed over the activities of a dead rollout worker');
+    if (done.length)
+      log.warn(
+        { activities: done.map((e) => `${e.workflow_id}/${e.activity_type}`) },
+        'failed over the activities of a dead rollout worker',
+      );
   } finally {
     await client.connection.close();
   }
 }
 
-export async function createRolloutWorker(cfg: TempoConfig, deps?: RolloutDeps): Promise<Worker> {
+/** `workflowsPath`: the workflows to bundle (tests add their own to the production ones). */
+export async function createRolloutWorker(
+  cfg: TempoConfig,
+  deps?: RolloutDeps,
+  workflowsPath = WORKFLOWS_PATH,
+): Promise<Worker> {
   deps ??= await rolloutDeps(cfg);
   installTemporalRuntime();
   const ledger = new InflightLedger(stateLayout(cfg.state_dir).inflight('rollout'));
-  const failedOver = failOverDeadWorkers(cfg, ledger).catch((err) => log.warn({ err: (err as Error).message }, 'could not fail over dead workers\' activities'));
+  const failedOver = failOverDeadWorkers(cfg, ledger).catch((err) =>
+    log.warn({ err: (err as Error).message }, "could not fail over dead workers' activities"),
+  );
   const connection = await connectWorker(cfg);
   const worker = await Worker.create({
     connection,
     namespace: cfg.temporal.namespace,
     taskQueue: cfg.temporal.task_queues.rollout,
-    workflowBundle: await cachedWorkflowBundle(WORKFLOWS_PATH),
+    workflowBundle: await cachedWorkflowBundle(workflowsPath),
     activities: createActivities(deps),
     interceptors: { activity: [ledger.interceptor()] },
     maxConcurrentActivityTaskExecutions: Math.max(4, cfg.rollout.concurrency * 2),

@@ -1,37 +1,64 @@
-// The episode workflow (docs/ARCHITECTURE.md "Episode"): render once, then per turn generate →
-// stitch → env step → observation, then score and store the sample. Deterministic: all I/O is in
-// activities; the token stitching is the pure lib/trajectory.ts.
-import { ActivityFailure, ApplicationFailure, getExternalWorkflowHandle, isCancellation, patched, proxyActivities, proxyLocalActivities, setHandler } from '@temporalio/workflow';
-import type { RolloutActivities } from '../activities/index.js';
-import type { SampleTurnRecipe } from '../activities/sample.js';
-import { appendGenerated, appendObservation, forbiddenResponseTokens, remainingBudget, startTrajectory, type EpisodeStatus, type Stop, type Trajectory } from '../lib/trajectory.js';
-import { episodeDoneSignal, episodeId, episodeProgressQuery, toolSummaryOf, turnSeed, type EpisodeInput, type EpisodeProgress, type EpisodeSummary } from './episode-messages.js';
+// The episode workflow (docs/ARCHITECTURE.md "Episode"): render once, then per turn generate → env
+// step → observation, then score and store the sample. Deterministic: all I/O is in activities. The
+// tokens are stitched once, by the activities that add to the trajectory (protocol/activities.ts):
+// the workflow keeps the trajectory's blob ref and counts, never its token arrays.
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  getExternalWorkflowHandle,
+  isCancellation,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+} from '@temporalio/workflow';
+import { responseBudget, type EpisodeStatus, type Stop } from '../lib/trajectory.js';
+import type { RenderPromptResult, RolloutActivities, SampleTurn, TrajectoryStep } from '../protocol/activities.js';
+import {
+  episodeDoneSignal,
+  episodeId,
+  episodeProgressQuery,
+  toolSummaryOf,
+  turnSeed,
+  type EpisodeInput,
+  type EpisodeProgress,
+  type EpisodeSummary,
+} from '../protocol/episode.js';
 
-// Gated so that histories recorded before it (a score activity after every episode) still replay.
-const ENV_GRADE_IS_THE_REWARD = 'env-grade-is-the-reward';
-// The quick steps run as local activities: in the workflow task that follows a generate, with their
-// results recorded as markers, so a turn costs one activity and one workflow task instead of three
-// of each (bench/overhead.ts). Gated so that histories recorded with them as activities still replay.
-const LOCAL_QUICK_STEPS = 'local-quick-steps';
-
-const NON_RETRYABLE = ['ImagePlaceholderMismatch', 'TemplateNotPrefixStable', 'EngineRequestRejected', 'InvalidEngineAnswer', 'UnknownEnvironment', 'SampleMismatch', 'InvalidSampleRecipe', 'ObservationSpecialTokens'];
-
-const QUICK_RETRY = { initialInterval: '1 second', maximumInterval: '10 seconds', maximumAttempts: 5, nonRetryableErrorTypes: NON_RETRYABLE };
+const NON_RETRYABLE = [
+  'ImagePlaceholderMismatch',
+  'TemplateNotPrefixStable',
+  'EngineRequestRejected',
+  'InvalidEngineAnswer',
+  'UnknownEnvironment',
+  'SampleMismatch',
+  'InvalidSampleRecipe',
+  'ObservationSpecialTokens',
+];
 
 function activitiesFor(input: EpisodeInput) {
-  const quick = patched(LOCAL_QUICK_STEPS)
-    ? proxyLocalActivities<RolloutActivities>({ startToCloseTimeout: '30 seconds', retry: QUICK_RETRY })
-    : proxyActivities<RolloutActivities>({
-        // These take milliseconds; a task lost on its way to a worker is only noticed at this timeout (a
-        // demo's step once waited out 2 minutes for one storeSample), so keep it short.
-        startToCloseTimeout: '30 seconds',
-        retry: QUICK_RETRY,
-      });
+  // The quick steps run as local activities: in the workflow task that follows a generate, with their
+  // results recorded as markers, so a turn costs one activity and one workflow task instead of three
+  // of each (bench/overhead.ts).
+  const quick = proxyLocalActivities<RolloutActivities>({
+    startToCloseTimeout: '30 seconds',
+    retry: {
+      initialInterval: '1 second',
+      maximumInterval: '10 seconds',
+      maximumAttempts: 5,
+      nonRetryableErrorTypes: NON_RETRYABLE,
+    },
+  });
   const generate = proxyActivities<RolloutActivities>({
     startToCloseTimeout: `${input.settings.generate_timeout_s} seconds`,
     // A killed worker or a dead engine is noticed within this, and the retry goes to another engine.
     heartbeatTimeout: '15 seconds',
-    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '20 seconds', maximumAttempts: 8, nonRetryableErrorTypes: NON_RETRYABLE },
+    retry: {
+      initialInterval: '1 second',
+      backoffCoefficient: 2,
+      maximumInterval: '20 seconds',
+      maximumAttempts: 8,
+      nonRetryableErrorTypes: NON_RETRYABLE,
+    },
   });
   // proxies are not enumerable: pick the activities by name
   return {
@@ -43,6 +70,7 @@ function activitiesFor(input: EpisodeInput) {
     generateTurn: generate.generateTurn,
   };
 }
+type EpisodeActivities = ReturnType<typeof activitiesFor>;
 
 function failureReason(err: unknown): string {
   const cause = err instanceof ActivityFailure ? err.cause : err;
@@ -54,142 +82,238 @@ function isFailedOrAborted(status: EpisodeStatus | undefined): boolean {
   return status === 'FAILED' || status === 'ABORTED';
 }
 
+/** An episode's turns and what they left: the trajectory's ref and counts, how it ended, the answer. */
+class Turns {
+  prompt: RenderPromptResult | null = null;
+  /** The trajectory as the last activity that added to it left it (null: nothing generated yet). */
+  trajectory: TrajectoryStep | null = null;
+  stop: Stop | null = null;
+  done: { status: EpisodeStatus; reason: string | null } | null = null;
+  finalAnswer: string | null = null;
+  /** The environment's grade of its final answer: the same grader the score step runs, so it is the reward. */
+  envReward: number | null = null;
+  /** The last turn's text, graded (its \boxed{}) when the episode ends without a final answer; null
+   *  once the environment has answered that turn (a rejected tool call does not score by its \boxed{}). */
+  lastText: string | null = null;
+  /** The environment's per-episode state, as its last step returned it. */
+  private envState: EpisodeInput['env_state'];
+  readonly recipe: SampleTurn[] = [];
+
+  constructor(
+    private readonly id: string,
+    private readonly input: EpisodeInput,
+    private readonly acts: EpisodeActivities,
+    private readonly progress: EpisodeProgress,
+  ) {
+    this.envState = input.env_state;
+  }
+
+  get responseLen(): number {
+    return this.trajectory?.response_len ?? 0;
+  }
+
+  async play(): Promise<void> {
+    const s = this.input.settings;
+    const prompt = await this.acts.renderPrompt({
+      episode_id: this.id,
+      messages: this.input.prompt.messages,
+      tools: s.multi_turn ? this.input.prompt.tools : [],
+    });
+    this.prompt = prompt;
+    const budget = responseBudget(prompt.prompt_len, s.max_response_len, s.max_context_len);
+    this.progress.budget = budget;
+    const maxTurns = s.multi_turn ? s.max_turns : 1;
+    for (let turn = 1; turn <= maxTurns && !this.stop && !this.done; turn++) {
+      const maxTokens = budget - this.responseLen;
+      if (maxTokens < 1) {
+        this.stop = { status: 'TRUNCATED', reason: 'budget_exhausted' };
+        return;
+      }
+      if (!(await this.turn(prompt, turn, maxTurns, maxTokens))) return;
+    }
+  }
+
+  /** One turn: generate, then (multi-turn) the environment and its observation. False: the episode ends. */
+  private async turn(prompt: RenderPromptResult, turn: number, maxTurns: number, maxTokens: number): Promise<boolean> {
+    const s = this.input.settings;
+    Object.assign(this.progress, { phase: 'generate', turn });
+    const gen = await this.acts.generateTurn({
+      episode_id: this.id,
+      turn,
+      prompt_ref: prompt.prompt_ref,
+      trajectory_ref: this.trajectory?.trajectory_ref ?? null,
+      limits: { max_response_len: s.max_response_len, max_context_len: s.max_context_len },
+      conventions: prompt.conventions,
+      sampling: {
+        max_tokens: maxTokens,
+        temperature: s.temperature,
+        top_p: s.top_p,
+        seed: turnSeed(s.seed, this.id, turn),
+        stop: s.stop,
+        ...(s.allowed_token_ids ? { allowed_token_ids: s.allowed_token_ids } : {}),
+      },
+      ...(s.max_staleness
+        ? {
+            min_weight_version: this.input.weight_version,
+            ...(s.sync_in_flight === 'abort' ? { regenerate_aborted: true } : {}),
+          }
+        : { expected_weight_version: this.input.weight_version }),
+    });
+    this.lastText = gen.text;
+    // null: the engine reported no weight version; recorded as unknown, never assumed.
+    this.recipe.push({
+      engine: gen.engine,
+      weight_version: gen.weight_version,
+      finish_reason: gen.finish_reason,
+      ...(s.multi_turn ? { tool_answer: null, tool_score: null } : {}),
+    });
+    this.trajectory = gen;
+    this.stop = gen.stop;
+    this.progress.response_len = this.responseLen;
+    // A turn complete but for the synthetic EOS (its stop string was the last token the budget
+    // allowed) still goes to the environment: a correct tool call must count.
+    const completeWithoutEos = s.multi_turn && this.stop?.reason === 'no_budget_for_eos';
+    if (this.stop && !completeWithoutEos) return false;
+    if (!s.multi_turn) {
+      this.done = { status: 'COMPLETED', reason: null };
+      return false;
+    }
+    this.progress.phase = 'env';
+    const env = await this.acts.envStep({
+      environment: s.environment,
+      text: gen.text,
+      label: this.input.label,
+      turn,
+      max_turns: maxTurns,
+      tolerance: s.reward_tolerance,
+      match: s.reward_match,
+      ...(this.envState !== undefined ? { state: this.envState } : {}),
+    });
+    if (env.state !== undefined) this.envState = env.state;
+    // The answer a tool call gave (calc_score, submit; null: none, another tool, or a malformed call), kept per turn.
+    const answer = env.tool_call && !env.tool_call.error ? env.tool_call.answer : null;
+    Object.assign(this.recipe[this.recipe.length - 1]!, {
+      tool_answer: answer,
+      tool_score: answer === null ? null : env.score,
+    });
+    if (env.done) {
+      this.finalAnswer = env.final_answer;
+      if (this.finalAnswer !== null) this.envReward = env.score;
+      const outOfTurns = env.reason.includes('out_of_turns');
+      this.done =
+        outOfTurns && s.truncate_status_when_out_of_turns
+          ? { status: 'TRUNCATED', reason: 'out_of_turns' }
+          : { status: 'COMPLETED', reason: null };
+      return false;
+    }
+    this.lastText = null;
+    if (this.stop) return false;
+    this.progress.phase = 'observation';
+    const obs = await this.acts.renderObservation({
+      episode_id: this.id,
+      observation: env.observation ?? '',
+      tools: this.input.prompt.tools,
+      trajectory_ref: gen.trajectory_ref!,
+      conventions: prompt.conventions,
+    });
+    this.trajectory = obs;
+    this.stop = obs.stop;
+    this.progress.response_len = this.responseLen;
+    // An environment that is not done after the last turn: out of turns all the same.
+    if (!this.stop && turn === maxTurns) this.stop = { status: 'TRUNCATED', reason: 'out_of_turns' };
+    return true;
+  }
+
+  /** How the episode ended. A forbidden token is checked once at the end, whatever put it there:
+   *  only this episode fails, with the reason. */
+  outcome(): { status: EpisodeStatus; reason: string | null } {
+    const leaked = !isFailedOrAborted(this.done?.status ?? this.stop?.status)
+      ? (this.trajectory?.forbidden ?? null)
+      : null;
+    if (leaked) return { status: leaked.status, reason: leaked.reason };
+    const status = this.done?.status ?? this.stop?.status ?? 'FAILED';
+    return { status, reason: this.done ? this.done.reason : (this.stop?.reason ?? 'no turns') };
+  }
+}
+
+async function rewardOf(
+  input: EpisodeInput,
+  turns: Turns,
+  status: EpisodeStatus,
+  acts: EpisodeActivities,
+): Promise<number> {
+  const s = input.settings;
+  if (isFailedOrAborted(status)) return 0;
+  if (turns.envReward !== null && (s.reward_fn ?? 'math') === 'math') return turns.envReward;
+  const scored = await acts.scoreEpisode({
+    reward_fn: s.reward_fn ?? 'math',
+    label: input.label,
+    tolerance: s.reward_tolerance,
+    match: s.reward_match,
+    final_answer: turns.finalAnswer,
+    response_text: turns.finalAnswer === null ? turns.lastText : null,
+    environment: s.environment,
+  });
+  return scored.reward;
+}
+
 export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
   const id = episodeId(input);
   const s = input.settings;
   const acts = activitiesFor(input);
-  const progress: EpisodeProgress = { episode_id: id, phase: 'render', turn: 0, response_len: 0, budget: 0, status: null };
+  const progress: EpisodeProgress = {
+    episode_id: id,
+    phase: 'render',
+    turn: 0,
+    response_len: 0,
+    budget: 0,
+    status: null,
+  };
   setHandler(episodeProgressQuery, () => progress);
-
-  let traj: Trajectory | null = null;
-  let stop: Stop | null = null;
-  let done: { status: EpisodeStatus; reason: string | null } | null = null;
-  let finalAnswer: string | null = null;
-  // The environment's grade of its final answer: the same grader the score step runs, so it is the reward.
-  let envReward: number | null = null;
-  // The last turn's text, graded (its \boxed{}) when the episode ends without a final answer; null
-  // once the environment has answered that turn (a rejected tool call does not score by its \boxed{}).
-  let lastText: string | null = null;
-  // The environment's per-episode state, as its last step returned it (absent: inputs made before
-  // environments kept state; the activity then starts from the environment's initial state).
-  let envState = input.env_state;
-  const recipe: SampleTurnRecipe[] = [];
-  let prompt: Awaited<ReturnType<typeof acts.renderPrompt>> | null = null;
-
+  const turns = new Turns(id, input, acts, progress);
   try {
-    prompt = await acts.renderPrompt({ episode_id: id, messages: input.prompt.messages, tools: s.multi_turn ? input.prompt.tools : [] });
-    traj = startTrajectory(prompt.prompt_len, s);
-    progress.budget = traj.budget;
-    const maxTurns = s.multi_turn ? s.max_turns : 1;
-    for (let turn = 1; turn <= maxTurns && !stop && !done; turn++) {
-      const maxTokens = remainingBudget(traj);
-      if (maxTokens < 1) {
-        stop = { status: 'TRUNCATED', reason: 'budget_exhausted' };
-        break;
-      }
-      Object.assign(progress, { phase: 'generate', turn });
-      const gen = await acts.generateTurn({
-        episode_id: id,
-        turn,
-        prompt_ref: prompt.prompt_ref,
-        response_ids: traj.response_ids,
-        sampling: { max_tokens: maxTokens, temperature: s.temperature, top_p: s.top_p, seed: turnSeed(s.seed, id, turn), stop: s.stop, ...(s.allowed_token_ids ? { allowed_token_ids: s.allowed_token_ids } : {}) },
-        ...(s.max_staleness
-          ? { min_weight_version: input.weight_version, ...(s.sync_in_flight === 'abort' ? { regenerate_aborted: true } : {}) }
-          : { expected_weight_version: input.weight_version }),
-      });
-      lastText = gen.text;
-      // null: the engine reported no weight version; recorded as unknown, never assumed.
-      recipe.push({ output_ref: gen.output_ref, observation_ids: null, engine: gen.engine, weight_version: gen.weight_version, finish_reason: gen.finish_reason, ...(s.multi_turn ? { tool_answer: null, tool_score: null } : {}) });
-      stop = appendGenerated(traj, gen, prompt.conventions);
-      progress.response_len = traj.response_ids.length;
-      // A turn complete but for the synthetic EOS (its stop string was the last token the budget
-      // allowed) still goes to the environment: a correct tool call must count.
-      const completeWithoutEos = s.multi_turn && stop?.reason === 'no_budget_for_eos';
-      if (stop && !completeWithoutEos) break;
-      if (!s.multi_turn) {
-        done = { status: 'COMPLETED', reason: null };
-        break;
-      }
-      progress.phase = 'env';
-      const env = await acts.envStep({ environment: s.environment, text: gen.text, label: input.label, turn, max_turns: maxTurns, tolerance: s.reward_tolerance, match: s.reward_match, ...(envState !== undefined ? { state: envState } : {}) });
-      if (env.state !== undefined) envState = env.state;
-      // The answer a tool call gave (calc_score, submit; null: none, another tool, or a malformed call), kept per turn.
-      const answer = env.tool_call && !env.tool_call.error ? env.tool_call.answer : null;
-      Object.assign(recipe[recipe.length - 1]!, { tool_answer: answer, tool_score: answer === null ? null : env.score });
-      if (env.done) {
-        finalAnswer = env.final_answer;
-        if (finalAnswer !== null) envReward = env.score;
-        const outOfTurns = env.reason.includes('out_of_turns');
-        done = outOfTurns && s.truncate_status_when_out_of_turns ? { status: 'TRUNCATED', reason: 'out_of_turns' } : { status: 'COMPLETED', reason: null };
-        break;
-      }
-      lastText = null;
-      if (stop) break;
-      progress.phase = 'observation';
-      const obs = await acts.renderObservation({ episode_id: id, observation: env.observation ?? '', tools: input.prompt.tools });
-      stop = appendObservation(traj, obs.token_ids, prompt.conventions);
-      if (!stop) recipe[recipe.length - 1]!.observation_ids = obs.token_ids;
-      progress.response_len = traj.response_ids.length;
-      // An environment that is not done after the last turn: out of turns all the same.
-      if (!stop && turn === maxTurns) stop = { status: 'TRUNCATED', reason: 'out_of_turns' };
-    }
+    await turns.play();
   } catch (err) {
     if (isCancellation(err)) throw err;
     // Only non-retryable failures (or exhausted retries) land here: the episode is FAILED, and its
     // partial sample is still stored so the audit shows what happened.
-    stop = { status: 'FAILED', reason: failureReason(err) };
+    turns.stop = { status: 'FAILED', reason: failureReason(err) };
   }
-
-  // Checked once at the end, whatever put them there: only this episode fails, with the reason.
-  const leaked = traj && prompt && !isFailedOrAborted(done?.status ?? stop?.status) ? forbiddenResponseTokens(traj, prompt.conventions) : null;
-  if (leaked) {
-    done = null;
-    stop = leaked;
-  }
-  const status = done?.status ?? stop?.status ?? 'FAILED';
-  const reason = done ? done.reason : (stop?.reason ?? 'no turns');
+  const { status, reason } = turns.outcome();
   progress.phase = 'score';
-  const scored =
-    isFailedOrAborted(status)
-      ? { reward: 0 as const, extracted: null, reason: status }
-      : envReward !== null && (s.reward_fn ?? 'math') === 'math' && patched(ENV_GRADE_IS_THE_REWARD)
-        ? { reward: envReward }
-        : await acts.scoreEpisode({ reward_fn: s.reward_fn ?? 'math', label: input.label, tolerance: s.reward_tolerance, match: s.reward_match, final_answer: finalAnswer, response_text: finalAnswer === null ? lastText : null, environment: s.environment });
-
+  const reward = await rewardOf(input, turns, status, acts);
   progress.phase = 'store';
+  const truncated_reason = status === 'COMPLETED' ? null : reason;
   const { sample_ref } = await acts.storeSample({
     episode_id: id,
     run_id: input.run_id,
     step: input.step,
     prompt_index: input.prompt_index,
     sample_index: input.sample_index,
-    prompt_ref: prompt?.prompt_ref ?? null,
+    prompt_ref: turns.prompt?.prompt_ref ?? null,
+    trajectory_ref: turns.trajectory?.trajectory_ref ?? null,
     limits: { max_response_len: s.max_response_len, max_context_len: s.max_context_len },
-    conventions: prompt?.conventions ?? null,
-    turns: recipe,
-    images: prompt?.image_refs ?? [],
-    reward: scored.reward,
+    turns: turns.recipe,
+    images: turns.prompt?.image_refs ?? [],
+    reward,
     status,
-    truncated_reason: status === 'COMPLETED' ? null : reason,
+    truncated_reason,
     temperature: s.temperature,
     label: input.label,
     environment: s.environment,
-    expected: { response_len: traj?.response_ids.length ?? 0, mask_sum: traj?.loss_mask.reduce((a, b) => a + b, 0) ?? 0 },
     blob_store: input.blob_store,
-    blob_root: input.blob_root,
   });
   Object.assign(progress, { phase: 'done', status });
   const summary: EpisodeSummary = {
     episode_id: id,
     sample_ref,
-    reward: scored.reward,
+    reward,
     status,
-    truncated_reason: status === 'COMPLETED' ? null : reason,
-    response_len: traj?.response_ids.length ?? 0,
-    turns: recipe.length,
+    truncated_reason,
+    response_len: turns.responseLen,
+    turns: turns.recipe.length,
     weight_version: input.weight_version,
-    ...toolSummaryOf(recipe),
+    ...toolSummaryOf(turns.recipe),
   };
   if (input.report_to) {
     try {

@@ -1,5 +1,5 @@
 // Pure step statistics over episode summaries (used inside the trainingRun workflow).
-import { groupId, parseEpisodeId, type EpisodeSummary } from './episode-messages.js';
+import { groupId, parseEpisodeId, type EpisodeSummary } from '../protocol/episode.js';
 
 export interface GroupSplit {
   kept: EpisodeSummary[];

@@ -8,33 +8,11 @@ import { condition, ParentClosePolicy, startChild, workflowInfo } from '@tempora
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { selectPrompts, type DataCursor } from '../lib/prompt-order.js';
 import { episode } from './episode.js';
-import { episodeId, episodeStartOptions, type EpisodeInput, type EpisodeSummary } from './episode-messages.js';
-import type { RunPlan, RunState } from './training-run-messages.js';
+import type { RolloutActivities } from '../protocol/activities.js';
+import { episodeId, episodeStartOptions, type EpisodeInput, type EpisodeSummary } from '../protocol/episode.js';
+import type { RolloutWindow, RunPlan, RunState, WindowBatch } from '../protocol/training-run.js';
 
-/** The episodes one train step consumes, dispatched ahead of it. */
-export interface WindowBatch {
-  /** The train step that consumes this batch (its episodes' ids carry it). */
-  step: number;
-  data_before: DataCursor;
-  data_after: DataCursor;
-  prompts: Array<{ prompt: EpisodeInput['prompt']; label: string; env_state?: EpisodeInput['env_state'] }>;
-  /** Sample indices first_sample .. first_sample + n - 1 (a redone empty step samples new ids). */
-  first_sample: number;
-}
-
-export interface RolloutWindow {
-  /** The data cursor after the last batch dispatched (state.data is the cursor of what was trained). */
-  dispatched: DataCursor;
-  batches: WindowBatch[];
-  /** Episode id → the weight version it was started on. */
-  started: Record<string, number>;
-  finished: Record<string, EpisodeSummary>;
-}
-
-export interface WindowActivities {
-  episodePrompts(input: { dataset_ref: string; indices: number[]; multi_turn: boolean; system_prompt: string | null; environment?: string }): Promise<Array<{ label: string; prompt: EpisodeInput['prompt']; env_state?: EpisodeInput['env_state'] }>>;
-  episodeOutcomes(input: { ids: string[] }): Promise<Array<EpisodeSummary | 'running' | 'gone'>>;
-}
+export type WindowActivities = Pick<RolloutActivities, 'episodePrompts' | 'episodeOutcomes'>;
 
 /** While waiting for a batch, episodes that ended unheard (ended from outside, or before this run
  *  existed) are looked up this often. */
@@ -45,7 +23,16 @@ export function emptyWindow(trained: DataCursor): RolloutWindow {
 }
 
 export function batchEpisodeIds(plan: RunPlan, runId: string, b: WindowBatch): string[] {
-  return b.prompts.flatMap((_, p) => Array.from({ length: plan.n_samples_per_prompt }, (_, i) => episodeId({ run_id: runId, step: b.step, prompt_index: p, sample_index: b.first_sample + i })));
+  return b.prompts.flatMap((_, p) =>
+    Array.from({ length: plan.n_samples_per_prompt }, (_, i) =>
+      episodeId({ run_id: runId, step: b.step, prompt_index: p, sample_index: b.first_sample + i }),
+    ),
+  );
+}
+
+/** An episode's report (the run's episodeDoneSignal handler): kept when the window started it. */
+export function recordEpisodeDone(w: RolloutWindow | undefined, s: EpisodeSummary): void {
+  if (w && w.started[s.episode_id] !== undefined && !w.finished[s.episode_id]) w.finished[s.episode_id] = s;
 }
 
 export class WindowRunner {
@@ -67,12 +54,6 @@ export class WindowRunner {
     return this.state.window!;
   }
 
-  /** An episode's report (the run's episodeDoneSignal handler). */
-  onEpisodeDone(s: EpisodeSummary): void {
-    const w = this.state.window;
-    if (w && w.started[s.episode_id] !== undefined && !w.finished[s.episode_id]) w.finished[s.episode_id] = s;
-  }
-
   /** Dispatch batches until the window reaches `lastStep` (bounded by the run's last step). */
   async fill(lastStep: number): Promise<void> {
     const { plan } = this.state;
@@ -80,8 +61,24 @@ export class WindowRunner {
     let next = w.batches.length ? w.batches[w.batches.length - 1]!.step + 1 : this.state.step;
     for (; next <= Math.min(lastStep, plan.steps - 1); next++) {
       const pick = selectPrompts(this.state.dataset!.train_size, plan.seed, w.dispatched, plan.prompts_per_step);
-      const prompts = await this.acts.episodePrompts({ dataset_ref: this.state.dataset!.train_ref, indices: pick.indices, multi_turn: plan.episode.multi_turn, system_prompt: plan.system_prompt, environment: plan.episode.environment });
-      w.batches.push({ step: next, data_before: w.dispatched, data_after: pick.next, prompts: prompts.map((p) => ({ prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}) })), first_sample: 0 });
+      const prompts = await this.acts.episodePrompts({
+        dataset_ref: this.state.dataset!.train_ref,
+        indices: pick.indices,
+        multi_turn: plan.episode.multi_turn,
+        system_prompt: plan.system_prompt,
+        environment: plan.episode.environment,
+      });
+      w.batches.push({
+        step: next,
+        data_before: w.dispatched,
+        data_after: pick.next,
+        prompts: prompts.map((p) => ({
+          prompt: p.prompt,
+          label: p.label,
+          ...(p.env_state !== undefined ? { env_state: p.env_state } : {}),
+        })),
+        first_sample: 0,
+      });
       w.dispatched = pick.next;
     }
   }
@@ -153,8 +150,16 @@ export class WindowRunner {
         if (w.started[id] !== undefined) return [];
         const p = b.prompts[Math.floor(k / plan.n_samples_per_prompt)]!;
         const input: EpisodeInput = {
-          run_id, step: b.step, prompt_index: Math.floor(k / plan.n_samples_per_prompt), sample_index: b.first_sample + (k % plan.n_samples_per_prompt),
-          prompt: p.prompt, label: p.label, ...(p.env_state !== undefined ? { env_state: p.env_state } : {}), settings: plan.episode, weight_version: this.state.weight_version, blob_store: plan.blob_store, blob_root: plan.blob_root,
+          run_id,
+          step: b.step,
+          prompt_index: Math.floor(k / plan.n_samples_per_prompt),
+          sample_index: b.first_sample + (k % plan.n_samples_per_prompt),
+          prompt: p.prompt,
+          label: p.label,
+          ...(p.env_state !== undefined ? { env_state: p.env_state } : {}),
+          settings: plan.episode,
+          weight_version: this.state.weight_version,
+          blob_store: plan.blob_store,
           report_to: workflowInfo().workflowId,
         };
         return [{ id, input }];
@@ -190,7 +195,11 @@ export class WindowRunner {
   private async startOne(id: string, input: EpisodeInput): Promise<void> {
     try {
       // ABANDON: the episode outlives this workflow run (continue-as-new, a stop) and reports by id.
-      await startChild(episode, { ...episodeStartOptions(id), args: [input], parentClosePolicy: ParentClosePolicy.ABANDON });
+      await startChild(episode, {
+        ...episodeStartOptions(id),
+        args: [input],
+        parentClosePolicy: ParentClosePolicy.ABANDON,
+      });
     } catch (err) {
       // Started before (a run that stopped and continued): its outcome is looked up.
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
@@ -208,9 +217,19 @@ export class WindowRunner {
     ids.forEach((id, i) => {
       const o = outcomes[i];
       if (w.finished[id] || o === undefined || o === 'running') return;
-      w.finished[id] = o === 'gone'
-        ? { episode_id: id, sample_ref: '', reward: 0, status: 'FAILED', truncated_reason: 'episode workflow ended without a result', response_len: 0, turns: 0, weight_version: w.started[id] ?? 0 }
-        : o;
+      w.finished[id] =
+        o === 'gone'
+          ? {
+              episode_id: id,
+              sample_ref: '',
+              reward: 0,
+              status: 'FAILED',
+              truncated_reason: 'episode workflow ended without a result',
+              response_len: 0,
+              turns: 0,
+              weight_version: w.started[id] ?? 0,
+            }
+          : o;
     });
   }
 }

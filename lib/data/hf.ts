@@ -21,7 +21,11 @@ export interface HubOptions {
 
 /** The Hub's base URL: opts.endpoint, else HF_ENDPOINT, else huggingface.co; anything but http(s) is refused by name. */
 export function endpointOf(opts: HubOptions, env: NodeJS.ProcessEnv = process.env): string {
-  const [source, raw] = opts.endpoint ? ['the endpoint', opts.endpoint] : env.HF_ENDPOINT ? ['HF_ENDPOINT', env.HF_ENDPOINT] : ['the default', DEFAULT_ENDPOINT];
+  const [source, raw] = opts.endpoint
+    ? ['the endpoint', opts.endpoint]
+    : env.HF_ENDPOINT
+      ? ['HF_ENDPOINT', env.HF_ENDPOINT]
+      : ['the default', DEFAULT_ENDPOINT];
   let url: URL | null = null;
   try {
     url = new URL(raw);
@@ -29,16 +33,21 @@ export function endpointOf(opts: HubOptions, env: NodeJS.ProcessEnv = process.en
     /* reported below */
   }
   if (!url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
-    throw Object.assign(new Error(`${source}=${JSON.stringify(raw)} is not an http(s) URL (e.g. https://huggingface.co)`), { exitCode: 2 });
+    throw Object.assign(
+      new Error(`${source}=${JSON.stringify(raw)} is not an http(s) URL (e.g. https://huggingface.co)`),
+      { exitCode: 2 },
+    );
   return raw.replace(/\/+$/, '');
 }
 
 function checkRepo(repo: string): void {
-  if (!/^[A-Za-z0-9][\w.-]*\/[\w.-]+$/.test(repo) || repo.includes('..')) throw new Error(`bad dataset repo id: ${repo}`);
+  if (!/^[A-Za-z0-9][\w.-]*\/[\w.-]+$/.test(repo) || repo.includes('..'))
+    throw new Error(`bad dataset repo id: ${repo}`);
 }
 
 function encodePath(file: string): string {
-  if (file.split('/').some((seg) => seg === '..' || seg === '.' || seg === '')) throw new Error(`bad file path in repo: ${file}`);
+  if (file.split('/').some((seg) => seg === '..' || seg === '.' || seg === ''))
+    throw new Error(`bad file path in repo: ${file}`);
   return file.split('/').map(encodeURIComponent).join('/');
 }
 

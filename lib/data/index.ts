@@ -4,8 +4,15 @@ export { DatasetError, RawRow, type LoadedDataset, type PromptRow, type SkippedR
 export { readJsonl, readParquet } from './readers.js';
 export { resolveImageUrls } from './prompt-images.js';
 export {
-  buildMessages, CALC_SCORE_TOOL, DEFAULT_SYSTEM_PROMPT, TOOL_INSTRUCTION, PLAIN_INSTRUCTION,
-  type ChatMessage, type ContentPart, type BuildMessagesOptions, type BuiltPrompt,
+  buildMessages,
+  CALC_SCORE_TOOL,
+  DEFAULT_SYSTEM_PROMPT,
+  TOOL_INSTRUCTION,
+  PLAIN_INSTRUCTION,
+  type ChatMessage,
+  type ContentPart,
+  type BuildMessagesOptions,
+  type BuiltPrompt,
 } from './prompt.js';
 export { syntheticProblems, writeSyntheticDataset, rasterize, simplifiedSqrt } from './synth.js';
 export { GEO3K_REPO, hfResolveUrl, hfInfoUrl, parquetFilesOf, downloadHfParquet } from './hf.js';

@@ -5,7 +5,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { DatasetConfig } from '../../config/schema.js';
-import type { BlobStore } from '../blobstore.js';
+import type { BlobStore } from '../../stores/blobstore.js';
 import { ImageIntake, normalizeToPng, type ImageSource } from '../images.js';
 import { DEFAULT_ENVIRONMENT, getEnvironment } from '../env/registry.js';
 import type { Environment } from '../env/types.js';
@@ -31,7 +31,11 @@ export async function resolveSplitFiles(cfg: DatasetConfig, splitName: string): 
   for (const dir of [p, path.join(p, 'data')]) {
     const names = await fs.readdir(dir).catch(() => [] as string[]);
     const hits = names
-      .filter((n) => n.endsWith(ext) && (n === `${splitName}${ext}` || n.startsWith(`${splitName}-`) || n.startsWith(`${splitName}_`)))
+      .filter(
+        (n) =>
+          n.endsWith(ext) &&
+          (n === `${splitName}${ext}` || n.startsWith(`${splitName}-`) || n.startsWith(`${splitName}_`)),
+      )
       .sort()
       .map((n) => path.join(dir, n));
     if (hits.length > 0) return hits;
@@ -100,13 +104,21 @@ export async function rowsFromRecords(
   return { rows: results.filter((r): r is PromptRow => r !== null), skipped };
 }
 
-async function loadSynthetic(cfg: DatasetConfig, split: Split, store: BlobStore, env: Environment): Promise<LoadedDataset> {
+async function loadSynthetic(
+  cfg: DatasetConfig,
+  split: Split,
+  store: BlobStore,
+  env: Environment,
+): Promise<LoadedDataset> {
   const task = cfg.synthetic_task ?? env.syntheticTasks[0]!;
   if (!env.syntheticTasks.includes(task))
-    throw new DatasetError(`dataset.synthetic_task ${task} makes rows that environment ${env.name} cannot take; its tasks: ${env.syntheticTasks.join(', ')}`);
+    throw new DatasetError(
+      `dataset.synthetic_task ${task} makes rows that environment ${env.name} cannot take; its tasks: ${env.syntheticTasks.join(', ')}`,
+    );
   const seed = cfg.synthetic_seed + (split === 'eval' ? 1_000_003 : 0);
   const n = split === 'eval' ? Math.max(4, Math.ceil(cfg.synthetic_size / 4)) : cfg.synthetic_size;
-  if (task === 'arithmetic') return { rows: arithmeticProblems(n, seed).map((p) => ({ ...p, images: [] })), skipped: [] };
+  if (task === 'arithmetic')
+    return { rows: arithmeticProblems(n, seed).map((p) => ({ ...p, images: [] })), skipped: [] };
   const problems = syntheticProblems(n, seed, task);
   const limits = { maxPixels: cfg.max_image_pixels, maxBytes: cfg.max_image_bytes };
   const rows = await mapLimited(problems, IMAGE_CONCURRENCY, async (p) => ({
@@ -120,7 +132,12 @@ async function loadSynthetic(cfg: DatasetConfig, split: Split, store: BlobStore,
 }
 
 /** `environment`: rollout.environment, whose row schema and synthetic tasks the rows follow. */
-export async function loadDataset(cfg: DatasetConfig, split: Split, store: BlobStore, environment = DEFAULT_ENVIRONMENT): Promise<LoadedDataset> {
+export async function loadDataset(
+  cfg: DatasetConfig,
+  split: Split,
+  store: BlobStore,
+  environment = DEFAULT_ENVIRONMENT,
+): Promise<LoadedDataset> {
   const env = getEnvironment(environment);
   if (cfg.kind === 'synthetic') return loadSynthetic(cfg, split, store, env);
   const splitName = split === 'train' ? cfg.train_split : cfg.eval_split;
@@ -140,10 +157,18 @@ export async function loadDataset(cfg: DatasetConfig, split: Split, store: BlobS
       maxBytes: cfg.max_image_bytes,
     });
     const records = cfg.kind === 'parquet' ? await readParquet(file) : await readJsonl(file);
-    const part = await rowsFromRecords(records, intake, path.basename(file).replace(/\.[^.]+$/, ''), seenIds, env.rowSchema);
+    const part = await rowsFromRecords(
+      records,
+      intake,
+      path.basename(file).replace(/\.[^.]+$/, ''),
+      seenIds,
+      env.rowSchema,
+    );
     result.rows.push(...part.rows);
     // with several shards, a row number alone is ambiguous: name the file
-    result.skipped.push(...part.skipped.map((s) => (files.length > 1 ? { ...s, reason: `${path.basename(file)}: ${s.reason}` } : s)));
+    result.skipped.push(
+      ...part.skipped.map((s) => (files.length > 1 ? { ...s, reason: `${path.basename(file)}: ${s.reason}` } : s)),
+    );
   }
   for (const s of result.skipped) log.warn({ row: s.row, reason: s.reason }, 'dataset row skipped');
   if (result.rows.length === 0)
@@ -151,6 +176,9 @@ export async function loadDataset(cfg: DatasetConfig, split: Split, store: BlobS
       `no usable rows in ${files.join(', ')} (${result.skipped.length} skipped` +
         `${result.skipped[0] ? `; first: row ${result.skipped[0].row}: ${result.skipped[0].reason}` : ''})`,
     );
-  log.info({ kind: cfg.kind, split: splitName, rows: result.rows.length, skipped: result.skipped.length }, 'dataset loaded');
+  log.info(
+    { kind: cfg.kind, split: splitName, rows: result.rows.length, skipped: result.skipped.length },
+    'dataset loaded',
+  );
   return result;
 }

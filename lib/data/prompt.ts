@@ -26,9 +26,9 @@ export const TOOL_INSTRUCTION =
   'Put your final answer in \\boxed{}.';
 export const PLAIN_INSTRUCTION = 'Reason step by step and put your final answer in \\boxed{}.';
 
-// One message type from the dataset row to the engine request (lib/vllm/types.ts).
-export type { ChatMessage, ContentPart, ToolSpec } from '../vllm/types.js';
-import type { ChatMessage, ContentPart, ToolSpec } from '../vllm/types.js';
+// One message type from the dataset row to the engine request (engine/types.ts).
+export type { ChatMessage, ContentPart, ToolSpec } from '../../engine/types.js';
+import type { ChatMessage, ContentPart } from '../../engine/types.js';
 export interface BuildMessagesOptions {
   /** dataset.system_prompt; the default above when unset. An empty string drops the system turn. */
   systemPrompt?: string;
@@ -55,6 +55,9 @@ export function buildMessages(row: PromptRow, opts: BuildMessagesOptions = {}): 
     ...row.images.map((ref): ContentPart => ({ type: 'image_url', image_url: { url: ref } })),
     { type: 'text', text: `${question}\n\n${instruction}` },
   ];
-  const messages: ChatMessage[] = [...(system ? [{ role: 'system' as const, content: system }] : []), { role: 'user', content }];
+  const messages: ChatMessage[] = [
+    ...(system ? [{ role: 'system' as const, content: system }] : []),
+    { role: 'user', content },
+  ];
   return { messages, tools: withTools ? [CALC_SCORE_TOOL] : [], instruction };
 }

@@ -78,7 +78,10 @@ export async function readParquet(file: string): Promise<RawRecord[]> {
   const wanted = [...columns.filter((c) => c === 'id'), ...REQUIRED_PARQUET_COLUMNS, imageColumn];
   let objects: Record<string, unknown>[];
   try {
-    objects = (await parquetReadObjects({ file: buffer, metadata, columns: wanted, utf8: false })) as Record<string, unknown>[];
+    objects = (await parquetReadObjects({ file: buffer, metadata, columns: wanted, utf8: false })) as Record<
+      string,
+      unknown
+    >[];
   } catch (err) {
     throw new DatasetError(`cannot decode ${file}: ${(err as Error).message}`);
   }

@@ -36,7 +36,10 @@ export type RawImage = z.infer<typeof RawImage>;
 
 const IMAGE_PLACEHOLDER = /<image>/g;
 
-const answerText = z.union([z.string(), z.number()]).transform((v) => String(v).trim()).pipe(z.string().min(1, 'empty answer'));
+const answerText = z
+  .union([z.string(), z.number()])
+  .transform((v) => String(v).trim())
+  .pipe(z.string().min(1, 'empty answer'));
 
 const rowFields = {
   id: z.union([z.string(), z.number()]).nullish(),
@@ -47,35 +50,35 @@ const rowFields = {
 };
 
 /** A row with at least one image (Geo3K's rows): geo3k_dir rows, HF geo3k / geo3k_imgurl rows and plain JSONL rows all fit this. */
-export const RawRow = z
-  .looseObject(rowFields)
-  .transform((r, ctx) => {
-    const images = [...(r.images ?? []), ...(r.image ? [r.image] : [])];
-    if (images.length === 0) {
-      ctx.addIssue({ code: 'custom', message: 'no image' });
-      return z.NEVER;
-    }
-    // a problem that marks where its images go must mark each one exactly once
-    const placeholders = r.problem.match(IMAGE_PLACEHOLDER)?.length ?? 0;
-    if (placeholders > 0 && placeholders !== images.length) {
-      ctx.addIssue({ code: 'custom', path: ['problem'], message: `has ${placeholders} <image> placeholders but the row has ${images.length} image(s)` });
-      return z.NEVER;
-    }
-    return { id: r.id == null ? null : String(r.id), problem: r.problem, answer: r.answer, images };
-  });
+export const RawRow = z.looseObject(rowFields).transform((r, ctx) => {
+  const images = [...(r.images ?? []), ...(r.image ? [r.image] : [])];
+  if (images.length === 0) {
+    ctx.addIssue({ code: 'custom', message: 'no image' });
+    return z.NEVER;
+  }
+  // a problem that marks where its images go must mark each one exactly once
+  const placeholders = r.problem.match(IMAGE_PLACEHOLDER)?.length ?? 0;
+  if (placeholders > 0 && placeholders !== images.length) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['problem'],
+      message: `has ${placeholders} <image> placeholders but the row has ${images.length} image(s)`,
+    });
+    return z.NEVER;
+  }
+  return { id: r.id == null ? null : String(r.id), problem: r.problem, answer: r.answer, images };
+});
 export type RawRow = z.infer<typeof RawRow>;
 
 /** A row of a text-only environment: an image would never reach the model, so a row with one is
  *  refused rather than trained on without it. */
-export const TextRow = z
-  .looseObject(rowFields)
-  .transform((r, ctx): RawRow => {
-    if ((r.images?.length ?? 0) > 0 || r.image) {
-      ctx.addIssue({ code: 'custom', message: 'the row has an image, but the environment is text-only' });
-      return z.NEVER;
-    }
-    return { id: r.id == null ? null : String(r.id), problem: r.problem, answer: r.answer, images: [] };
-  });
+export const TextRow = z.looseObject(rowFields).transform((r, ctx): RawRow => {
+  if ((r.images?.length ?? 0) > 0 || r.image) {
+    ctx.addIssue({ code: 'custom', message: 'the row has an image, but the environment is text-only' });
+    return z.NEVER;
+  }
+  return { id: r.id == null ? null : String(r.id), problem: r.problem, answer: r.answer, images: [] };
+});
 
 /** dataset.synthetic_task: the seeded generators of lib/data (each environment names the ones whose rows it takes). */
 export const SYNTHETIC_TASKS = ['measure', 'angle_facts', 'arithmetic'] as const;

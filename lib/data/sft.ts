@@ -1,9 +1,9 @@
 // SFT export: one JSONL line per prompt, the final assistant turn being "Answer: \boxed{…}".
 // Images are written as absolute paths of the stored PNGs (the LLaMA-Factory / ShareGPT layout).
-import type { ToolSpec } from '../vllm/types.js';
+import type { ToolSpec } from '../../engine/types.js';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { BlobStore } from '../blobstore.js';
+import type { BlobStore } from '../../stores/blobstore.js';
 import { localBlobPath } from '../blob-store-config.js';
 import { labelToLatex } from '../math/to-latex.js';
 import { DEFAULT_ENVIRONMENT, getEnvironment } from '../env/registry.js';
@@ -22,7 +22,12 @@ export function sftAnswer(label: string): string {
 }
 
 /** The prompt is the environment's single-turn one (rollout.environment; default geo3k). */
-export function sftRecord(row: PromptRow, store: BlobStore, systemPrompt?: string, environment = DEFAULT_ENVIRONMENT): SftRecord {
+export function sftRecord(
+  row: PromptRow,
+  store: BlobStore,
+  systemPrompt?: string,
+  environment = DEFAULT_ENVIRONMENT,
+): SftRecord {
   const { messages } = getEnvironment(environment).prompt(row, { systemPrompt, tools: false });
   const flat = messages.map((m) => ({
     role: m.role as 'system' | 'user',
@@ -38,8 +43,17 @@ export function sftRecord(row: PromptRow, store: BlobStore, systemPrompt?: strin
   };
 }
 
-export async function writeSftJsonl(rows: PromptRow[], store: BlobStore, outFile: string, systemPrompt?: string, environment = DEFAULT_ENVIRONMENT): Promise<number> {
-  return writeSftRecords(rows.map((row) => sftRecord(row, store, systemPrompt, environment)), outFile);
+export async function writeSftJsonl(
+  rows: PromptRow[],
+  store: BlobStore,
+  outFile: string,
+  systemPrompt?: string,
+  environment = DEFAULT_ENVIRONMENT,
+): Promise<number> {
+  return writeSftRecords(
+    rows.map((row) => sftRecord(row, store, systemPrompt, environment)),
+    outFile,
+  );
 }
 
 export async function writeSftRecords(records: SftRecord[], outFile: string): Promise<number> {

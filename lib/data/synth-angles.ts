@@ -4,7 +4,7 @@
 // with an 80° apex 50, a regular pentagon's central angle 72. Letters, wording and drawings vary; the
 // answer depends only on the kind of figure, which the question names. A policy that guesses among
 // the six answers succeeds 1 time in 6 on its first try; one that reads the question, every time.
-import { label, svgDoc, type SyntheticProblem } from './synth.js';
+import { label, svgDoc, type SyntheticProblem } from './synth-svg.js';
 
 export const ANGLE_ANSWERS = ['30', '45', '50', '60', '72', '90'] as const;
 
@@ -24,7 +24,9 @@ const KINDS: AngleKind[] = [
         `As shown in the diagram, triangle ${a}${b}${c} is equilateral. Find the measure of ∠${a}${b}${c}.`,
         `In the diagram, ${a}${b} = ${b}${c} = ${c}${a}. Find the measure of angle ${b}${c}${a} of the equilateral triangle.`,
       ]),
-      svg: svgDoc(`<polygon points="60,200 260,200 160,27"/>` + text(40, 215, a!) + text(265, 215, b!) + text(155, 20, c!)),
+      svg: svgDoc(
+        `<polygon points="60,200 260,200 160,27"/>${text(40, 215, a!)}${text(265, 215, b!)}${text(155, 20, c!)}`,
+      ),
     }),
   },
   {
@@ -34,7 +36,13 @@ const KINDS: AngleKind[] = [
         `As shown in the diagram, ${a}${b}${c}${d} is a square. Find the measure of ∠${a}${b}${c}.`,
         `In the diagram, quadrilateral ${a}${b}${c}${d} is a square. Find the measure of angle ${b}${c}${d}.`,
       ]),
-      svg: svgDoc(`<rect x="80" y="40" width="160" height="160"/>` + text(62, 38, a!) + text(245, 38, b!) + text(245, 215, c!) + text(62, 215, d!)),
+      svg: svgDoc(
+        `<rect x="80" y="40" width="160" height="160"/>` +
+          text(62, 38, a!) +
+          text(245, 38, b!) +
+          text(245, 215, c!) +
+          text(62, 215, d!),
+      ),
     }),
   },
   {
@@ -45,7 +53,10 @@ const KINDS: AngleKind[] = [
         `In the diagram, ${c}${a} = ${c}${b} and ∠${a}${c}${b} = 90°. Find the measure of the isosceles right triangle's angle ${a}${b}${c}.`,
       ]),
       svg: svgDoc(
-        `<polygon points="60,200 240,200 60,20"/><rect x="60" y="185" width="15" height="15"/>` + text(40, 215, c!) + text(245, 215, a!) + text(45, 18, b!),
+        `<polygon points="60,200 240,200 60,20"/><rect x="60" y="185" width="15" height="15"/>` +
+          text(40, 215, c!) +
+          text(245, 215, a!) +
+          text(45, 18, b!),
       ),
     }),
   },
@@ -57,7 +68,10 @@ const KINDS: AngleKind[] = [
         `In the diagram, ∠${a}${c}${b} = 90° and ∠${c}${a}${b} = 60° in the right triangle ${a}${b}${c}. Find the measure of angle ${c}${b}${a}.`,
       ]),
       svg: svgDoc(
-        `<polygon points="60,200 160,200 60,27"/><rect x="60" y="185" width="15" height="15"/>` + text(40, 215, c!) + text(165, 215, a!) + text(45, 22, b!),
+        `<polygon points="60,200 160,200 60,27"/><rect x="60" y="185" width="15" height="15"/>` +
+          text(40, 215, c!) +
+          text(165, 215, a!) +
+          text(45, 22, b!),
       ),
     }),
   },
@@ -68,7 +82,13 @@ const KINDS: AngleKind[] = [
         `As shown in the diagram, ${a}${b} = ${a}${c} and ∠${b}${a}${c} = 80°. Find the measure of ∠${a}${b}${c}.`,
         `In the diagram, triangle ${a}${b}${c} is isosceles with ${a}${b} = ${a}${c} and apex angle ∠${c}${a}${b} = 80°. Find the measure of angle ${a}${c}${b}.`,
       ]),
-      svg: svgDoc(`<polygon points="160,30 60,200 260,200"/>` + text(155, 22, a!) + text(40, 215, b!) + text(265, 215, c!) + text(150, 60, '80°', 'black')),
+      svg: svgDoc(
+        `<polygon points="160,30 60,200 260,200"/>` +
+          text(155, 22, a!) +
+          text(40, 215, b!) +
+          text(265, 215, c!) +
+          text(150, 60, '80°', 'black'),
+      ),
     }),
   },
   {
@@ -80,7 +100,12 @@ const KINDS: AngleKind[] = [
       ]),
       svg: svgDoc(
         `<polygon points="160,30 246,92 213,193 107,193 74,92"/><line x1="160" y1="120" x2="160" y2="30"/><line x1="160" y1="120" x2="246" y2="92"/>` +
-          text(155, 22, a!) + text(250, 92, b!) + text(218, 210, c!) + text(95, 210, 'D') + text(55, 92, 'E') + text(150, 138, 'O'),
+          text(155, 22, a!) +
+          text(250, 92, b!) +
+          text(218, 210, c!) +
+          text(95, 210, 'D') +
+          text(55, 92, 'E') +
+          text(150, 138, 'O'),
       ),
     }),
   },

@@ -7,14 +7,9 @@ import { writeOutputDir } from '../out-path.js';
 import { seededRandom as rng } from '../prompt-order.js';
 import type { SyntheticTask } from './rows.js';
 import { angleProblem } from './synth-angles.js';
+import { label, type SyntheticProblem, svgDoc } from './synth-svg.js';
 
-export interface SyntheticProblem {
-  id: string;
-  problem: string;
-  /** In the Geo3K label form: 5*sqrt(3), 25*pi, 60. */
-  answer: string;
-  svg: string;
-}
+export type { SyntheticProblem };
 
 /** √n as "k*sqrt(m)" with the square factor pulled out ("12" when n is a square). */
 export function simplifiedSqrt(n: number): string {
@@ -30,15 +25,6 @@ export function simplifiedSqrt(n: number): string {
   return outside === 1 ? `sqrt(${inside})` : `${outside}*sqrt(${inside})`;
 }
 
-const W = 320;
-const H = 240;
-export const svgDoc = (body: string) =>
-  `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}">` +
-  `<rect width="100%" height="100%" fill="white"/>` +
-  `<g stroke="black" stroke-width="2" fill="none">${body}</g></svg>`;
-export const label = (x: number, y: number, text: string, color = 'black') =>
-  `<text x="${x}" y="${y}" font-family="DejaVu Sans, Arial, sans-serif" font-size="16" fill="${color}" stroke="none">${text}</text>`;
-
 type Maker = (r: () => number, int: (lo: number, hi: number) => number) => Omit<SyntheticProblem, 'id'>;
 
 const MAKERS: Maker[] = [
@@ -50,8 +36,12 @@ const MAKERS: Maker[] = [
       answer: simplifiedSqrt(a * a + b * b),
       svg: svgDoc(
         `<polygon points="60,200 260,200 60,50"/><rect x="60" y="185" width="15" height="15"/>` +
-          label(40, 215, 'C', 'red') + label(265, 215, 'B', 'red') + label(45, 45, 'A', 'red') +
-          label(30, 130, String(a)) + label(150, 225, String(b)) + label(165, 115, '?'),
+          label(40, 215, 'C', 'red') +
+          label(265, 215, 'B', 'red') +
+          label(45, 45, 'A', 'red') +
+          label(30, 130, String(a)) +
+          label(150, 225, String(b)) +
+          label(165, 115, '?'),
       ),
     };
   },
@@ -63,8 +53,12 @@ const MAKERS: Maker[] = [
       answer: String(w * h),
       svg: svgDoc(
         `<rect x="50" y="50" width="220" height="140"/>` +
-          label(35, 45, 'A', 'red') + label(275, 45, 'B', 'red') + label(275, 205, 'C', 'red') + label(35, 205, 'D', 'red') +
-          label(150, 40, String(w)) + label(280, 125, String(h)),
+          label(35, 45, 'A', 'red') +
+          label(275, 45, 'B', 'red') +
+          label(275, 205, 'C', 'red') +
+          label(35, 205, 'D', 'red') +
+          label(150, 40, String(w)) +
+          label(280, 125, String(h)),
       ),
     };
   },
@@ -76,7 +70,8 @@ const MAKERS: Maker[] = [
       answer: askArea ? `${radius * radius}*pi` : `${2 * radius}*pi`,
       svg: svgDoc(
         `<circle cx="160" cy="120" r="90"/><line x1="160" y1="120" x2="250" y2="120"/>` +
-          label(145, 115, 'O', 'red') + label(195, 112, String(radius)),
+          label(145, 115, 'O', 'red') +
+          label(195, 112, String(radius)),
       ),
     };
   },
@@ -88,8 +83,12 @@ const MAKERS: Maker[] = [
       answer: String(180 - a - b),
       svg: svgDoc(
         `<polygon points="40,200 280,200 130,50"/>` +
-          label(25, 215, 'B', 'red') + label(285, 215, 'C', 'red') + label(125, 42, 'A', 'red') +
-          label(70, 192, `${a}°`) + label(225, 192, `${b}°`) + label(122, 80, 'x'),
+          label(25, 215, 'B', 'red') +
+          label(285, 215, 'C', 'red') +
+          label(125, 42, 'A', 'red') +
+          label(70, 192, `${a}°`) +
+          label(225, 192, `${b}°`) +
+          label(122, 80, 'x'),
       ),
     };
   },
@@ -100,8 +99,12 @@ const MAKERS: Maker[] = [
       answer: s === 1 ? 'sqrt(3)' : `${s}*sqrt(3)`,
       svg: svgDoc(
         `<polygon points="40,200 280,200 280,60"/><rect x="265" y="185" width="15" height="15"/>` +
-          label(22, 215, 'A', 'red') + label(285, 215, 'C', 'red') + label(285, 55, 'B', 'red') +
-          label(80, 192, '30°') + label(288, 135, String(s)) + label(160, 225, '?'),
+          label(22, 215, 'A', 'red') +
+          label(285, 215, 'C', 'red') +
+          label(285, 55, 'B', 'red') +
+          label(80, 192, '30°') +
+          label(288, 135, String(s)) +
+          label(160, 225, '?'),
       ),
     };
   },
@@ -131,7 +134,12 @@ export const SYNTH_MANIFEST = '.tempo-rl-synth.json';
  * layout — into a new or empty folder; over an earlier synthetic dataset only with `force` (see
  * lib/out-path.ts: the folder is replaced whole, so old images never mix with new ones).
  */
-export async function writeSyntheticDataset(outDir: string, n: number, seed: number, opts: { force?: boolean } = {}): Promise<{ train: number; test: number }> {
+export async function writeSyntheticDataset(
+  outDir: string,
+  n: number,
+  seed: number,
+  opts: { force?: boolean } = {},
+): Promise<{ train: number; test: number }> {
   const splits: Array<[string, SyntheticProblem[]]> = [
     ['train', syntheticProblems(n, seed)],
     ['test', syntheticProblems(Math.max(4, Math.ceil(n / 4)), seed + 1_000_003)],

@@ -10,7 +10,7 @@
 import { geo3kStep } from '../env/geo3k.js';
 import type { RewardMatch } from '../math/options.js';
 import { seededRandom } from '../prompt-order.js';
-import type { BlobStore } from '../blobstore.js';
+import type { BlobStore } from '../../stores/blobstore.js';
 import { localBlobPath } from '../blob-store-config.js';
 import { buildMessages } from './prompt.js';
 import type { PromptRow } from './rows.js';
@@ -72,12 +72,25 @@ export function calcScoreCall(answer: string): string {
 
 /** Flattens image parts to "<image>" (the ShareGPT / LLaMA-Factory form of sft-export). */
 function flatten(content: string | Array<{ type: string; text?: string }> | null): string {
-  return content === null ? '' : typeof content === 'string' ? content : content.map((p) => (p.type === 'text' ? p.text ?? '' : '<image>')).join('');
+  return content === null
+    ? ''
+    : typeof content === 'string'
+      ? content
+      : content.map((p) => (p.type === 'text' ? (p.text ?? '') : '<image>')).join('');
 }
 
-export function toolTranscript(row: PromptRow, candidates: string[], store: BlobStore, opts: TranscriptOptions, r: () => number): SftRecord {
+export function toolTranscript(
+  row: PromptRow,
+  candidates: string[],
+  store: BlobStore,
+  opts: TranscriptOptions,
+  r: () => number,
+): SftRecord {
   const built = buildMessages(row, { tools: true, systemPrompt: opts.systemPrompt });
-  const messages: SftRecord['messages'] = built.messages.map((m) => ({ role: m.role as 'system' | 'user', content: flatten(m.content) }));
+  const messages: SftRecord['messages'] = built.messages.map((m) => ({
+    role: m.role as 'system' | 'user',
+    content: flatten(m.content),
+  }));
   const wrong = [...new Set(candidates)].filter((c) => c !== row.answer);
   const pool = [row.answer, ...wrong];
   const firstCorrect = opts.first_correct ?? 1 / pool.length;
@@ -90,16 +103,32 @@ export function toolTranscript(row: PromptRow, candidates: string[], store: Blob
     const recheck = turn > 1 && recheckShare > 0 && r() < recheckShare;
     const byHabit = habitual && !recheck ? opts.habit!.find((a) => !tried.has(a)) : undefined;
     const draw = () =>
-      turn > 1 ? untried[Math.floor(r() * untried.length)]! : r() < firstCorrect || wrong.length === 0 ? row.answer : wrong[Math.floor(r() * wrong.length)]!;
+      turn > 1
+        ? untried[Math.floor(r() * untried.length)]!
+        : r() < firstCorrect || wrong.length === 0
+          ? row.answer
+          : wrong[Math.floor(r() * wrong.length)]!;
     const guess = recheck ? row.answer : (byHabit ?? draw());
     tried.add(guess);
     const text = calcScoreCall(guess);
     messages.push({ role: 'assistant', content: text });
-    const env = geo3kStep({ text, label: row.answer, turn, max_turns: opts.max_turns, match: opts.match, tolerance: opts.tolerance });
+    const env = geo3kStep({
+      text,
+      label: row.answer,
+      turn,
+      max_turns: opts.max_turns,
+      match: opts.match,
+      tolerance: opts.tolerance,
+    });
     if (env.done || env.observation === null) break;
     messages.push({ role: 'user', content: env.observation });
   }
-  return { id: row.id, messages, images: row.images.map((ref) => localBlobPath(store, ref, 'an SFT transcript export')), tools: built.tools };
+  return {
+    id: row.id,
+    messages,
+    images: row.images.map((ref) => localBlobPath(store, ref, 'an SFT transcript export')),
+    tools: built.tools,
+  };
 }
 
 /** `per_row` transcripts per row, a pass over all rows at a time (the same seed gives the same

@@ -24,7 +24,11 @@ export const CALCULATOR_TOOL = {
   function: {
     name: CALCULATOR,
     description: 'Evaluate an arithmetic expression (+ - * / and parentheses). `ans` stands for the previous result.',
-    parameters: { type: 'object', properties: { expression: { type: 'string', description: 'e.g. "(14 + 9) * 3" or "ans - 25"' } }, required: ['expression'] },
+    parameters: {
+      type: 'object',
+      properties: { expression: { type: 'string', description: 'e.g. "(14 + 9) * 3" or "ans - 25"' } },
+      required: ['expression'],
+    },
   },
 } as const;
 
@@ -33,13 +37,19 @@ export const SUBMIT_TOOL = {
   function: {
     name: SUBMIT,
     description: 'Submit the final answer; this ends the episode.',
-    parameters: { type: 'object', properties: { answer: { type: 'string', description: 'The final answer only, e.g. "44".' } }, required: ['answer'] },
+    parameters: {
+      type: 'object',
+      properties: { answer: { type: 'string', description: 'The final answer only, e.g. "44".' } },
+      required: ['answer'],
+    },
   },
 } as const;
 
 /** The calculator calls of the episode so far, and `ans`: the last successful result. */
 export const ArithmeticState = z.strictObject({
-  calls: z.array(z.strictObject({ expression: z.string(), value: z.string().nullable(), error: z.string().nullable() })),
+  calls: z.array(
+    z.strictObject({ expression: z.string(), value: z.string().nullable(), error: z.string().nullable() }),
+  ),
   ans: z.number().nullable(),
 });
 export type ArithmeticState = z.infer<typeof ArithmeticState>;
@@ -53,12 +63,16 @@ export const arithmeticEnvironment: Environment<ArithmeticState> = {
   prompt(row, opts) {
     const system = opts.systemPrompt ?? ARITHMETIC_SYSTEM_PROMPT;
     const instruction = opts.tools ? ARITHMETIC_INSTRUCTION : ARITHMETIC_PLAIN_INSTRUCTION;
-    const messages: ChatMessage[] = [...(system ? [{ role: 'system' as const, content: system }] : []), { role: 'user', content: `${row.problem.trim()}\n\n${instruction}` }];
+    const messages: ChatMessage[] = [
+      ...(system ? [{ role: 'system' as const, content: system }] : []),
+      { role: 'user', content: `${row.problem.trim()}\n\n${instruction}` },
+    ];
     return { messages, tools: opts.tools ? [CALCULATOR_TOOL, SUBMIT_TOOL] : [] };
   },
   stateSchema: ArithmeticState,
   initialState: () => ({ calls: [], ans: null }),
   async step(state, text, ctx) {
+    // biome-ignore lint/suspicious/noImportCycles: loaded on first use (mathjs is heavy); arithmetic.ts needs this file's tool specs
     const { arithmeticStep } = await import('./arithmetic.js');
     return arithmeticStep(state, { text, ...ctx });
   },

@@ -5,7 +5,10 @@ export const MAX_EXPRESSION_CHARS = 200;
 
 export type Evaluation = { value: number; error: null } | { value: null; error: string };
 
-type Token = { kind: 'num'; value: number; at: number } | { kind: 'ans'; at: number } | { kind: 'op'; op: string; at: number };
+type Token =
+  | { kind: 'num'; value: number; at: number }
+  | { kind: 'ans'; at: number }
+  | { kind: 'op'; op: string; at: number };
 
 function tokenize(src: string): Token[] | string {
   const tokens: Token[] = [];
@@ -32,7 +35,8 @@ class CalcError extends Error {}
 
 /** Evaluates `expression` with `ans` bound to the previous result (null: there is none yet). */
 export function evaluate(expression: string, ans: number | null): Evaluation {
-  if (expression.length > MAX_EXPRESSION_CHARS) return { value: null, error: `expression longer than ${MAX_EXPRESSION_CHARS} characters` };
+  if (expression.length > MAX_EXPRESSION_CHARS)
+    return { value: null, error: `expression longer than ${MAX_EXPRESSION_CHARS} characters` };
   const tokens = tokenize(expression);
   if (typeof tokens === 'string') return { value: null, error: tokens };
   if (tokens.length === 0) return { value: null, error: 'empty expression' };
@@ -60,13 +64,13 @@ export function evaluate(expression: string, ans: number | null): Evaluation {
     return v;
   };
   const unary = (): number => {
-    if (isOp('-')) return i++, -unary();
-    if (isOp('+')) return i++, unary();
+    if (isOp('-')) return (i++, -unary());
+    if (isOp('+')) return (i++, unary());
     return primary();
   };
   const primary = (): number => {
     const t = peek();
-    if (t?.kind === 'num') return i++, t.value;
+    if (t?.kind === 'num') return (i++, t.value);
     if (t?.kind === 'ans') {
       i++;
       if (ans === null) throw new CalcError('ans is not set yet (no earlier result)');
@@ -84,7 +88,10 @@ export function evaluate(expression: string, ans: number | null): Evaluation {
   try {
     const value = expr();
     const extra = peek();
-    if (extra) throw new CalcError(`unexpected ${extra.kind === 'op' ? JSON.stringify(extra.op) : extra.kind === 'num' ? 'number' : 'ans'} ${where()}`);
+    if (extra)
+      throw new CalcError(
+        `unexpected ${extra.kind === 'op' ? JSON.stringify(extra.op) : extra.kind === 'num' ? 'number' : 'ans'} ${where()}`,
+      );
     if (!Number.isFinite(value)) return { value: null, error: 'the result is not a finite number' };
     return { value, error: null };
   } catch (err) {

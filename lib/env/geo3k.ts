@@ -5,7 +5,7 @@
 import { checkedInput } from './checked-input.js';
 import { extractBoxed, gradeAnswer, type GradeOptions } from '../math/reward.js';
 import { lastToolCallBody, parseToolCall } from './tool-call.js';
-import { type EnvStepInput, type EnvStepResult, type ToolCallReport } from './types.js';
+import type { EnvStepInput, EnvStepResult, ToolCallReport } from './types.js';
 
 export const CALC_SCORE = 'calc_score';
 /** How to call the one tool: every tool error repeats it, so the model learns the right call. */
@@ -15,7 +15,10 @@ export const CALC_SCORE_USAGE = `The only tool is ${CALC_SCORE}; call it as <too
 export function finalAnswerOf(text: string): string | null {
   const boxed = extractBoxed(text);
   if (boxed !== null && boxed.trim() !== '') return boxed.trim();
-  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l.length > 0);
+  const lines = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l.length > 0);
   return lines.length > 0 ? lines[lines.length - 1]! : null;
 }
 
@@ -35,10 +38,10 @@ const gradeOptions = (input: EnvStepInput): GradeOptions => ({ tolerance: input.
 /** A call to another tool is reported as such, before any complaint about its arguments. */
 function checkedCall(body: string): ToolCallReport {
   const call = parseToolCall(body);
-  if (call.name !== null && call.name !== CALC_SCORE) return { ...call, error: `unknown tool ${JSON.stringify(call.name)}` };
+  if (call.name !== null && call.name !== CALC_SCORE)
+    return { ...call, error: `unknown tool ${JSON.stringify(call.name)}` };
   return call;
 }
-
 
 export function geo3kStep(raw: EnvStepInput): EnvStepResult {
   const input = checkedInput(raw);
@@ -51,12 +54,21 @@ export function geo3kStep(raw: EnvStepInput): EnvStepResult {
   const call = checkedCall(body);
   if (call.error) {
     if (outOfTurns) return ended(text, input, 'tool_error_out_of_turns', call);
-    return { done: false, score: null, final_answer: null, observation: feedback(`Tool error: ${call.error}. ${CALC_SCORE_USAGE}`, nextIsLast), tool_call: call, reason: 'tool_error' };
+    return {
+      done: false,
+      score: null,
+      final_answer: null,
+      observation: feedback(`Tool error: ${call.error}. ${CALC_SCORE_USAGE}`, nextIsLast),
+      tool_call: call,
+      reason: 'tool_error',
+    };
   }
   const answer = call.answer!;
   const grade = gradeAnswer(answer, input.label, gradeOptions(input));
-  if (grade.reward === 1) return { done: true, score: 1, final_answer: answer, observation: null, tool_call: call, reason: 'correct' };
-  if (outOfTurns) return { done: true, score: 0, final_answer: answer, observation: null, tool_call: call, reason: 'out_of_turns' };
+  if (grade.reward === 1)
+    return { done: true, score: 1, final_answer: answer, observation: null, tool_call: call, reason: 'correct' };
+  if (outOfTurns)
+    return { done: true, score: 0, final_answer: answer, observation: null, tool_call: call, reason: 'out_of_turns' };
   return {
     done: false,
     score: 0,

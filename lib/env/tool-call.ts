@@ -21,7 +21,9 @@ function asObject(v: unknown): Record<string, unknown> | null {
 }
 
 /** A call's name and argument object, or why it has none. */
-export type ParsedCall = { name: string; args: Record<string, unknown>; error: null } | { name: string | null; args: null; error: string };
+export type ParsedCall =
+  | { name: string; args: Record<string, unknown>; error: null }
+  | { name: string | null; args: null; error: string };
 
 /** Parses one tool-call body into its name and arguments; never throws. */
 export function parseCall(body: string): ParsedCall {

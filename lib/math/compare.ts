@@ -25,7 +25,8 @@ const ABSOLUTE_ZERO = 1e-50;
 /** Equal as values: same infinity, or finite and equal to 40 significant digits. */
 export function sameValue(a: Value, b: Value): boolean {
   if (a.kind === 'none' || b.kind === 'none') return false;
-  if (a.kind === 'infinite' || b.kind === 'infinite') return a.kind === 'infinite' && b.kind === 'infinite' && a.sign === b.sign;
+  if (a.kind === 'infinite' || b.kind === 'infinite')
+    return a.kind === 'infinite' && b.kind === 'infinite' && a.sign === b.sign;
   const diff = a.value.minus(b.value).abs();
   const scale = a.value.abs().greaterThan(b.value.abs()) ? a.value.abs() : b.value.abs();
   return diff.lte(ABSOLUTE_ZERO) || diff.lte(scale.times(RELATIVE_EQUAL));
@@ -62,8 +63,12 @@ function format(v: Value, exact: Rational | undefined): string {
 }
 
 export function compareNumbers(a: Value, b: Value, ctx: CompareContext, opts: Required<GradeOptions>): Compare {
-  if (ctx.exact ? ratEquals(ctx.exact.answer, ctx.exact.label) : sameValue(a, b)) return { equal: true, reason: 'equal' };
-  const different = { equal: false, reason: `different values (${format(a, ctx.exact?.answer)} vs ${format(b, ctx.exact?.label)})` };
+  if (ctx.exact ? ratEquals(ctx.exact.answer, ctx.exact.label) : sameValue(a, b))
+    return { equal: true, reason: 'equal' };
+  const different = {
+    equal: false,
+    reason: `different values (${format(a, ctx.exact?.answer)} vs ${format(b, ctx.exact?.label)})`,
+  };
   // Non-finite values are never close to anything: only the same infinity is equal (above).
   if (a.kind !== 'finite' || b.kind !== 'finite') return different;
   const diff = a.value.minus(b.value).abs();
@@ -71,6 +76,7 @@ export function compareNumbers(a: Value, b: Value, ctx: CompareContext, opts: Re
     const rounded = roundedMatch(diff.toNumber(), ctx.answerText, ctx.labelText);
     if (rounded) return { equal: true, reason: rounded };
   }
-  if (opts.tolerance > 0 && diff.lte(opts.tolerance)) return { equal: true, reason: `within tolerance ${opts.tolerance}` };
+  if (opts.tolerance > 0 && diff.lte(opts.tolerance))
+    return { equal: true, reason: `within tolerance ${opts.tolerance}` };
   return different;
 }

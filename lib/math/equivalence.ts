@@ -14,8 +14,30 @@ export type { Compare } from './compare.js';
 const math = create(all!, { number: 'BigNumber', precision: 64 });
 
 const ALLOWED_FUNCTIONS = new Set([
-  'sqrt', 'nthRoot', 'cbrt', 'sin', 'cos', 'tan', 'cot', 'sec', 'csc', 'asin', 'acos', 'atan', 'acot', 'asec',
-  'acsc', 'sinh', 'cosh', 'tanh', 'log', 'log10', 'log2', 'exp', 'abs', 'pow',
+  'sqrt',
+  'nthRoot',
+  'cbrt',
+  'sin',
+  'cos',
+  'tan',
+  'cot',
+  'sec',
+  'csc',
+  'asin',
+  'acos',
+  'atan',
+  'acot',
+  'asec',
+  'acsc',
+  'sinh',
+  'cosh',
+  'tanh',
+  'log',
+  'log10',
+  'log2',
+  'exp',
+  'abs',
+  'pow',
 ]);
 const CONSTANTS: Record<string, unknown> = { pi: math.pi, e: math.e, Infinity: math.bignumber(Infinity) };
 const OPERATORS = new Set(['add', 'subtract', 'multiply', 'divide', 'unaryMinus', 'unaryPlus', 'pow']);
@@ -96,7 +118,8 @@ function tooDeep(text: string): string | null {
 /** Parses an already-normalised answer: plain mathjs syntax first, LaTeX conversion otherwise. */
 export function parseAnswer(text: string): Parsed {
   if (text.length === 0) return { ok: false, text, reason: 'empty answer' };
-  if (text.length > MAX_EXPRESSION_CHARS) return { ok: false, text, reason: `answer longer than ${MAX_EXPRESSION_CHARS} chars` };
+  if (text.length > MAX_EXPRESSION_CHARS)
+    return { ok: false, text, reason: `answer longer than ${MAX_EXPRESSION_CHARS} chars` };
   const deep = tooDeep(text);
   if (deep) return { ok: false, text, reason: deep };
   let expr: string;
@@ -106,7 +129,8 @@ export function parseAnswer(text: string): Parsed {
     return { ok: false, text, reason: err instanceof LatexError ? err.message : 'unreadable LaTeX' };
   }
   // LaTeX conversion adds at most two parentheses per level (\frac{a}{b} → ((a)/(b))).
-  if (nestingDepth(expr) > 3 * MAX_NESTING) return { ok: false, text, reason: `brackets nested more than ${MAX_NESTING} deep are not graded` };
+  if (nestingDepth(expr) > 3 * MAX_NESTING)
+    return { ok: false, text, reason: `brackets nested more than ${MAX_NESTING} deep are not graded` };
   let node: MathNode;
   try {
     node = math.parse(expr);
@@ -155,9 +179,16 @@ function exactOf(p: Parsed & { ok: true }): Exact {
 // Deterministic sample points for expressions with variables (x+1 vs 1+x).
 const SAMPLE_POINTS = ['0.5772', '1.4142', '2.7183', '-0.693'];
 
-export function scalarsEquivalent(answer: Parsed & { ok: true }, label: Parsed & { ok: true }, opts: Required<GradeOptions>): Compare {
+export function scalarsEquivalent(
+  answer: Parsed & { ok: true },
+  label: Parsed & { ok: true },
+  opts: Required<GradeOptions>,
+): Compare {
   if (answer.variables.join(',') !== label.variables.join(','))
-    return { equal: false, reason: `different variables (${answer.variables.join(',') || 'none'} vs ${label.variables.join(',') || 'none'})` };
+    return {
+      equal: false,
+      reason: `different variables (${answer.variables.join(',') || 'none'} vs ${label.variables.join(',') || 'none'})`,
+    };
   if (answer.variables.length === 0) {
     const ea = exactOf(answer);
     const el = exactOf(label);
@@ -172,10 +203,13 @@ export function scalarsEquivalent(answer: Parsed & { ok: true }, label: Parsed &
   }
   for (let k = 0; k < SAMPLE_POINTS.length; k++) {
     const scope: Record<string, BigNumber> = {};
-    answer.variables.forEach((v, i) => (scope[v] = math.bignumber(SAMPLE_POINTS[(k + i) % SAMPLE_POINTS.length]!).plus(i)));
+    answer.variables.forEach(
+      (v, i) => (scope[v] = math.bignumber(SAMPLE_POINTS[(k + i) % SAMPLE_POINTS.length]!).plus(i)),
+    );
     const a = evaluateAt(answer, scope);
     const b = evaluateAt(label, scope);
-    if (a.kind === 'none' || b.kind === 'none') return { equal: false, reason: 'expression has no real value at a sample point' };
+    if (a.kind === 'none' || b.kind === 'none')
+      return { equal: false, reason: 'expression has no real value at a sample point' };
     if (!sameValue(a, b)) return { equal: false, reason: 'different expressions' };
   }
   return { equal: true, reason: 'equal expressions' };

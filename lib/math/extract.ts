@@ -1,10 +1,7 @@
 // Finding the final answer in a model response: the last \boxed{…} or \fbox{…}, brace-matched.
 // Linear in the length of the input, so a pathological response cannot stall the scorer.
 
-export type BoxedResult =
-  | { kind: 'found'; content: string }
-  | { kind: 'none' }
-  | { kind: 'unclosed' };
+export type BoxedResult = { kind: 'found'; content: string } | { kind: 'none' } | { kind: 'unclosed' };
 
 const BOX_COMMANDS = ['\\boxed', '\\fbox'];
 
@@ -56,7 +53,7 @@ export function findLastBoxed(text: string): BoxedResult {
   }
   // "\boxed 5": the TeX form without braces takes the next token.
   const bare = /^\s*([^\s$\\]+)/.exec(text.slice(hit.after, hit.after + 200));
-  return bare && bare[1] ? { kind: 'found', content: bare[1] } : { kind: 'unclosed' };
+  return bare?.[1] ? { kind: 'found', content: bare[1] } : { kind: 'unclosed' };
 }
 
 /** The content of the last \boxed{}/\fbox{}, or null when there is none or it never closes. */

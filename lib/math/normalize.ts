@@ -3,9 +3,40 @@
 import { extractBoxed } from './extract.js';
 
 const UNIT_WORDS = [
-  'square units', 'sq units', 'units', 'unit', 'cm', 'mm', 'km', 'm', 'in', 'inches', 'inch', 'ft', 'feet', 'foot',
-  'yd', 'yards', 'yard', 'meters', 'meter', 'metres', 'metre', 'centimeters', 'centimeter', 'millimeters',
-  'kilometers', 'miles', 'mile', 'mi', 'degrees', 'degree', 'deg', 'radians', 'radian', 'rad',
+  'square units',
+  'sq units',
+  'units',
+  'unit',
+  'cm',
+  'mm',
+  'km',
+  'm',
+  'in',
+  'inches',
+  'inch',
+  'ft',
+  'feet',
+  'foot',
+  'yd',
+  'yards',
+  'yard',
+  'meters',
+  'meter',
+  'metres',
+  'metre',
+  'centimeters',
+  'centimeter',
+  'millimeters',
+  'kilometers',
+  'miles',
+  'mile',
+  'mi',
+  'degrees',
+  'degree',
+  'deg',
+  'radians',
+  'radian',
+  'rad',
 ];
 const UNIT_RE = new RegExp(
   `([\\d}).\\s])\\s*(?:square\\s+|sq\\.?\\s*)?(?:${UNIT_WORDS.map((u) => u.replace(/ /g, '\\s+')).join('|')})` +
@@ -42,14 +73,20 @@ function stripTrailingUnits(s: string): string {
 
 /** Removes a leading "x =", "AB =", "\angle ABC =", "m\angle 1 =" (the answer is what follows). */
 function stripAssignment(s: string): string {
-  const m = /^(?:m?\s*\\?(?:angle|measuredangle|overline|triangle)?\s*\{?\s*[A-Za-z][A-Za-z0-9_{}']*\s*\}?)\s*=\s*(.+)$/s.exec(s);
-  return m && m[1] ? m[1] : s;
+  const m =
+    /^(?:m?\s*\\?(?:angle|measuredangle|overline|triangle)?\s*\{?\s*[A-Za-z][A-Za-z0-9_{}']*\s*\}?)\s*=\s*(.+)$/s.exec(
+      s,
+    );
+  return m?.[1] ? m[1] : s;
 }
 
 export function normalizeAnswerText(raw: string): string {
   let s = raw.replace(/\s+/g, ' ').trim();
   s = s.replace(/^\s*(?:final\s+)?answer\s*[:：]?\s*/i, '').replace(/^the\s+answer\s+is\s*[:：]?\s*/i, '');
-  s = s.replace(/\\\(|\\\)|\\\[|\\\]/g, ' ').replace(/\$/g, ' ').trim();
+  s = s
+    .replace(/\\\(|\\\)|\\\[|\\\]/g, ' ')
+    .replace(/\$/g, ' ')
+    .trim();
   // a tool argument written as "\boxed{5}": the box is a wrapper, not part of the answer
   const boxed = /^\\(?:boxed|fbox)\s*\{/.test(s) ? extractBoxed(s) : null;
   if (boxed !== null && s.replace(/^\\(?:boxed|fbox)\s*/, '') === `{${boxed}}`) s = boxed;
@@ -58,7 +95,10 @@ export function normalizeAnswerText(raw: string): string {
   s = stripDegrees(s);
   s = s.replace(/\\%|%/g, ' ');
   s = s.replace(/\\[,;:! ]|~/g, ' ').replace(/\\(?:quad|qquad)\b/g, ' ');
-  s = s.trim().replace(/[.。]+$/, '').trim();
+  s = s
+    .trim()
+    .replace(/[.。]+$/, '')
+    .trim();
   // "5\sqrt{3} \approx 8.66" keeps the exact part.
   s = s.split(/\\approx|≈/)[0]!.trim();
   s = s.replace(/\s*\b(million|billion|trillion)\b/gi, (_m, w: string) => `*10^${SCALE_WORDS[w.toLowerCase()]}`);
@@ -78,11 +118,18 @@ const SCALE_WORDS: Record<string, number> = { million: 6, billion: 9, trillion: 
 
 /** "1,000" and "x = 12,345.5" lose their separators; "(1,234)" (a pair) keeps its comma. */
 function stripThousandsSeparators(s: string): string {
-  return s.replace(/(^|[\s=:])([+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?)(?=$|\s)/g, (_m, pre: string, n: string) => pre + n.replace(/,/g, ''));
+  return s.replace(
+    /(^|[\s=:])([+-]?\d{1,3}(?:,\d{3})+(?:\.\d+)?)(?=$|\s)/g,
+    (_m, pre: string, n: string) => pre + n.replace(/,/g, ''),
+  );
 }
 
 function unquote(s: string): string {
-  return s.replace(/^'(.*)'$/s, '$1').replace(/^"(.*)"$/s, '$1').replace(/\s+/g, ' ').trim();
+  return s
+    .replace(/^'(.*)'$/s, '$1')
+    .replace(/^"(.*)"$/s, '$1')
+    .replace(/\s+/g, ' ')
+    .trim();
 }
 
 export type Bracketed = { open: string; close: string; items: string[] };

@@ -18,7 +18,10 @@ export interface GradeOptions {
 /** Options with defaults applied; a negative or non-finite tolerance counts as 0. */
 export function resolveGradeOptions(opts: GradeOptions = {}): Required<GradeOptions> {
   const t = opts.tolerance;
-  return { match: opts.match === 'rounded' ? 'rounded' : 'exact', tolerance: typeof t === 'number' && Number.isFinite(t) && t > 0 ? t : 0 };
+  return {
+    match: opts.match === 'rounded' ? 'rounded' : 'exact',
+    tolerance: typeof t === 'number' && Number.isFinite(t) && t > 0 ? t : 0,
+  };
 }
 
 /** A label that cannot be graded against (empty, not a string): a data error, never the model's fault. */

@@ -33,7 +33,9 @@ function gradeScalar(answer: string, label: string, opts: Resolved): Grade {
   const parsedAnswer = parseAnswer(answer);
   if (!parsedLabel.ok) {
     const same = compact(answer).toLowerCase() === compact(label).toLowerCase();
-    return same ? { reward: 1, reason: 'identical text' } : { reward: 0, reason: `label not comparable (${parsedLabel.reason})` };
+    return same
+      ? { reward: 1, reason: 'identical text' }
+      : { reward: 0, reason: `label not comparable (${parsedLabel.reason})` };
   }
   if (!parsedAnswer.ok) return { reward: 0, reason: `answer not readable: ${parsedAnswer.reason}` };
   const c = scalarsEquivalent(parsedAnswer, parsedLabel, opts);
@@ -51,12 +53,15 @@ function bracketsCompatible(a: Bracketed, l: Bracketed): boolean {
 function gradeCollection(a: Bracketed, l: Bracketed, opts: Resolved): Grade {
   if (a.items.length !== l.items.length)
     return { reward: 0, reason: `${a.items.length} elements, label has ${l.items.length}` };
-  if (!bracketsCompatible(a, l)) return { reward: 0, reason: `brackets ${a.open}…${a.close} differ from ${l.open}…${l.close}` };
+  if (!bracketsCompatible(a, l))
+    return { reward: 0, reason: `brackets ${a.open}…${a.close} differ from ${l.open}…${l.close}` };
   if (l.open === '{') {
     // a set: every label element matched by a distinct answer element
     const unused = [...a.items];
     for (const want of l.items) {
-      const at = unused.findIndex((got) => gradeScalar(normalizeAnswerText(got), normalizeAnswerText(want), opts).reward === 1);
+      const at = unused.findIndex(
+        (got) => gradeScalar(normalizeAnswerText(got), normalizeAnswerText(want), opts).reward === 1,
+      );
       if (at < 0) return { reward: 0, reason: `set element ${want} missing` };
       unused.splice(at, 1);
     }
@@ -71,7 +76,8 @@ function gradeCollection(a: Bracketed, l: Bracketed, opts: Resolved): Grade {
 
 /** Throws LabelError when the label cannot be graded against (not a string, empty once normalised). */
 export function checkLabel(label: unknown): string {
-  if (typeof label !== 'string') throw new LabelError(`label must be a string, got ${label === null ? 'null' : typeof label}`);
+  if (typeof label !== 'string')
+    throw new LabelError(`label must be a string, got ${label === null ? 'null' : typeof label}`);
   if (label.length > MAX_ANSWER_CHARS) throw new LabelError(`label longer than ${MAX_ANSWER_CHARS} chars`);
   const l = normalizeAnswerText(label);
   if (l.length === 0) throw new LabelError(`label is empty (${JSON.stringify(label)}): nothing to grade against`);
@@ -90,7 +96,13 @@ export function gradeAnswer(answer: string, label: string, opts: GradeOptions = 
     const ca = splitCollection(a);
     const cl = splitCollection(l);
     if (ca && cl) return gradeCollection(ca, cl, resolved);
-    if (ca || cl) return { reward: 0, reason: ca ? `answer has ${ca.items.length} elements, label one` : `label has ${cl!.items.length} elements, answer one` };
+    if (ca || cl)
+      return {
+        reward: 0,
+        reason: ca
+          ? `answer has ${ca.items.length} elements, label one`
+          : `label has ${cl!.items.length} elements, answer one`,
+      };
     return gradeScalar(a, l, resolved);
   } catch (err) {
     return { reward: 0, reason: `grader error: ${(err as Error)?.message ?? String(err)}` };

@@ -6,7 +6,11 @@ const math = create(all!, { number: 'number' });
 
 export function labelToLatex(label: string): string {
   const tuple = /^\((.*)\)$/s.exec(label.trim());
-  if (tuple && /^'[^']*'(\s*,\s*'[^']*')+$/.test(tuple[1]!.trim())) return `(${tuple[1]!.replace(/'/g, '').split(/\s*,\s*/).join(', ')})`;
+  if (tuple && /^'[^']*'(\s*,\s*'[^']*')+$/.test(tuple[1]!.trim()))
+    return `(${tuple[1]!
+      .replace(/'/g, '')
+      .split(/\s*,\s*/)
+      .join(', ')})`;
   try {
     return math
       .parse(label)

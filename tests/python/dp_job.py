@@ -3,6 +3,7 @@ train-step inputs of a JSON-lines file, in order; rank 0 prints each step's outp
 --reload: rank 0 drops its state after each step, so the next one loads the checkpoint (a restart).
 --ipc: then the last step's weights go through the ipc transport (every rank packs buckets) to a
 stand-in engine on rank 0 that opens each bucket and prints a digest of each tensor it holds."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,10 @@ import sys
 
 import torch
 
-from tempo_engine import buckets
 from trainer.contract import TrainStepInput
-from trainer.data_parallel import DataParallelTrainer, follow
-from trainer.dp_group import DataParallelGroup
-from trainer.weight_ipc import IpcLoader
+from trainer.worker.data_parallel import DataParallelTrainer, follow
+from trainer.worker.dp_group import DataParallelGroup
+from trainer.weights.ipc import IpcLoader
 
 
 # An engine worker's side, in a process of its own: CUDA IPC handles open in another process only.
@@ -39,8 +39,9 @@ class BucketReader:
 
     def __init__(self, device: torch.device):
         self.digests: dict = {}
-        self.proc = subprocess.Popen([sys.executable, "-c", READER, str(device)], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", READER, str(device)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
 
     def rpc(self, method: str, bucket: str | None = None) -> list:
         if method == "tempo_rl_load_bucket":

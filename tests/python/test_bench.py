@@ -11,9 +11,31 @@ def load_bench():
 
 
 def test_bench_runs_the_trainer_path_and_the_plain_step_on_cpu():
-    out = load_bench().main(["--preset", "tiny", "--device", "cpu", "--seq-len", "64", "--prompt-len", "16", "--samples", "4",
-                             "--group-size", "2", "--micro-batch-tokens", "128", "--steps", "1", "--warmup", "1",
-                             "--precision", "amp", "--plain"])
+    out = load_bench().main(
+        [
+            "--preset",
+            "tiny",
+            "--device",
+            "cpu",
+            "--seq-len",
+            "64",
+            "--prompt-len",
+            "16",
+            "--samples",
+            "4",
+            "--group-size",
+            "2",
+            "--micro-batch-tokens",
+            "128",
+            "--steps",
+            "1",
+            "--warmup",
+            "1",
+            "--precision",
+            "amp",
+            "--plain",
+        ]
+    )
     ours, plain = out["tempo_rl"], out["plain"]
     assert ours["tokens_per_second"] > 0 and ours["micro_batches"] == 2 and ours["grad_norm"] > 0
     assert plain["micro_batches"] == 2 and plain["grad_norm"] > 0 and out["ratio_tokens_per_second"] > 0
@@ -22,8 +44,25 @@ def test_bench_runs_the_trainer_path_and_the_plain_step_on_cpu():
 
 
 def test_bench_variable_batch_reports_its_padding():
-    out = load_bench().main(["--preset", "tiny", "--device", "cpu", "--samples", "3", "--group-size", "3",
-                             "--micro-batch-tokens", "4096", "--steps", "1", "--warmup", "0", "--variable"])
+    out = load_bench().main(
+        [
+            "--preset",
+            "tiny",
+            "--device",
+            "cpu",
+            "--samples",
+            "3",
+            "--group-size",
+            "3",
+            "--micro-batch-tokens",
+            "4096",
+            "--steps",
+            "1",
+            "--warmup",
+            "0",
+            "--variable",
+        ]
+    )
     ours = out["tempo_rl"]
     assert 0 < ours["padding_efficiency"] <= 1 and ours["tokens_per_step"] > 3 * 350, ours
 
@@ -33,9 +72,26 @@ def test_routing_replay_bench_runs_on_cpu(tmp_path):
     spec = importlib.util.spec_from_file_location("bench_r3", path)
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    from trainer.tiny_moe_model import build_tiny_moe_model
+    from trainer.generators.tiny_moe_model import build_tiny_moe_model
+
     model = build_tiny_moe_model(tmp_path / "moe", seed=0)
-    out = bench.main(["--model", str(model), "--prompts", "2", "--gen", "4", "--steps", "1", "--drift", "router", "--noise", "0.5", "--json"])
+    out = bench.main(
+        [
+            "--model",
+            str(model),
+            "--prompts",
+            "2",
+            "--gen",
+            "4",
+            "--steps",
+            "1",
+            "--drift",
+            "router",
+            "--noise",
+            "0.5",
+            "--json",
+        ]
+    )
     first, last = out["steps"]
     assert first["routes_flipped"] == 0 and first["abs_diff_no_replay"] < 1e-5
     assert last["abs_diff_replay"] <= last["abs_diff_no_replay"], last

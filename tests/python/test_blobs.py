@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.blobs import BlobError, BlobStore, parse_blob_store_uri
+from trainer.stores.blobs import BlobError, BlobStore, parse_blob_store_uri
 
 
 def test_resolves_and_refuses_escapes(tmp_path):
@@ -18,19 +18,22 @@ def test_resolves_and_refuses_escapes(tmp_path):
         store.get_bytes("blob:named/missing.json")
 
 
-# The blob store URIs both sides refuse (lib/blobstore.ts BlobStoreUri; tests/ts/bad-input.test.ts runs
+# The blob store URIs both sides refuse (stores/blobstore.ts BlobStoreUri; tests/ts/bad-input.test.ts runs
 # these through both parsers), each named in the message with the reason.
-@pytest.mark.parametrize("uri, why", [
-    ("/proc/x", "virtual filesystem"),
-    ("file:///sys/x", "virtual filesystem"),
-    ("   ", "blank"),
-    (" /tmp/b", "whitespace"),
-    ("/tmp/b\t", "whitespace"),
-    ("file:///tmp/a%00b", "NUL"),
-    ("file:///tmp/a%0Ab", "control character"),
-    ("/tmp/a\x07b", "control character"),
-    ("~other/b", "another user's home"),
-])
+@pytest.mark.parametrize(
+    "uri, why",
+    [
+        ("/proc/x", "virtual filesystem"),
+        ("file:///sys/x", "virtual filesystem"),
+        ("   ", "blank"),
+        (" /tmp/b", "whitespace"),
+        ("/tmp/b\t", "whitespace"),
+        ("file:///tmp/a%00b", "NUL"),
+        ("file:///tmp/a%0Ab", "control character"),
+        ("/tmp/a\x07b", "control character"),
+        ("~other/b", "another user's home"),
+    ],
+)
 def test_a_store_uri_nobody_means_is_refused_naming_it(uri, why):
     with pytest.raises(BlobError) as err:
         parse_blob_store_uri(uri)

@@ -1,7 +1,8 @@
-"""The Python blob stores (workers/trainer/blobs.py) against a real S3-compatible server: S3Proxy with its
-filesystem backend, installed and started by lib/s3-server.ts through tests/ts/support/s3-server-child.ts
+"""The Python blob stores (workers/trainer/stores/blobs.py) against a real S3-compatible server: S3Proxy with its
+filesystem backend, installed and started by testing/s3-server.ts through testing/s3-server-child.ts
 (the module fixture starts it and stops it). Where it cannot be installed or run (no network, no Java,
 no node) the S3 tests skip, naming what was missing."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,13 +19,28 @@ from pathlib import Path
 
 import pytest
 
-from trainer.blobs import (BlobError, BlobStore, LocalBlobStore, S3BlobStore, open_blob_store,
-                           parse_blob_store_uri)
+from trainer.stores.blobs import (
+    BlobError,
+    BlobStore,
+    LocalBlobStore,
+    S3BlobStore,
+    open_blob_store,
+    parse_blob_store_uri,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BUCKET = "tempo-test"
-BAD_REFS = ["named/x.json", "blob:../etc/passwd", "blob:/etc/passwd", "blob:named/../../x", "blob:", "blob:a\0b",
-            "blob:\\x", "blob:named/..", "blob:."]
+BAD_REFS = [
+    "named/x.json",
+    "blob:../etc/passwd",
+    "blob:/etc/passwd",
+    "blob:named/../../x",
+    "blob:",
+    "blob:a\0b",
+    "blob:\\x",
+    "blob:named/..",
+    "blob:.",
+]
 
 
 def _group_members(pgid: int) -> list[int]:
@@ -37,7 +53,7 @@ def _group_members(pgid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         if fields[0] != "Z" and int(fields[2]) == pgid:
             out.append(int(entry.name))
     return out
@@ -47,15 +63,20 @@ def _group_members(pgid: int) -> list[int]:
 def s3server(tmp_path_factory):
     node = shutil.which("node")
     if node is None:
-        pytest.skip("S3 server unavailable: node is not on the PATH (lib/s3-server.ts starts S3Proxy)")
+        pytest.skip("S3 server unavailable: node is not on the PATH (testing/s3-server.ts starts S3Proxy)")
     if not (REPO / "node_modules" / "tsx").is_dir():
         pytest.skip("S3 server unavailable: node_modules/tsx is missing (run scripts/bootstrap.sh)")
     data = tmp_path_factory.mktemp("s3data")
     errlog = tmp_path_factory.mktemp("s3child") / "child.err"
     with open(errlog, "wb") as err:
-        child = subprocess.Popen([node, "--import", "tsx", "tests/ts/support/s3-server-child.ts", str(data), BUCKET],
-                                 cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                 start_new_session=True)
+        child = subprocess.Popen(
+            [node, "--import", "tsx", "testing/s3-server-child.ts", str(data), BUCKET],
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+        )
     info = None
     try:
         deadline = time.monotonic() + 600  # a first run downloads the 55 MB jar
@@ -68,14 +89,18 @@ def s3server(tmp_path_factory):
                     break
                 line += chunk
         if not line.strip():
-            raise RuntimeError(f"the S3 server helper gave no answer (exit {child.poll()}): {errlog.read_text()[-3000:]}")
+            raise RuntimeError(
+                f"the S3 server helper gave no answer (exit {child.poll()}): {errlog.read_text()[-3000:]}"
+            )
         info = json.loads(line.decode().strip().splitlines()[0])
         if "unavailable" in info:
             pytest.skip(f"S3 server unavailable: {info['unavailable']}")
         info["data_dir"] = str(data)
-        print(f"S3Proxy {info['version']} on {info['endpoint']} (Java {info['java_major']}; install "
-              f"{'downloaded in %d ms' % info['install']['ms'] if info['install']['downloaded'] else 'cached'}; "
-              f"healthy after {info['start_ms']} ms)")
+        print(
+            f"S3Proxy {info['version']} on {info['endpoint']} (Java {info['java_major']}; install "
+            f"{'downloaded in %d ms' % info['install']['ms'] if info['install']['downloaded'] else 'cached'}; "
+            f"healthy after {info['start_ms']} ms)"
+        )
         yield info
     finally:
         # Closing stdin asks the helper to stop the server and exit; then make sure of both.
@@ -197,6 +222,7 @@ def test_escapes_refused_like_the_local_store(env, tmp_path):
 def test_wrong_credentials_fail_loudly(env):
     store = store_at(env | {"AWS_SECRET_ACCESS_KEY": "wrong"})
     from botocore.exceptions import ClientError
+
     with pytest.raises(ClientError, match="403|Forbidden|Signature|Access"):
         store.exists("blob:named/x.json")
     with pytest.raises(ClientError):
@@ -239,25 +265,28 @@ def test_local_store_new_methods_keep_the_layout(tmp_path):
             BlobStore(uri)
 
 
-@pytest.mark.parametrize("uri,why", [
-    ("", "empty"),
-    ("s3://", "no bucket"),
-    ("s3:bucket/x", "not of the form s3://bucket/prefix"),
-    ("s3://Bad_Bucket/x", "not a valid S3 bucket name"),
-    ("s3://ab/x", "not a valid S3 bucket name"),
-    ("s3://192.168.1.1/x", "not a valid S3 bucket name"),
-    ("s3://key:secret@bucket/x", "credentials or a port"),
-    ("s3://bucket/a/../b", '".." segment'),
-    ("s3://bucket/a//b", "empty"),
-    ("s3://bucket/x?endpoint=http://h", "query or fragment"),
-    ("gs://bucket/x", 'unsupported scheme "gs:"'),
-    ("http://127.0.0.1:9000/bucket", 'unsupported scheme "http:"'),
-    ("file://otherhost/x", "not a local file URL"),
-    ("file:relative", "not a local file URL"),
-    ("file:///tmp/x?y=1", "not a local file URL"),
-    ("/tmp/a\0b", "NUL"),
-    (42, "must be a string"),
-])
+@pytest.mark.parametrize(
+    "uri,why",
+    [
+        ("", "empty"),
+        ("s3://", "no bucket"),
+        ("s3:bucket/x", "not of the form s3://bucket/prefix"),
+        ("s3://Bad_Bucket/x", "not a valid S3 bucket name"),
+        ("s3://ab/x", "not a valid S3 bucket name"),
+        ("s3://192.168.1.1/x", "not a valid S3 bucket name"),
+        ("s3://key:secret@bucket/x", "credentials or a port"),
+        ("s3://bucket/a/../b", '".." segment'),
+        ("s3://bucket/a//b", "empty"),
+        ("s3://bucket/x?endpoint=http://h", "query or fragment"),
+        ("gs://bucket/x", 'unsupported scheme "gs:"'),
+        ("http://127.0.0.1:9000/bucket", 'unsupported scheme "http:"'),
+        ("file://otherhost/x", "not a local file URL"),
+        ("file:relative", "not a local file URL"),
+        ("file:///tmp/x?y=1", "not a local file URL"),
+        ("/tmp/a\0b", "NUL"),
+        (42, "must be a string"),
+    ],
+)
 def test_bad_uri_names_the_value(uri, why):
     with pytest.raises(BlobError) as err:
         open_blob_store(uri)
@@ -271,35 +300,37 @@ def test_good_uris():
     assert parse_blob_store_uri("s3://bucket.example") == ("s3", "bucket.example", "")
     assert parse_blob_store_uri("file://localhost/tmp/x") == ("local", "/tmp/x", "")
     assert parse_blob_store_uri("relative/blobs") == ("local", str(Path("relative/blobs").resolve()), "")
-    store = open_blob_store("s3://bucket-1//a/b/", env={"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9",
-                                                        "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"})
+    store = open_blob_store(
+        "s3://bucket-1//a/b/",
+        env={"AWS_ENDPOINT_URL_S3": "http://127.0.0.1:9", "AWS_ACCESS_KEY_ID": "k", "AWS_SECRET_ACCESS_KEY": "s"},
+    )
     assert isinstance(store, S3BlobStore) and store.uri == "s3://bucket-1/a/b"
 
 
 def test_the_trainer_reads_samples_and_images_from_s3_and_commits_its_checkpoint_there(
-        env, samples, mixed_refs, make_input, blob_root, tmp_path, monkeypatch):
+    env, samples, mixed_refs, make_input, blob_dir, tmp_path, monkeypatch
+):
     """A train step whose blob_store is s3://…: the samples (two with images) are only in S3 — the local
-    copies they were made from are gone — and the checkpoint is committed in S3 (checkpoint_store.py),
+    copies they were made from are gone — and the checkpoint is committed in S3 (trainer/stores/checkpoints.py),
     with run_dir as the trainer's local copy."""
     from trainer.contract import TrainStepInput
-    from trainer.train_step import Trainer
+    from trainer.step.train_step import Trainer
 
     uri = f"s3://{BUCKET}/trainer-step"
     s3 = open_blob_store(uri, env=env)
     try:
-        for path in sorted(p for p in blob_root.rglob("*") if p.is_file()):
-            rel = path.relative_to(blob_root).as_posix()
+        for path in sorted(p for p in blob_dir.rglob("*") if p.is_file()):
+            rel = path.relative_to(blob_dir).as_posix()
             if rel.startswith("cas/"):
                 assert s3.put_bytes(path.read_bytes(), path.suffix[1:]) == f"blob:{rel}"
             else:
-                assert s3.put_json(rel[len("named/"):], json.loads(path.read_text())) == f"blob:{rel}"
+                assert s3.put_json(rel[len("named/") :], json.loads(path.read_text())) == f"blob:{rel}"
     finally:
         s3.close()
-    shutil.rmtree(blob_root)
+    shutil.rmtree(blob_dir)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     payload = {**make_input(mixed_refs), "blob_store": uri}
-    del payload["blob_root"]
     out = Trainer().train_step(TrainStepInput.model_validate(payload))
     assert out.weight_version == 1 and out.metrics["train/n_samples"] == 4
     assert Path(out.checkpoint).is_dir() and Path(out.checkpoint).is_relative_to(tmp_path / "run")

@@ -1,12 +1,13 @@
 """run.checkpoint_interval: light steps commit their record only; a trainer that restarts between full
 checkpoints replays the recorded steps to the same weights; engines get a light step's weights on
 demand; retention keeps the newest full checkpoints and every M-th."""
+
 import torch
 from safetensors.torch import load_file
 
-from trainer import checkpoint as ckpt
+from trainer.checkpoint import atomic as ckpt
 from trainer.contract import TrainStepInput
-from trainer.train_step import Trainer
+from trainer.step.train_step import Trainer
 
 
 def step_input(make_input, refs, step, run_dir, **extra) -> TrainStepInput:
@@ -60,8 +61,9 @@ def test_an_engine_gets_a_light_steps_weights_even_after_a_restart(make_input, m
     state = {k: v for k, v in expected.items() if k in saved}
     assert state and all(torch.equal(saved[k], state[k]) for k in state)
     assert fresh.state.step == 3, "the rebuilt state is kept for the next step"
-    assert t.engine_weights(ckpt.checkpoint_dir(run, 2).as_posix()) == ckpt.checkpoint_dir(run, 2).as_posix(), \
+    assert t.engine_weights(ckpt.checkpoint_dir(run, 2).as_posix()) == ckpt.checkpoint_dir(run, 2).as_posix(), (
         "a full checkpoint is its own model directory"
+    )
     t.train_step(step_input(make_input, mixed_refs, 4, run))
     t.engine_weights(str(ckpt.checkpoint_dir(run, 4)))
     assert [p.name for p in (run / "weights").iterdir()] == ["step-000004"], "only the newest export is kept"
@@ -71,15 +73,25 @@ def test_the_last_step_is_full_and_retention_keeps_every_mth(make_input, mixed_r
     run = tmp_path / "run"
     t = Trainer(device="cpu")
     for step in range(8):
-        t.train_step(step_input(make_input, mixed_refs, step, run, keep_checkpoints=2, keep_checkpoint_every=6,
-                                full_checkpoint=step == 7))
+        t.train_step(
+            step_input(
+                make_input,
+                mixed_refs,
+                step,
+                run,
+                keep_checkpoints=2,
+                keep_checkpoint_every=6,
+                full_checkpoint=step == 7,
+            )
+        )
     full = [s for s in range(8) if ckpt.is_full(ckpt.checkpoint_dir(run, s))]
     assert full == [2, 5, 7]
     kept = [s for s in full if (ckpt.checkpoint_dir(run, s) / "optimizer.pt").exists()]
     assert kept == [5, 7], "the newest two full checkpoints keep their weights"
     t2 = Trainer(device="cpu")
     for step in range(12):
-        t2.train_step(step_input(make_input, mixed_refs, step, tmp_path / "every", keep_checkpoints=2,
-                                 keep_checkpoint_every=6))
+        t2.train_step(
+            step_input(make_input, mixed_refs, step, tmp_path / "every", keep_checkpoints=2, keep_checkpoint_every=6)
+        )
     kept = [s for s in range(12) if (ckpt.checkpoint_dir(tmp_path / "every", s) / "optimizer.pt").exists()]
     assert kept == [5, 8, 11], "step 5 ((5 + 1) % 6 == 0) is kept beside the newest two"

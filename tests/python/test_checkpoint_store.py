@@ -1,6 +1,7 @@
-"""Checkpoints committed in an S3 store (workers/trainer/checkpoint_store.py) and engines pulling weights
-from it (engine_store.py), against a real S3 server (S3Proxy, started by test_blobstore_s3's fixture).
+"""Checkpoints committed in an S3 store (workers/trainer/stores/checkpoints.py) and engines pulling weights
+from it (tempo_engine/weights_from_store.py), against a real S3 server (S3Proxy, started by test_blobstore_s3's fixture).
 "Another host" is a Trainer with its own, empty scratch run_dir: it shares only the store."""
+
 from __future__ import annotations
 
 import json
@@ -10,28 +11,40 @@ from pathlib import Path
 
 import pytest
 
-from test_blobstore_s3 import BUCKET, env, s3server  # noqa: F401 (fixtures)
-from trainer import checkpoint as ckpt
-from trainer.blobs import open_blob_store
-from trainer.checkpoint_store import (COMMIT, StoredRun, engine_weights_location, is_location, parse_location,
-                                      store_and_key)
+from test_blobstore_s3 import BUCKET, env, s3server  # noqa: F401, F811 (fixtures)
+from trainer.checkpoint import atomic as ckpt
+from trainer.stores.blobs import open_blob_store
+from trainer.stores.checkpoints import (
+    COMMIT,
+    StoredRun,
+    engine_weights_location,
+    is_location,
+    parse_location,
+    store_and_key,
+)
 from trainer.contract import TrainStepInput
-from trainer.engine_store import model_files, pull_weights
-from trainer.train_step import Trainer
+from tempo_engine.weights_from_store import model_files, pull_weights
+from trainer.step.train_step import Trainer
 
 
 @pytest.fixture
-def s3_samples(env, mixed_refs, blob_root, monkeypatch, request):
+def s3_samples(
+    env,  # noqa: F811 (the fixture imported above)
+    mixed_refs,
+    blob_dir,
+    monkeypatch,
+    request,
+):
     """The samples copied into a fresh S3 prefix (and only there); the AWS_* variables set for the trainer."""
     uri = f"s3://{BUCKET}/{request.node.name[:40]}"
     store = open_blob_store(uri, env=env)
-    for path in sorted(p for p in blob_root.rglob("*") if p.is_file()):
-        rel = path.relative_to(blob_root).as_posix()
+    for path in sorted(p for p in blob_dir.rglob("*") if p.is_file()):
+        rel = path.relative_to(blob_dir).as_posix()
         if rel.startswith("cas/"):
             store.put_bytes(path.read_bytes(), path.suffix[1:])
         else:
-            store.put_json(rel[len("named/"):], json.loads(path.read_text()))
-    shutil.rmtree(blob_root)
+            store.put_json(rel[len("named/") :], json.loads(path.read_text()))
+    shutil.rmtree(blob_dir)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     yield uri, store
@@ -40,7 +53,6 @@ def s3_samples(env, mixed_refs, blob_root, monkeypatch, request):
 
 def _input(make_input, refs, uri, run_dir, step, **extra) -> TrainStepInput:
     payload = {**make_input(refs, step=step, run_dir=run_dir), "blob_store": uri, **extra}
-    del payload["blob_root"]
     return TrainStepInput.model_validate(payload)
 
 
@@ -82,8 +94,11 @@ def test_concurrent_attempts_one_commit_and_the_loser_cleans_up(s3_samples, tmp_
         tmp = tmp_path / f"attempt-{i}"
         tmp.mkdir()
         (tmp / "model.safetensors").write_bytes(bytes([i]) * (1000 + i))
-        won.append(runs[i].publish("checkpoints", 7, tmp, {"attempt": f"a{i}", "step": 7, "full": True,
-                                                            "files": ckpt.manifest(tmp)}))
+        won.append(
+            runs[i].publish(
+                "checkpoints", 7, tmp, {"attempt": f"a{i}", "step": 7, "full": True, "files": ckpt.manifest(tmp)}
+            )
+        )
 
     threads = [threading.Thread(target=attempt, args=(i,)) for i in range(4)]
     for t in threads:
@@ -96,7 +111,9 @@ def test_concurrent_attempts_one_commit_and_the_loser_cleans_up(s3_samples, tmp_
     assert keys == sorted([f"{winner['prefix']}/model.safetensors", f"runs/r/checkpoints/step-000007/{COMMIT}"])
     # Any host materialises the winner's bytes, checked against the record.
     local = runs[3].materialize(7, _record(store, 7))
-    assert (local / "model.safetensors").read_bytes() == bytes([int(winner["attempt"][1:])]) * winner["files"]["model.safetensors"]
+    assert (local / "model.safetensors").read_bytes() == bytes([int(winner["attempt"][1:])]) * winner["files"][
+        "model.safetensors"
+    ]
 
 
 def test_a_corrupt_file_in_the_store_is_refused(s3_samples, tmp_path):

@@ -1,7 +1,8 @@
-"""Two attempts of one step racing to commit it (issue 13): an attempt that timed out but still runs
+"""Two attempts of one step racing to commit it: an attempt that timed out but still runs
 and its retry in another process (two Trainers: two locks, one run directory). The interleaving is
 forced through os.rename and os.unlink: the old attempt waits, its checkpoint fully written, at the
 rename that commits it; the retry then starts and the old attempt is let go at the worst moment."""
+
 import os
 import threading
 from pathlib import Path
@@ -9,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer import checkpoint as ckpt
+from trainer.checkpoint import atomic as ckpt
 from trainer.contract import TrainStepInput
-from trainer.train_step import Trainer
+from trainer.step.train_step import Trainer
 
 WAIT_S = 120
 OLD, RETRY = "old-attempt", "retry"

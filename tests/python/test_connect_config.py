@@ -1,10 +1,11 @@
 """The trainer's Client.connect arguments (worker.connect_kwargs) from a Temporal config profile and
 from the standard TEMPORAL_* variables, through temporalio.envconfig; no server needed."""
+
 from pathlib import Path
 
 from temporalio.service import TLSConfig
 
-from trainer.worker import connect_kwargs
+from trainer.worker.main import connect_kwargs
 
 PROFILE = """
 [profile.default]
@@ -49,8 +50,12 @@ def test_a_profile_file_gives_mtls(tmp_path):
 
 
 def test_variables_override_the_profile_and_flags_override_both(tmp_path):
-    env = {"TEMPORAL_CONFIG_FILE": str(profile_file(tmp_path)), "TEMPORAL_PROFILE": "cloud",
-           "TEMPORAL_NAMESPACE": "from-env", "TEMPORAL_API_KEY": "env-key"}
+    env = {
+        "TEMPORAL_CONFIG_FILE": str(profile_file(tmp_path)),
+        "TEMPORAL_PROFILE": "cloud",
+        "TEMPORAL_NAMESPACE": "from-env",
+        "TEMPORAL_API_KEY": "env-key",
+    }
     kw = connect_kwargs(env=env)
     assert (kw["target_host"], kw["namespace"], kw["api_key"]) == ("ns.acct.tmprl.cloud:7233", "from-env", "env-key")
     kw = connect_kwargs("127.0.0.1:7300", "flag-ns", env=env)
@@ -59,9 +64,14 @@ def test_variables_override_the_profile_and_flags_override_both(tmp_path):
 
 def test_without_the_file_only_variables_count(tmp_path):
     """tempo-rl's own launch (--no-config-file): the resolved TEMPORAL_* variables, inline PEM included."""
-    env = {"TEMPORAL_CONFIG_FILE": str(profile_file(tmp_path)), "TEMPORAL_PROFILE": "cloud",
-           "TEMPORAL_ADDRESS": "10.0.0.5:7233", "TEMPORAL_TLS": "true",
-           "TEMPORAL_TLS_SERVER_CA_CERT_DATA": "CA PEM", "TEMPORAL_TLS_SERVER_NAME": "t.example"}
+    env = {
+        "TEMPORAL_CONFIG_FILE": str(profile_file(tmp_path)),
+        "TEMPORAL_PROFILE": "cloud",
+        "TEMPORAL_ADDRESS": "10.0.0.5:7233",
+        "TEMPORAL_TLS": "true",
+        "TEMPORAL_TLS_SERVER_CA_CERT_DATA": "CA PEM",
+        "TEMPORAL_TLS_SERVER_NAME": "t.example",
+    }
     kw = connect_kwargs(config_file=False, env=env)
     assert kw["target_host"] == "10.0.0.5:7233" and kw["namespace"] == "default" and "api_key" not in kw
     assert isinstance(kw["tls"], TLSConfig)

@@ -1,5 +1,6 @@
-"""Data parallelism (data_parallel.py) on the CPU over gloo, world size 2 (torchrun in a subprocess):
+"""Data parallelism (trainer/worker/data_parallel.py) on the CPU over gloo, world size 2 (torchrun in a subprocess):
 a step equals one process's on the same batch, and checkpoints move between world sizes."""
+
 from __future__ import annotations
 
 import json
@@ -14,10 +15,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from trainer import checkpoint as ckpt
+from trainer.checkpoint import atomic as ckpt
 from trainer.contract import TrainStepInput
-from trainer.data_parallel import plan_step
-from trainer.train_step import Trainer
+from trainer.worker.data_parallel import plan_step
+from trainer.step.train_step import Trainer
 
 HERE = Path(__file__).parent
 WORKERS = HERE.parent.parent / "workers"
@@ -37,9 +38,19 @@ def torchrun(tmp_path: Path, inputs: list[dict], *extra: str, world_size: int = 
     env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={world_size}",
-           str(HERE / "dp_job.py"), str(job), *extra]
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        f"--nproc-per-node={world_size}",
+        str(HERE / "dp_job.py"),
+        str(job),
+        *extra,
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
     try:
         out, err = proc.communicate(timeout=240)
     finally:
@@ -86,13 +97,22 @@ def assert_same_weights(a: dict, b: dict, atol=1e-6) -> None:
 def steps(mixed_refs, make_input, tmp_path):
     def at(run: str, step: int) -> dict:
         return make_input(mixed_refs, step=step, run_dir=tmp_path / run, **HYPER)
+
     return at
 
 
 def test_plan_balances_tokens_within_each_update_batch():
-    inp = TrainStepInput.model_validate({"run_id": "r", "step": 0, "run_dir": "x", "blob_root": "x", "model_path": "x",
-                                         "samples": [{"ref": str(i), "reward": 0, "group_id": "g"} for i in range(6)],
-                                         "hyper": {"ppo_mini_batches": 2}})
+    inp = TrainStepInput.model_validate(
+        {
+            "run_id": "r",
+            "step": 0,
+            "run_dir": "x",
+            "blob_store": "x",
+            "model_path": "x",
+            "samples": [{"ref": str(i), "reward": 0, "group_id": "g"} for i in range(6)],
+            "hyper": {"ppo_mini_batches": 2},
+        }
+    )
     plan = plan_step(inp, [(10, 4), (50, 20), (20, 5), (5, 1), (30, 3), (30, 3)], world_size=2)
     assert plan.shares == [[[1], [0, 2]], [[3, 4], [5]]]
     assert plan.totals == [(3, 29), (3, 7)]
@@ -104,13 +124,23 @@ def test_a_step_at_world_size_2_equals_one_process(steps, tmp_path):
     out, ipc = torchrun(tmp_path, [steps("two", 0)], "--ipc")
     assert_sends_full_weights(ipc["ipc_digests"], tmp_path / "two")
     assert not out["already_committed"]
-    for k in ("train/loss", "train/pg_loss", "train/grad_norm", "train/n_tokens", "train/n_samples",
-              "train/n_response_tokens", "train/updates", "train/train_rollout_logprob_abs_diff"):
+    for k in (
+        "train/loss",
+        "train/pg_loss",
+        "train/grad_norm",
+        "train/n_tokens",
+        "train/n_samples",
+        "train/n_response_tokens",
+        "train/updates",
+        "train/train_rollout_logprob_abs_diff",
+    ):
         assert out["metrics"][k] == pytest.approx(ref.metrics[k], rel=1e-4, abs=1e-6), k
     assert_same_weights(weights(tmp_path / "two", 0), weights(tmp_path / "one", 0))
     # A sharded checkpoint, which is also the engines' model directory.
     assert (Path(out["checkpoint"]) / "dcp").is_dir() and not (Path(out["checkpoint"]) / "optimizer.pt").exists()
-    assert (Path(out["checkpoint"]) / "config.json").is_file() and (Path(out["checkpoint"]) / "tokenizer.json").is_file()
+    assert (Path(out["checkpoint"]) / "config.json").is_file() and (
+        Path(out["checkpoint"]) / "tokenizer.json"
+    ).is_file()
 
 
 def test_checkpoints_move_between_world_sizes(steps, tmp_path):
@@ -130,7 +160,7 @@ def test_checkpoints_move_between_world_sizes(steps, tmp_path):
         assert_same_weights(weights(tmp_path / "mixed", s), weights(tmp_path / "one", s))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the device machine); CI has none")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; CI has none")
 def test_on_one_gpu_the_data_parallel_trainer_equals_the_single_process_one(steps, tmp_path):
     """The sharded path on a GPU (NCCL, FSDP2 over one rank, packed rows, compiled layers) in fp32
     compute: the same step as the plain Trainer on the same GPU."""
@@ -141,7 +171,7 @@ def test_on_one_gpu_the_data_parallel_trainer_equals_the_single_process_one(step
 
 
 def engine_digests(model) -> dict[str, list[float]]:
-    from trainer.weight_ipc import engine_tensors
+    from trainer.weights.ipc import engine_tensors
 
     return {n: [float(t.double().sum()), float(t.double().square().sum())] for n, t in engine_tensors(model)}
 
@@ -153,10 +183,14 @@ def assert_sends_full_weights(got: dict[str, list[float]], run_dir: Path) -> Non
     want = engine_digests(ckpt.load_checkpoint(ckpt.checkpoint_dir(run_dir, 0), "cpu", torch.float32).model)
     assert sorted(got) == sorted(want)
     for name, (s, sq) in want.items():
-        assert got[name][0] == pytest.approx(s, rel=1e-5, abs=1e-5) and got[name][1] == pytest.approx(sq, rel=1e-5), name
+        assert got[name][0] == pytest.approx(s, rel=1e-5, abs=1e-5) and got[name][1] == pytest.approx(sq, rel=1e-5), (
+            name
+        )
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (CUDA IPC handles gathered over ranks); CI has none")
+@pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU (CUDA IPC handles gathered over ranks); CI has none"
+)
 def test_on_one_gpu_the_ipc_transport_sends_the_full_weights_from_the_sharded_trainer(steps, tmp_path):
     out = torchrun(tmp_path, [steps("ipc", 0)], "--ipc", world_size=1, gpu=True)
     assert_sends_full_weights(next(o["ipc_digests"] for o in out if "ipc_digests" in o), tmp_path / "ipc")

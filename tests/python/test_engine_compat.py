@@ -1,6 +1,7 @@
 """The engine side without an engine: the command line adapted per vLLM release (compat.py), the
 weight-version labels for releases without them (labels.py, driven as an ASGI app), and the bucket
 protocol's plan, views and handle encoding (buckets.py)."""
+
 import asyncio
 import json
 
@@ -41,13 +42,43 @@ def test_labels_living_in_one_api_server_refuse_several():
     assert compat.adapt([*ARGV, "--api-server-count", "2"], V032)[-1] == "2", "native labels: any count"
 
 
-# Every flag lib/engines.ts `engineArgs` can pass (CPU and GPU, replay, sleep mode, the extension).
-TEMPO_RL_ARGV = ["--model", "m", "--served-model-name", "tempo-rl", "--host", "127.0.0.1", "--port", "8100", "--dtype", "bfloat16",
-                 "--max-model-len", "4096", "--seed", "0", "--enable-scale-out", "--logprobs-mode", "processed_logprobs",
-                 "--generation-config", "vllm", "--enforce-eager", "--block-size", "32", "--no-enable-chunked-prefill",
-                 "--distributed-executor-backend", "uni", "--kv-cache-memory-bytes", "268435456", "--disable-uvicorn-access-log",
-                 "--enable-return-routed-experts", "--worker-extension-cls", "tempo_engine.extension.TempoRlWorker",
-                 "--gpu-memory-utilization", "0.5", "--enable-sleep-mode"]
+# Every flag supervise/engines.ts `engineArgs` can pass (CPU and GPU, replay, sleep mode, the extension).
+TEMPO_RL_ARGV = [
+    "--model",
+    "m",
+    "--served-model-name",
+    "tempo-rl",
+    "--host",
+    "127.0.0.1",
+    "--port",
+    "8100",
+    "--dtype",
+    "bfloat16",
+    "--max-model-len",
+    "4096",
+    "--seed",
+    "0",
+    "--enable-scale-out",
+    "--logprobs-mode",
+    "processed_logprobs",
+    "--generation-config",
+    "vllm",
+    "--enforce-eager",
+    "--block-size",
+    "32",
+    "--no-enable-chunked-prefill",
+    "--distributed-executor-backend",
+    "uni",
+    "--kv-cache-memory-bytes",
+    "268435456",
+    "--disable-uvicorn-access-log",
+    "--enable-return-routed-experts",
+    "--worker-extension-cls",
+    "tempo_engine.extension.TempoRlWorker",
+    "--gpu-memory-utilization",
+    "0.5",
+    "--enable-sleep-mode",
+]
 
 
 def test_the_installed_vllm_parses_tempo_rls_command_line_once_adapted():
@@ -55,7 +86,9 @@ def test_the_installed_vllm_parses_tempo_rls_command_line_once_adapted():
     release = compat.installed()
     args = compat.parser(release).parse_args(compat.adapt(TEMPO_RL_ARGV, release))
     assert args.enforce_eager and args.logprobs_mode == "processed_logprobs" and args.enable_sleep_mode
-    assert release.scale_out_flag == release.weight_labels, f"a release between 0.26 and 0.32 tempo-rl has not met: {release}"
+    assert release.scale_out_flag == release.weight_labels, (
+        f"a release between 0.26 and 0.32 tempo-rl has not met: {release}"
+    )
 
 
 class FakeServer:
@@ -68,8 +101,13 @@ class FakeServer:
         if self.during is not None:
             await self.during()
         body = json.dumps({"choices": [{"index": 0, "token_ids": [5, 6]}]}).encode()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
 
@@ -94,15 +132,21 @@ def test_labels_are_served_and_stamped_like_vllm_032s():
     server = FakeServer()
     app = labels.WeightLabels(server)
     assert call(app, "GET", "/weight_info") == (200, {"weight_version": "default"})
-    assert call(app, "POST", "/update_weight_version", {"new_version": "3"}) == (200, {"success": True, "new_version": "3"})
+    assert call(app, "POST", "/update_weight_version", {"new_version": "3"}) == (
+        200,
+        {"success": True, "new_version": "3"},
+    )
     status, doc = call(app, "POST", "/inference/v1/generate", {})
     assert status == 200 and doc["choices"][0]["weight_versions"] == [{"version": "3", "start": 0, "end": 2}]
 
     async def relabel():
         app.label = "4"
+
     server.during = relabel
     _, doc = call(app, "POST", "/inference/v1/generate", {})
-    assert doc["choices"][0]["weight_versions"][0]["version"] == "mixed", "a sync in the middle: tokens of unknown weights"
+    assert doc["choices"][0]["weight_versions"][0]["version"] == "mixed", (
+        "a sync in the middle: tokens of unknown weights"
+    )
     assert call(app, "POST", "/update_weight_version", {"new_version": 4})[0] == 400
     assert call(app, "POST", "/update_weight_version", {"nope": "4"})[0] == 400
 
@@ -122,13 +166,30 @@ def test_views_read_back_what_was_packed():
     src = {"w": torch.randn(3, 4), "b": torch.randn(5)}
     for name, view in buckets.views(buf, entries):
         view.copy_(src[name])
-    got = dict(buckets.views(buf, buckets.entries_of(json.loads(json.dumps({"tensors": [e.to_json() for e in entries]})))))
+    got = dict(
+        buckets.views(buf, buckets.entries_of(json.loads(json.dumps({"tensors": [e.to_json() for e in entries]}))))
+    )
     assert torch.equal(got["w"], src["w"].to(torch.bfloat16)) and torch.equal(got["b"], src["b"])
 
 
 def test_a_cuda_handle_travels_as_json_without_pickle():
-    handle = [torch.Tensor, torch.Size([8]), (1,), 0, torch.storage.TypedStorage, torch.uint8, 0, b"\x00\xffhandle", 8, 0,
-              False, b"ref", 0, b"evt", True]
+    handle = [
+        torch.Tensor,
+        torch.Size([8]),
+        (1,),
+        0,
+        torch.storage.TypedStorage,
+        torch.uint8,
+        0,
+        b"\x00\xffhandle",
+        8,
+        0,
+        False,
+        b"ref",
+        0,
+        b"evt",
+        True,
+    ]
     encoded = json.loads(json.dumps([buckets._encode(v) for v in handle]))
     decoded = [buckets._decode(v) for v in encoded]
     assert decoded[0] is torch.Tensor and decoded[4] is torch.storage.TypedStorage and decoded[5] is torch.uint8
@@ -139,6 +200,8 @@ def test_a_cuda_handle_travels_as_json_without_pickle():
 
 def test_a_bucket_from_another_host_or_gpu_is_refused_by_name():
     with pytest.raises(buckets.BucketError, match="not on this host"):
-        buckets.open_bucket({"kind": "shm", "path": "/dev/shm/none-such", "nbytes": 8, "tensors": []}, torch.device("cpu"))
+        buckets.open_bucket(
+            {"kind": "shm", "path": "/dev/shm/none-such", "nbytes": 8, "tensors": []}, torch.device("cpu")
+        )
     with pytest.raises(buckets.BucketError, match="unknown bucket kind"):
         buckets.open_bucket({"kind": "nfs", "nbytes": 8}, torch.device("cpu"))

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from trainer.contract import Hyper
-from trainer.grpo import aggregation_weights, group_advantages, kl_penalty, policy_loss, tis_weights
+from trainer.step.grpo import aggregation_weights, group_advantages, kl_penalty, policy_loss, tis_weights
 
 
 def test_advantages_per_group_unbiased_std():
@@ -52,7 +52,7 @@ def test_loss_against_a_hand_computed_batch():
     # Token A1: ratio e^0.1 = 1.105 < 1.28, unclipped. A2: ratio e^-0.5 = .61, A>0 → min side binds
     # (−a·max(.61, .8)? no: loss = max(−a·.61, −a·.8) = −a·.61), not clipped. B3: ratio e^-0.5, A<0 →
     # max(a·.61, a·.8) = a·.8, clipped.
-    per_token = [_token_pg(l, o, v) for l, o, v in zip(logp, old, adv)]
+    per_token = [_token_pg(l, o, v) for l, o, v in zip(logp, old, adv, strict=False)]
     assert per_token[4] == pytest.approx(a * 0.8)
     sample_mean = ((per_token[0] + per_token[1]) / 2 + (per_token[2] + per_token[4]) / 2) / 2
     token_mean = (per_token[0] + per_token[1] + per_token[2] + per_token[4]) / 4
@@ -60,8 +60,14 @@ def test_loss_against_a_hand_computed_batch():
     for agg, expected in (("sample_mean", sample_mean), ("token_mean", token_mean)):
         w = torch.cat(aggregation_weights(masks, agg, n_samples_total=2, n_tokens_total=4))
         t_logp = torch.tensor(logp, requires_grad=True)
-        loss, m = policy_loss(logp=t_logp, old_logp=torch.tensor(old), rollout_logp=torch.tensor(old),
-                              advantages=torch.tensor(adv), weights=w, hyper=hyper.model_copy(update={"loss_agg": agg}))
+        loss, m = policy_loss(
+            logp=t_logp,
+            old_logp=torch.tensor(old),
+            rollout_logp=torch.tensor(old),
+            advantages=torch.tensor(adv),
+            weights=w,
+            hyper=hyper.model_copy(update={"loss_agg": agg}),
+        )
         assert float(loss.detach()) == pytest.approx(expected, rel=1e-5)
         assert float(m["train/pg_loss"]) == pytest.approx(expected, rel=1e-5)
         clipfrac = {"sample_mean": (0 + 0) / 2 / 2 + (0 + 1) / 2 / 2, "token_mean": 1 / 4}[agg]
@@ -81,15 +87,26 @@ def test_kl_entropy_and_tis_terms():
     assert kl_penalty(torch.tensor([0.0]), torch.tensor([-50.0]), "k1").item() == 50.0  # verl: k1 unclamped
     assert kl_penalty(torch.tensor([-50.0]), torch.tensor([0.0]), "low_var_kl").item() == 10.0
     assert tis_weights(torch.tensor([-1.0, -1.0]), torch.tensor([-3.0, -0.9]), 2.0).tolist() == pytest.approx(
-        [2.0, math.exp(-0.1)])
+        [2.0, math.exp(-0.1)]
+    )
 
-    hyper = Hyper(entropy_coef=0.01, kl={"enabled": True, "coef": 0.1, "type": "k2"}, tis={"enabled": True, "clip": 2.0})
+    hyper = Hyper(
+        entropy_coef=0.01, kl={"enabled": True, "coef": 0.1, "type": "k2"}, tis={"enabled": True, "clip": 2.0}
+    )
     w = torch.tensor([0.5, 0.5])
     adv = torch.tensor([1.0, 1.0])
     rollout = torch.tensor([-3.0, -2.1])
     ent = torch.tensor([2.0, 4.0])
-    loss, m = policy_loss(logp=logp, old_logp=logp, rollout_logp=rollout, advantages=adv, weights=w, hyper=hyper,
-                          entropy=ent, ref_logp=ref)
+    loss, m = policy_loss(
+        logp=logp,
+        old_logp=logp,
+        rollout_logp=rollout,
+        advantages=adv,
+        weights=w,
+        hyper=hyper,
+        entropy=ent,
+        ref_logp=ref,
+    )
     pg = -(0.5 * 2.0 + 0.5 * math.exp(0.1))  # ratio 1, times TIS weights
     kl = 0.5 * 0.125 + 0.5 * 0.5
     assert float(m["train/pg_loss"]) == pytest.approx(pg)
@@ -101,8 +118,15 @@ def test_kl_entropy_and_tis_terms():
 def test_kl_is_ignored_when_disabled():
     hyper = Hyper(kl={"enabled": False, "coef": 1.0, "type": "k1"})
     x = torch.tensor([-1.0])
-    loss, m = policy_loss(logp=x, old_logp=x, rollout_logp=x, advantages=torch.tensor([1.0]),
-                          weights=torch.tensor([1.0]), hyper=hyper, ref_logp=torch.tensor([-9.0]))
+    loss, m = policy_loss(
+        logp=x,
+        old_logp=x,
+        rollout_logp=x,
+        advantages=torch.tensor([1.0]),
+        weights=torch.tensor([1.0]),
+        hyper=hyper,
+        ref_logp=torch.tensor([-9.0]),
+    )
     assert "train/kl_loss" not in m and float(loss) == -1.0
 
 

@@ -1,7 +1,8 @@
-"""The trainer's activities heartbeat from a side thread through their long phases (issue 13): a
+"""The trainer's activities heartbeat from a side thread through their long phases: a
 checkpoint load, the samples' load, the save, an engine's reload, the wait for the trainer's lock.
 Each phase is made long here (a sleep) and the heartbeats that reach the activity context while it
 runs are counted; the SDK's heartbeat function is faked by ActivityEnvironment.on_heartbeat."""
+
 import threading
 import time
 
@@ -9,12 +10,12 @@ import pytest
 from temporalio.exceptions import CancelledError
 from temporalio.testing import ActivityEnvironment
 
-from trainer import checkpoint as ckpt
-from trainer import weight_sync
-from trainer.activities import TrainerActivities
+from trainer.checkpoint import atomic as ckpt
+from trainer.weights import sync as weight_sync
+from trainer.worker.activities import TrainerActivities
 from trainer.contract import TrainStepInput
-from trainer.heartbeat import HEARTBEAT_INTERVAL_S
-from trainer.train_step import Trainer
+from trainer.step.heartbeat import HEARTBEAT_INTERVAL_S
+from trainer.step.train_step import Trainer
 
 LONG_S = 3.5 * HEARTBEAT_INTERVAL_S
 MIN_BEATS = 2  # of the ~3 a long phase should see; fewer only on a machine too busy to tell
@@ -51,11 +52,14 @@ def make_long(monkeypatch, owner, name: str) -> dict:
     return window
 
 
-@pytest.mark.parametrize("owner, name, phase", [
-    (ckpt, "load_checkpoint", "loading_state"),
-    (Trainer, "load_samples", "loading_samples"),
-    (ckpt, "save_checkpoint", "committing"),
-])
+@pytest.mark.parametrize(
+    "owner, name, phase",
+    [
+        (ckpt, "load_checkpoint", "loading_state"),
+        (Trainer, "load_samples", "loading_samples"),
+        (ckpt, "save_checkpoint", "committing"),
+    ],
+)
 def test_a_long_train_step_phase_heartbeats(make_input, mixed_refs, monkeypatch, owner, name, phase):
     step0 = TrainStepInput.model_validate({**make_input(mixed_refs), "samples": []})
     Trainer(device="cpu").train_step(step0)  # for step 1 to load
@@ -105,8 +109,16 @@ def test_a_long_engine_reload_heartbeats(monkeypatch, tmp_path):
 
     monkeypatch.setattr(weight_sync.EngineClient, "_call", engine)
     env, beats = environment()
-    out = env.run(TrainerActivities(Trainer(device="cpu")).sync_weights,
-                  {"run_id": "r", "weight_version": 3, "checkpoint": str(tmp_path), "engines": ["http://engine:1"]})
+    out = env.run(
+        TrainerActivities(Trainer(device="cpu")).sync_weights,
+        {
+            "run_id": "r",
+            "weight_version": 3,
+            "checkpoint": str(tmp_path),
+            "engines": ["http://engine:1"],
+            "pause_mode": "wait",
+        },
+    )
     assert out["engines"][0]["ok"]
     inside = beats.during(window)
     assert len(inside) >= MIN_BEATS and all(d.get("phase") == "reloading" for d in inside), inside

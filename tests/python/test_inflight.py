@@ -1,6 +1,7 @@
-"""The trainer's failover (issue 13): the in-flight ledger hands a dead trainer's activities to its
+"""The trainer's failover: the in-flight ledger hands a dead trainer's activities to its
 successor at once, and the trainer lock keeps one process active while standbys wait. The live
 version — a SIGKILLed trainer whose standby takes over a real run — is tests/ts/run-crash.test.ts."""
+
 import asyncio
 import os
 import subprocess
@@ -11,8 +12,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainer.inflight import InflightLedger, process_start_time
-from trainer.standby import TrainerLock
+from trainer.worker.inflight import InflightLedger, process_start_time
+from trainer.worker.standby import TrainerLock
 
 
 def _info(token: bytes, activity_type: str = "train_step"):
@@ -40,7 +41,9 @@ def test_a_dead_process_activities_are_failed_over_and_its_folder_removed(tmp_pa
     elsewhere = tmp_path / f"{_dead_pid()}-1-another-host"
     for d in (live, elsewhere):
         d.mkdir()
-        (d / "x.json").write_text('{"task_token": "eA==", "activity_type": "t", "activity_id": "1", "workflow_id": "w"}')
+        (d / "x.json").write_text(
+            '{"task_token": "eA==", "activity_type": "t", "activity_id": "1", "workflow_id": "w"}'
+        )
 
     failed: list[tuple[bytes, str]] = []
 
@@ -61,7 +64,9 @@ def test_a_reused_pid_does_not_hide_a_dead_process(tmp_path):
     # Our own pid with another start time is another (dead) process that once had this pid.
     ghost = tmp_path / f"1-0-{os.uname().nodename}"
     ghost.mkdir()
-    (ghost / "a.json").write_text('{"task_token": "YQ==", "activity_type": "t", "activity_id": "1", "workflow_id": "w"}')
+    (ghost / "a.json").write_text(
+        '{"task_token": "YQ==", "activity_type": "t", "activity_id": "1", "workflow_id": "w"}'
+    )
     failed = []
 
     async def fail(token: bytes, reason: str) -> None:
@@ -81,7 +86,8 @@ def test_the_interceptor_notes_an_activity_while_it_runs(tmp_path):
             return "done"
 
     inbound = ledger.interceptor().intercept_activity(Next())
-    import trainer.inflight as inflight
+    import trainer.worker.inflight as inflight
+
     real = inflight.activity.info
     inflight.activity.info = lambda: _info(b"tok")
     try:
@@ -95,9 +101,17 @@ def test_the_interceptor_notes_an_activity_while_it_runs(tmp_path):
 def test_a_standby_waits_for_the_lock_and_takes_over_when_the_active_trainer_dies(tmp_path):
     lock = tmp_path / "trainer.lock"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from trainer.standby import TrainerLock; l = TrainerLock(sys.argv[1]);"
-         " l.acquire(); print('active', flush=True); time.sleep(1.5); l.mark_polling(); time.sleep(600)", str(lock)],
-        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "workers")})
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from trainer.worker.standby import TrainerLock; l = TrainerLock(sys.argv[1]);"
+            " l.acquire(); print('active', flush=True); time.sleep(1.5); l.mark_polling(); time.sleep(600)",
+            str(lock),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2] / "workers")},
+    )
     try:
         assert holder.stdout.readline().strip() == "active"
         assert lock.read_text().strip() == str(holder.pid)
@@ -121,9 +135,11 @@ def test_a_standby_waits_for_the_lock_and_takes_over_when_the_active_trainer_die
 def test_a_standby_imports_at_the_lowest_priority_and_keeps_its_own(tmp_path, monkeypatch):
     """The standby's heavy imports run on a nice-19 thread (they must not slow the active trainer's
     first steps); the calling thread keeps its nice value, and an import error reaches the caller."""
-    from trainer.standby import import_at_low_priority
+    from trainer.worker.standby import import_at_low_priority
+
     (tmp_path / "probe_standby_nice.py").write_text(
-        "import os, threading\nNICE = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())\n")
+        "import os, threading\nNICE = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())\n"
+    )
     (tmp_path / "probe_standby_broken.py").write_text("raise ImportError('broken on purpose')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     before = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())

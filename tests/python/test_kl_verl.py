@@ -1,11 +1,12 @@
 """KL as verl computes it, and masked tokens that can never put NaN into the gradient."""
+
 import math
 
 import pytest
 import torch
 
 from trainer.contract import Hyper
-from trainer.grpo import aggregation_weights, kl_penalty, policy_loss, sft_loss
+from trainer.step.grpo import aggregation_weights, kl_penalty, policy_loss, sft_loss
 
 
 def kl_and_grad(log_ratio: list[float], kind: str) -> tuple[torch.Tensor, torch.Tensor]:
@@ -29,8 +30,11 @@ def test_low_var_kl_is_clamped_like_verl():
 
 @pytest.mark.parametrize("x", [-2.0, -0.3, 0.0, 0.01, 0.7, 1.5])
 def test_ordinary_values_match_the_formulas(x):
-    for kind, value, slope in (("k1", x, 1.0), ("k2", x * x / 2, x),
-                               ("low_var_kl", math.exp(-x) + x - 1, 1 - math.exp(-x))):
+    for kind, value, slope in (
+        ("k1", x, 1.0),
+        ("k2", x * x / 2, x),
+        ("low_var_kl", math.exp(-x) + x - 1, 1 - math.exp(-x)),
+    ):
         kl, grad = kl_and_grad([x], kind)
         assert kl.item() == pytest.approx(value, abs=1e-6), kind
         assert grad.item() == pytest.approx(slope, abs=1e-5), kind
@@ -49,13 +53,20 @@ def test_masked_tokens_with_infinite_logprobs_inject_no_nan():
     mask = torch.tensor([1.0, 0.0, 1.0, 0.0])
     w = torch.cat(aggregation_weights([mask], "token_mean", 1, 2))
     inf = float("inf")
-    hyper = Hyper(entropy_coef=0.01, kl={"enabled": True, "coef": 0.1, "type": "low_var_kl"},
-                  tis={"enabled": True, "clip": 2.0})
+    hyper = Hyper(
+        entropy_coef=0.01, kl={"enabled": True, "coef": 0.1, "type": "low_var_kl"}, tis={"enabled": True, "clip": 2.0}
+    )
     logp = torch.tensor([-1.0, -inf, -0.5, -inf], requires_grad=True)
-    loss, metrics = policy_loss(logp=logp, old_logp=logp.detach(), rollout_logp=torch.tensor([-1.1, 0.0, -0.4, -inf]),
-                                advantages=torch.tensor([1.0, float("nan"), 1.0, 1.0]), weights=w, hyper=hyper,
-                                entropy=torch.tensor([1.0, inf, 2.0, float("nan")]),
-                                ref_logp=torch.tensor([-1.2, -inf, -0.4, float("nan")]))
+    loss, metrics = policy_loss(
+        logp=logp,
+        old_logp=logp.detach(),
+        rollout_logp=torch.tensor([-1.1, 0.0, -0.4, -inf]),
+        advantages=torch.tensor([1.0, float("nan"), 1.0, 1.0]),
+        weights=w,
+        hyper=hyper,
+        entropy=torch.tensor([1.0, inf, 2.0, float("nan")]),
+        ref_logp=torch.tensor([-1.2, -inf, -0.4, float("nan")]),
+    )
     loss.backward()
     assert all(math.isfinite(float(v)) for v in metrics.values()), metrics
     assert torch.isfinite(logp.grad).all(), logp.grad

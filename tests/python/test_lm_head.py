@@ -1,13 +1,14 @@
-"""The LM head's log-probabilities without [tokens, vocab] kept for backward (issue 12, lm_head.py):
+"""The LM head's log-probabilities without [tokens, vocab] kept for backward (trainer/model/lm_head.py):
 equal to log_softmax over the full logits — values, entropy and the gradients of the hidden states
 and of the (tied) weight — to 1e-5 in fp32 on CPU, with a temperature, a token restriction, and more
 rows than one chunk."""
+
 import pytest
 import torch
 
-from trainer import lm_head, model as model_mod
-from trainer.lm_head import linear_logprobs
-from trainer.model import TrainSample, forward_response, load_policy
+from trainer.model import lm_head, policy as model_mod
+from trainer.model.lm_head import linear_logprobs
+from trainer.model.policy import TrainSample, forward_response, load_policy
 
 
 def _reference(hidden, weight, targets, temperature, allowed):
@@ -42,7 +43,7 @@ def test_values_entropy_and_gradients_equal_the_full_softmax(monkeypatch, restri
     ref_logp, ref_entropy = _reference(hidden, weight, targets, 0.6, allowed)
     (ref_logp * coef).sum().backward()
     want = (ref_logp.detach(), ref_entropy.detach(), hidden.grad, weight.grad)
-    for name, a, b in zip(("logp", "entropy", "grad hidden", "grad weight"), got, want):
+    for name, a, b in zip(("logp", "entropy", "grad hidden", "grad weight"), got, want, strict=False):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
     assert not entropy.requires_grad, "the entropy carries no gradient on this path"
 
@@ -50,19 +51,34 @@ def test_values_entropy_and_gradients_equal_the_full_softmax(monkeypatch, restri
 def test_forward_response_matches_the_autograd_path_on_the_tiny_model(tiny_model, monkeypatch):
     """The model's own path (tied LM head, a multi-turn mask) against _chunked_logprobs, gradients of every parameter included."""
     policy = load_policy(tiny_model).eval()
-    sample = TrainSample(input_ids=[100, 200, 300, 400, 64, 65, 151645, 198, 151644, 872, 66, 67, 151645], prompt_len=4,
-                         loss_mask=torch.tensor([1, 1, 1, 0, 0, 0, 1, 1, 1], dtype=torch.float32),
-                         rollout_logprobs=torch.zeros(9), advantage=1.0, vision=None, name="s")
+    sample = TrainSample(
+        input_ids=[100, 200, 300, 400, 64, 65, 151645, 198, 151644, 872, 66, 67, 151645],
+        prompt_len=4,
+        loss_mask=torch.tensor([1, 1, 1, 0, 0, 0, 1, 1, 1], dtype=torch.float32),
+        rollout_logprobs=torch.zeros(9),
+        advantage=1.0,
+        vision=None,
+        name="s",
+    )
 
     def run(path):
         policy.zero_grad(set_to_none=True)
         if path == "autograd":
-            monkeypatch.setattr(model_mod, "linear_logprobs", lambda h, w, t, temp, allowed, ent: model_mod._chunked_logprobs(
-                policy.lm_head, h, t, temp, None, ent, False))
+            monkeypatch.setattr(
+                model_mod,
+                "linear_logprobs",
+                lambda h, w, t, temp, allowed, ent: model_mod._chunked_logprobs(
+                    policy.lm_head, h, t, temp, None, ent, False
+                ),
+            )
         out = forward_response(policy, [sample], 0.6, with_entropy=True)
         (out.logprobs[0] * torch.arange(9.0)).sum().backward()
         monkeypatch.undo()
-        return out.logprobs[0].detach(), out.entropy[0].detach(), {n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None}
+        return (
+            out.logprobs[0].detach(),
+            out.entropy[0].detach(),
+            {n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None},
+        )
 
     fused, ref = run("fused"), run("autograd")
     torch.testing.assert_close(fused[0], ref[0], atol=1e-5, rtol=1e-5)
@@ -72,7 +88,7 @@ def test_forward_response_matches_the_autograd_path_on_the_tiny_model(tiny_model
         torch.testing.assert_close(fused[2][name], ref[2][name], atol=1e-5, rtol=1e-4, msg=name)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the device machine); CI has none")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; CI has none")
 def test_on_a_gpu_under_bf16_autocast_it_matches_the_autograd_path():
     """Qwen's vocabulary and a 0.5B width, more rows than one GPU chunk: the same bf16 logits, so the
     log-probabilities agree to fp32 round-off and the gradients to bf16's."""
@@ -127,11 +143,11 @@ def test_linear_nll_equals_the_weighted_nll_of_the_full_softmax(monkeypatch, res
     (3.0 * ref_loss).backward()
     want = (ref_loss.detach(), ref_logp.detach()[coef > 0], hidden.grad, weight.grad)
     assert torch.isfinite(got[0]) and not logp.requires_grad
-    for name, a, b in zip(("loss", "logp", "grad hidden", "grad weight"), got, want):
+    for name, a, b in zip(("loss", "logp", "grad hidden", "grad weight"), got, want, strict=False):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=name)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the device machine); CI has none")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; CI has none")
 def test_linear_nll_on_a_gpu_under_bf16_autocast_matches_linear_logprobs():
     """SFT's fused loss against the weighted sum of linear_logprobs: Qwen's vocabulary, a 0.5B width,
     more rows than one GPU chunk, bf16 autocast (measured on an H200: the same loss and logp, the

@@ -1,5 +1,6 @@
 """bench/logprob-parity.py's parts that need no engine: the statistics, a completion from a generate
 answer, the train sample built from it, the image normalisation and the fp32 LM head."""
+
 import importlib.util
 import io
 import sys
@@ -33,14 +34,25 @@ def test_summary_splits_the_first_tokens_of_each_response(bench):
 
 def test_a_generate_answer_becomes_the_train_sample_of_a_step(bench):
     prompt = bench.Prompt([151644, 872, 198, 9707, 151645, 198, 151644, 77091, 198])
-    choice = {"token_ids": [40, 1079, 151645],
-              "logprobs": {"content": [{"token_id": 40, "logprob": -0.5}, {"token_id": 1079, "logprob": -1.25},
-                                       {"token_id": 151645, "logprob": -0.01}]}}
+    choice = {
+        "token_ids": [40, 1079, 151645],
+        "logprobs": {
+            "content": [
+                {"token_id": 40, "logprob": -0.5},
+                {"token_id": 1079, "logprob": -1.25},
+                {"token_id": 151645, "logprob": -0.01},
+            ]
+        },
+    }
     c = bench.completion_from_choice(prompt, choice)
     assert c.ids == [40, 1079, 151645] and c.logprobs == [-0.5, -1.25, -0.01]
     s = bench.train_sample(c, 3, bench.MemoryBlobs(), None, 1.0)
     assert s.input_ids == prompt.ids + c.ids and s.prompt_len == len(prompt.ids) and s.vision is None
-    assert s.loss_mask.tolist() == [1.0, 1.0, 1.0] and s.rollout_logprobs.tolist() == [-0.5, -1.25, pytest.approx(-0.01)]
+    assert s.loss_mask.tolist() == [1.0, 1.0, 1.0] and s.rollout_logprobs.tolist() == [
+        -0.5,
+        -1.25,
+        pytest.approx(-0.01),
+    ]
 
     choice["logprobs"]["content"][1]["token_id"] = 7
     with pytest.raises(ValueError, match="sampled token is 1079"):
@@ -48,7 +60,7 @@ def test_a_generate_answer_becomes_the_train_sample_of_a_step(bench):
 
 
 def test_an_image_sample_goes_through_the_trainers_processor(bench, tiny_model):
-    from trainer.model import VisionProcessor
+    from trainer.model.policy import VisionProcessor
     from transformers import AutoConfig
 
     vision = VisionProcessor(tiny_model, AutoConfig.from_pretrained(tiny_model))
@@ -66,7 +78,7 @@ def test_normalised_png_flattens_transparency_onto_white(bench):
 
 
 def test_lm_head_in_fp32_leaves_autocast_for_the_lm_head_only(bench):
-    import trainer.model as trainer_model
+    import trainer.model.policy as trainer_model
 
     plain = trainer_model.linear_logprobs
     g = torch.Generator().manual_seed(0)

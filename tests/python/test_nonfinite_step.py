@@ -1,5 +1,6 @@
 """A non-finite step is never applied: the weights stay at step N−1's, step N is committed once with
 train/nonfinite_step 1, and its metrics are JSON numbers only."""
+
 import json
 import math
 from pathlib import Path
@@ -7,10 +8,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
-import trainer.train_step as train_step_module
-from trainer import checkpoint as ckpt
+import trainer.step.train_step as train_step_module
+from trainer.checkpoint import atomic as ckpt
 from trainer.contract import TrainStepInput
-from trainer.train_step import Trainer
+from trainer.step.train_step import Trainer
 
 
 def params(model) -> dict[str, torch.Tensor]:

@@ -1,8 +1,9 @@
 """grpo.adam_eps reaches the trainer's AdamW, at creation and when a later step changes it."""
+
 import torch
 
 from trainer.contract import Hyper
-from trainer.gradients import make_optimizer, set_hyper
+from trainer.step.gradients import make_optimizer, set_hyper
 
 
 def test_adam_eps_is_the_configured_one_and_follows_the_step_hyper():
@@ -21,6 +22,7 @@ def test_a_larger_eps_damps_the_update_of_a_parameter_with_a_tiny_gradient():
         p.grad = torch.full((1,), 1e-9)
         opt.step()
         return abs(float(p))
+
     # Adam's first step is lr·sign(g) whatever |g| is, unless eps is large against |g|.
     assert first_step(1e-12) > 0.9e-2
     assert first_step(1e-5) < 1e-5

@@ -1,25 +1,32 @@
-"""Packed micro-batches (issue 12, packing.py): bins filled first-fit-decreasing to the token budget,
+"""Packed micro-batches (trainer/model/packing.py): bins filled first-fit-decreasing to the token budget,
 and one packed row gives the padded path's log-probabilities, entropies and gradients — on the tiny
 Qwen3-VL with several images per sample, an image shared by several samples (encoded once), M-RoPE
 positions restarting per sample, a multi-turn mask and text-only samples in the same row. (The trainer
 packs where varlen attention runs, on a GPU; on the CPU these rows attend through transformers'
 packed-sequence mask.)"""
+
 import copy
 
 import pytest
 import torch
 
-from trainer import model as model_mod, packing
-from trainer.blobs import BlobStore
+from trainer.model import policy as model_mod, packing
+from trainer.stores.blobs import BlobStore
 from trainer.contract import Hyper, Sample
-from trainer.model import TrainSample, VisionProcessor, forward_response, load_policy, prepare_sample
-from trainer.packing import pack_micro_batches
-from trainer.gradients import with_old_logprobs
+from trainer.model.policy import TrainSample, VisionProcessor, forward_response, load_policy, prepare_sample
+from trainer.model.packing import pack_micro_batches
+from trainer.step.gradients import with_old_logprobs
 
 
 def _sample(n: int, name: str) -> TrainSample:
-    return TrainSample(input_ids=list(range(n)), prompt_len=1, loss_mask=torch.ones(n - 1),
-                       rollout_logprobs=torch.zeros(n - 1), advantage=0.0, name=name)
+    return TrainSample(
+        input_ids=list(range(n)),
+        prompt_len=1,
+        loss_mask=torch.ones(n - 1),
+        rollout_logprobs=torch.zeros(n - 1),
+        advantage=0.0,
+        name=name,
+    )
 
 
 def test_bins_are_filled_first_fit_decreasing_within_the_budget():
@@ -43,8 +50,10 @@ def policy(tiny_model):
 def _prepared(samples_factory, refs, policy, tiny_model) -> list[TrainSample]:
     blobs = BlobStore(samples_factory.root)
     vision = VisionProcessor(tiny_model, policy.config)
-    return [prepare_sample(Sample.model_validate(blobs.get_json(r["ref"])), adv, blobs, vision)
-            for r, adv in zip(refs, (1.0, -0.5, 0.8, -1.2, 0.3))]
+    return [
+        prepare_sample(Sample.model_validate(blobs.get_json(r["ref"])), adv, blobs, vision)
+        for r, adv in zip(refs, (1.0, -0.5, 0.8, -1.2, 0.3), strict=False)
+    ]
 
 
 @pytest.fixture
@@ -64,7 +73,7 @@ def _run(policy, batch, packed: bool):
     policy.zero_grad(set_to_none=True)
     out = forward_response(policy, batch, 0.7, with_entropy=True, packed=packed)
     weights = [torch.linspace(0.5, 1.5, len(lp)) for lp in out.logprobs]
-    sum((lp * w).sum() for lp, w in zip(out.logprobs, weights)).backward()
+    sum((lp * w).sum() for lp, w in zip(out.logprobs, weights, strict=False)).backward()
     grads = {n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None}
     return [lp.detach() for lp in out.logprobs], [e.detach() for e in out.entropy], grads
 
@@ -72,15 +81,18 @@ def _run(policy, batch, packed: bool):
 def test_a_packed_row_gives_the_padded_logprobs_and_gradients(policy, vlm_batch, monkeypatch):
     encoded = []
     original = policy.model.get_image_features
-    monkeypatch.setattr(policy.model, "get_image_features",
-                        lambda pv, grid, **kw: encoded.append(grid.shape[0]) or original(pv, grid, **kw))
+    monkeypatch.setattr(
+        policy.model,
+        "get_image_features",
+        lambda pv, grid, **kw: encoded.append(grid.shape[0]) or original(pv, grid, **kw),
+    )
     packed = _run(policy, vlm_batch, packed=True)
     assert encoded == [2], "two distinct images among the five placeholder blocks, each encoded once"
     padded = _run(policy, vlm_batch, packed=False)
-    for a, b, s in zip(packed[0], padded[0], vlm_batch):
+    for a, b, s in zip(packed[0], padded[0], vlm_batch, strict=False):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5, msg=f"logprobs of {s.name}")
         assert (a[s.loss_mask == 0] == 0).all()
-    for a, b in zip(packed[1], padded[1]):
+    for a, b in zip(packed[1], padded[1], strict=False):
         torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
     assert packed[2].keys() == padded[2].keys()
     assert any("visual" in n for n in packed[2]), "the vision tower gets gradients through the packed row"
@@ -97,7 +109,7 @@ def test_positions_restart_at_each_sample(policy, vlm_batch):
     for off in offsets:
         assert (positions[:, 0, off] == 0).all(), "every sample starts at position 0 on all four rows"
     text = vlm_batch[2]  # text-only: the three M-RoPE rows are its plain positions
-    row = positions[:, 0, offsets[2]:offsets[2] + text.n_tokens]
+    row = positions[:, 0, offsets[2] : offsets[2] + text.n_tokens]
     assert (row == torch.arange(text.n_tokens)).all()
 
 
@@ -105,26 +117,34 @@ def test_old_logprobs_come_back_in_the_samples_order(policy, vlm_batch, monkeypa
     """Packing reorders samples into bins; the update slices that follow are taken group by group."""
     monkeypatch.setattr(model_mod, "packs", lambda model: True)  # as on a GPU
     hyper = Hyper(micro_batch_tokens=max(s.n_tokens for s in vlm_batch) + 5)
-    assert [s.name for b in model_mod.micro_batches(policy, vlm_batch, hyper.micro_batch_tokens) for s in b] != \
-        [s.name for s in vlm_batch], "the bins reorder the samples"
+    assert [s.name for b in model_mod.micro_batches(policy, vlm_batch, hyper.micro_batch_tokens) for s in b] != [
+        s.name for s in vlm_batch
+    ], "the bins reorder the samples"
     out = with_old_logprobs(policy, vlm_batch, hyper)
     assert [s.name for s in out] == [s.name for s in vlm_batch]
-    for s, o in zip(vlm_batch, out):
+    for s, o in zip(vlm_batch, out, strict=False):
         assert o.old_logprobs.shape == (s.response_len,)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (the device machine); CI has none")
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; CI has none")
 def test_on_a_gpu_varlen_attention_gives_the_padded_sdpa_logprobs():
     """The GPU path — packed rows through torch's varlen flash attention, no mask, decoder layers
     compiled (model.for_training) — against eager padded SDPA, under bf16 autocast, grouped-query
     attention, samples of uneven lengths."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from trainer import varlen_attention
-    from trainer.model import for_training
+    from trainer.model import varlen_attention
+    from trainer.model.policy import for_training
 
-    cfg = Qwen2Config(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
-                      num_key_value_heads=2, vocab_size=1024, tie_word_embeddings=True)
+    cfg = Qwen2Config(
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=1024,
+        tie_word_embeddings=True,
+    )
     torch.manual_seed(0)
     with torch.device("cuda"):
         varlen_model = Qwen2ForCausalLM(cfg).train()
@@ -136,14 +156,22 @@ def test_on_a_gpu_varlen_attention_gives_the_padded_sdpa_logprobs():
     batch = []
     for i, (n, p) in enumerate([(300, 100), (57, 20), (1000, 400), (129, 5)]):
         ids = torch.randint(0, 1024, (n,), generator=g).tolist()
-        batch.append(TrainSample(input_ids=ids, prompt_len=p, loss_mask=torch.ones(n - p),
-                                 rollout_logprobs=torch.zeros(n - p), advantage=1.0, name=f"s{i}"))
+        batch.append(
+            TrainSample(
+                input_ids=ids,
+                prompt_len=p,
+                loss_mask=torch.ones(n - p),
+                rollout_logprobs=torch.zeros(n - p),
+                advantage=1.0,
+                name=f"s{i}",
+            )
+        )
     outs = []
     for model, packed in ((varlen_model, True), (padded_model, False)):
         with torch.autocast("cuda", dtype=torch.bfloat16):
             out = forward_response(model, batch, 1.0, with_entropy=False, packed=packed)
         sum(lp.sum() for lp in out.logprobs).backward()
         outs.append(([lp.detach() for lp in out.logprobs], model.model.layers[0].self_attn.q_proj.weight.grad))
-    for a, b in zip(outs[0][0], outs[1][0]):
+    for a, b in zip(outs[0][0], outs[1][0], strict=False):
         torch.testing.assert_close(a, b, atol=0.05, rtol=0.02)
     torch.testing.assert_close(outs[0][1], outs[1][1], atol=0.05 * float(outs[1][1].abs().max()), rtol=0.05)

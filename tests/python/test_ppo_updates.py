@@ -1,9 +1,10 @@
 """Several optimizer updates per step (grpo.ppo_mini_batches, ppo_epochs): the PPO ratio is taken
 against the weights that sampled, so from the second update on the clip can bind."""
+
 import torch
 
 from trainer.contract import Hyper, TrainStepInput
-from trainer.train_step import Trainer, update_batches
+from trainer.step.train_step import Trainer, update_batches
 
 
 def test_update_batches_are_consecutive_slices_repeated_per_epoch():
@@ -14,14 +15,17 @@ def test_update_batches_are_consecutive_slices_repeated_per_epoch():
     assert update_batches(samples, Hyper()) == [samples]
 
 
-def test_one_step_of_several_updates_applies_each_and_clips_against_the_sampling_weights(make_input, mixed_refs, tmp_path):
+def test_one_step_of_several_updates_applies_each_and_clips_against_the_sampling_weights(
+    make_input, mixed_refs, tmp_path
+):
     one = Trainer(device="cpu").train_step(TrainStepInput.model_validate(make_input(mixed_refs, lr=1e-2)))
     assert one.metrics["train/updates"] == 1
     assert one.metrics["train/pg_clipfrac"] == 0, "a single on-policy update has ratio 1 everywhere"
 
     trainer = Trainer(device="cpu")
-    several = TrainStepInput.model_validate(make_input(mixed_refs, run_dir=tmp_path / "several", lr=1e-2,
-                                                       ppo_mini_batches=2, ppo_epochs=3))
+    several = TrainStepInput.model_validate(
+        make_input(mixed_refs, run_dir=tmp_path / "several", lr=1e-2, ppo_mini_batches=2, ppo_epochs=3)
+    )
     base = {k: v.clone() for k, v in trainer.ensure_state(several).model.state_dict().items()}
     out = trainer.train_step(several)
     m = out.metrics

@@ -1,17 +1,18 @@
 """Which train_step failures Temporal retries: contract errors, pruned weights and CUDA OOM fail at once;
 a transient filesystem error (or anything unknown) is retried."""
+
 import pytest
 import torch
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from trainer import checkpoint as ckpt
-from trainer.activities import TrainerActivities
-from trainer.blobs import BlobError
+from trainer.checkpoint import atomic as ckpt
+from trainer.worker.activities import TrainerActivities
+from trainer.stores.blobs import BlobError
 from trainer.contract import TrainStepInput
-from trainer.grpo import ContractError, group_advantages
-from trainer.model import SampleInvalid
-from trainer.train_step import Trainer
+from trainer.step.grpo import ContractError, group_advantages
+from trainer.model.policy import SampleInvalid
+from trainer.step.train_step import Trainer
 
 
 class Failing:
@@ -31,15 +32,22 @@ def payload(make_input, mixed_refs) -> dict:
     return make_input(mixed_refs, micro_batch_tokens=4096)
 
 
-@pytest.mark.parametrize("err, type_", [
-    (SampleInvalid("sample x: 3 image placeholders, the images need 4"), "SampleInvalid"),
-    (ContractError("unknown KL type 'k9'"), "ContractError"),
-    (BlobError("blob not found: blob:named/samples/x.json"), "BlobError"),
-    (ckpt.CheckpointPruned("step 3 needs step 2's weights, which run.keep_checkpoints pruned: /run/step-000002"),
-     "CheckpointPruned"),
-    (ckpt.CheckpointCorrupt("committed checkpoint /run/step-000002 lacks or has truncated files: optimizer.pt"),
-     "CheckpointCorrupt"),
-])
+@pytest.mark.parametrize(
+    "err, type_",
+    [
+        (SampleInvalid("sample x: 3 image placeholders, the images need 4"), "SampleInvalid"),
+        (ContractError("unknown KL type 'k9'"), "ContractError"),
+        (BlobError("blob not found: blob:named/samples/x.json"), "BlobError"),
+        (
+            ckpt.CheckpointPruned("step 3 needs step 2's weights, which run.keep_checkpoints pruned: /run/step-000002"),
+            "CheckpointPruned",
+        ),
+        (
+            ckpt.CheckpointCorrupt("committed checkpoint /run/step-000002 lacks or has truncated files: optimizer.pt"),
+            "CheckpointCorrupt",
+        ),
+    ],
+)
 def test_errors_a_retry_cannot_fix_are_non_retryable(payload, err, type_):
     with pytest.raises(ApplicationError) as info:
         run_train_step(Failing(err), payload)
@@ -60,11 +68,14 @@ def test_cuda_oom_is_non_retryable_and_names_the_micro_batch_budget(payload):
     assert "grpo.micro_batch_tokens (now 4096)" in info.value.message and "Tried to allocate" in info.value.message
 
 
-@pytest.mark.parametrize("err", [
-    FileNotFoundError("[Errno 2] No such file or directory: '/run/checkpoints/step-000002/optimizer.pt'"),
-    OSError("[Errno 5] Input/output error"),
-    ValueError("a ValueError that is no contract error"),
-])
+@pytest.mark.parametrize(
+    "err",
+    [
+        FileNotFoundError("[Errno 2] No such file or directory: '/run/checkpoints/step-000002/optimizer.pt'"),
+        OSError("[Errno 5] Input/output error"),
+        ValueError("a ValueError that is no contract error"),
+    ],
+)
 def test_other_errors_are_retried(payload, err):
     with pytest.raises(type(err)) as info:
         run_train_step(Failing(err), payload)
@@ -99,22 +110,22 @@ class Reached:
         raise ckpt.CheckpointMissing("reached the trainer")
 
 
-def test_a_blob_root_of_another_stack_is_refused_retryably_naming_both(payload, tmp_path):
+def test_a_blob_store_of_another_stack_is_refused_retryably_naming_both(payload, tmp_path):
     own = tmp_path / "own-blobs"
     own.mkdir()
     trainer = Reached()
     with pytest.raises(ApplicationError) as info:
         ActivityEnvironment().run(TrainerActivities(trainer, str(own)).train_step, payload)
     assert not info.value.non_retryable and info.value.type == "BlobRootUnreachable"
-    assert payload["blob_root"] in info.value.message and str(own.resolve()) in info.value.message
+    assert payload["blob_store"] in info.value.message and str(own.resolve()) in info.value.message
     assert not trainer.called
 
 
-def test_a_blob_root_missing_on_this_machine_is_refused_retryably(payload, tmp_path):
+def test_a_blob_store_missing_on_this_machine_is_refused_retryably(payload, tmp_path):
     missing = str(tmp_path / "elsewhere" / "blobs")
     trainer = Reached()
     with pytest.raises(ApplicationError) as info:
-        ActivityEnvironment().run(TrainerActivities(trainer).train_step, {**payload, "blob_root": missing})
+        ActivityEnvironment().run(TrainerActivities(trainer).train_step, {**payload, "blob_store": missing})
     assert not info.value.non_retryable and info.value.type == "BlobRootUnreachable"
     assert f"blob store {missing} does not exist on this machine" in info.value.message
     assert "started without --blob-store" in info.value.message and not trainer.called
@@ -126,16 +137,21 @@ def test_blob_store_uris_are_compared_parsed_an_s3_store_is_not_a_local_one(payl
     for given in ("s3://tempo-bucket/blobs", "gs://bucket"):
         trainer = Reached()
         with pytest.raises(ApplicationError) as info:
-            ActivityEnvironment().run(TrainerActivities(trainer, str(own)).train_step, {**payload, "blob_root": None, "blob_store": given})
+            ActivityEnvironment().run(TrainerActivities(trainer, str(own)).train_step, {**payload, "blob_store": given})
         assert info.value.type == "BlobRootUnreachable" and given in info.value.message and not trainer.called
     with pytest.raises(ApplicationError) as info:
-        ActivityEnvironment().run(TrainerActivities(Reached(), "s3://tempo-bucket/blobs").train_step,
-                                  {**payload, "blob_root": None, "blob_store": "s3://tempo-bucket/other"})
-    assert "given blob store s3://tempo-bucket/other" in info.value.message and "is s3://tempo-bucket/blobs" in info.value.message
+        ActivityEnvironment().run(
+            TrainerActivities(Reached(), "s3://tempo-bucket/blobs").train_step,
+            {**payload, "blob_store": "s3://tempo-bucket/other"},
+        )
+    assert (
+        "given blob store s3://tempo-bucket/other" in info.value.message
+        and "is s3://tempo-bucket/blobs" in info.value.message
+    )
 
 
-def test_the_workers_own_blob_root_is_let_through(payload):
+def test_the_workers_own_blob_store_is_let_through(payload):
     trainer = Reached()
     with pytest.raises(ApplicationError) as info:
-        ActivityEnvironment().run(TrainerActivities(trainer, payload["blob_root"]).train_step, payload)
+        ActivityEnvironment().run(TrainerActivities(trainer, payload["blob_store"]).train_step, payload)
     assert trainer.called and info.value.type == "CheckpointMissing"

@@ -1,10 +1,11 @@
 """The trainer's logprobs under a restricted vocabulary (rollout.allowed_token_ids) are the engine's:
 a softmax renormalised over the allowed tokens, at the rollout temperature."""
+
 import pytest
 import torch
 
 from trainer.contract import Hyper
-from trainer.model import TrainSample, forward_response, load_policy, restrict_logits
+from trainer.model.policy import TrainSample, forward_response, load_policy, restrict_logits
 
 TEMPERATURE = 0.7
 ALLOWED = [220, 64, 65, 66, 151645]
@@ -16,8 +17,13 @@ def policy(tiny_model):
 
 
 def sample(prompt: list[int], response: list[int]) -> TrainSample:
-    return TrainSample(input_ids=prompt + response, prompt_len=len(prompt), loss_mask=torch.ones(len(response)),
-                       rollout_logprobs=torch.zeros(len(response)), advantage=0.0)
+    return TrainSample(
+        input_ids=prompt + response,
+        prompt_len=len(prompt),
+        loss_mask=torch.ones(len(response)),
+        rollout_logprobs=torch.zeros(len(response)),
+        advantage=0.0,
+    )
 
 
 def test_masked_logprobs_match_a_softmax_renormalised_over_the_allowed_tokens(policy):
@@ -27,7 +33,7 @@ def test_masked_logprobs_match_a_softmax_renormalised_over_the_allowed_tokens(po
         out = forward_response(policy, [s], TEMPERATURE, with_entropy=True, allowed_token_ids=ALLOWED)
         full = forward_response(policy, [s], TEMPERATURE, with_entropy=False).logprobs[0]
         logits = policy(input_ids=torch.tensor([prompt + response])).logits[0].float() / TEMPERATURE
-    rows = logits[len(prompt) - 1: len(prompt) + len(response) - 1][:, ALLOWED]
+    rows = logits[len(prompt) - 1 : len(prompt) + len(response) - 1][:, ALLOWED]
     expected = torch.log_softmax(rows, dim=-1)[torch.arange(len(response)), [ALLOWED.index(t) for t in response]]
     torch.testing.assert_close(out.logprobs[0], expected, rtol=1e-4, atol=1e-4)
     # renormalised: strictly above the full-vocabulary logprob, and a finite entropy of at most log(|allowed|)

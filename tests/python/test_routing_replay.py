@@ -1,14 +1,22 @@
 """Rollout routing replay (R3) on CPU: vLLM's routed-experts rows stitched per position, and the tiny
-MoE model's forward routed to them (routing_replay.py)."""
+MoE model's forward routed to them (trainer/model/routing_replay.py)."""
 
 import numpy as np
 import pytest
 import torch
 
-from trainer.model import SampleInvalid, TrainSample, forward_response, prepare_sample
-from trainer.routing_replay import (NO_ROUTE, RoutingMismatch, decode_routed_experts, encode_routed_experts,
-                                    model_routing_shape, moe_routers, replay_routing, sequence_routes)
-from trainer.tiny_moe_model import build_tiny_moe_model
+from trainer.model.policy import SampleInvalid, TrainSample, forward_response, prepare_sample
+from trainer.model.routing_replay import (
+    NO_ROUTE,
+    RoutingMismatch,
+    decode_routed_experts,
+    encode_routed_experts,
+    model_routing_shape,
+    moe_routers,
+    replay_routing,
+    sequence_routes,
+)
+from trainer.generators.tiny_moe_model import build_tiny_moe_model
 
 L, K, E = 2, 2, 8
 
@@ -40,12 +48,19 @@ def test_turns_stitch_each_position_from_the_first_call_it_went_through():
     # turn 0: 3 generated + synthetic EOS + 4 observation tokens; turn 1: 2 generated, then a synthetic EOS at the end
     prompt = 5
     mask = [1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0]
-    call0 = rows(prompt + 3 - 1, 2)               # positions 0..6
-    call1 = rows(prompt + 8 + 2 - 1, 3)           # positions 0..13: the whole history again
-    call1_incremental = call1[len(call0):]        # what a client setting routed_experts_prompt_start would get
+    call0 = rows(prompt + 3 - 1, 2)  # positions 0..6
+    call1 = rows(prompt + 8 + 2 - 1, 3)  # positions 0..13: the whole history again
+    call1_incremental = call1[len(call0) :]  # what a client setting routed_experts_prompt_start would get
     for second in (call1, call1_incremental):
-        routes = sequence_routes([encode_routed_experts(call0), encode_routed_experts(second)], prompt, mask, [3, 2],
-                                 num_layers=L, top_k=K, num_experts=E)
+        routes = sequence_routes(
+            [encode_routed_experts(call0), encode_routed_experts(second)],
+            prompt,
+            mask,
+            [3, 2],
+            num_layers=L,
+            top_k=K,
+            num_experts=E,
+        )
         assert np.array_equal(routes[:7], call0), "the prompt and turn 0's first tokens: from turn 0's call"
         # turn 0's last token, its synthetic EOS, the observation, turn 1's tokens but its last: from turn 1's call
         assert np.array_equal(routes[7:14], call1[7:14])
@@ -66,7 +81,8 @@ def test_misfitting_rows_are_refused():
 
 @pytest.fixture(scope="module")
 def moe(tmp_path_factory):
-    from trainer.model import load_policy
+    from trainer.model.policy import load_policy
+
     path = build_tiny_moe_model(tmp_path_factory.mktemp("moe") / "m", seed=0)
     return path, load_policy(path)
 
@@ -96,7 +112,9 @@ def test_the_model_is_routed_as_told_and_its_own_routes_change_nothing(moe):
         assert torch.equal(st.chosen[layer][1:], forced[1:, layer].long())
         assert torch.equal(st.chosen[layer][0], own.chosen[layer][0])
     assert not torch.allclose(plain[0, 1:], other[0, 1:], atol=1e-6)
-    assert torch.allclose(plain[0, 0], other[0, 0], atol=1e-6), "position 0 sees only itself and was routed by the model"
+    assert torch.allclose(plain[0, 0], other[0, 0], atol=1e-6), (
+        "position 0 sees only itself and was routed by the model"
+    )
 
 
 def test_replayed_weights_are_the_trainers_softmax_over_the_replayed_experts_and_train_the_router(moe):
@@ -128,8 +146,13 @@ def test_replayed_weights_are_the_trainers_softmax_over_the_replayed_experts_and
 
 def _sample(prompt_len, gen, seed):
     ids = _ids(prompt_len + gen, seed)[0].tolist()
-    return TrainSample(input_ids=ids, prompt_len=prompt_len, loss_mask=torch.ones(gen), rollout_logprobs=torch.zeros(gen),
-                       advantage=0.0)
+    return TrainSample(
+        input_ids=ids,
+        prompt_len=prompt_len,
+        loss_mask=torch.ones(gen),
+        rollout_logprobs=torch.zeros(gen),
+        advantage=0.0,
+    )
 
 
 def test_forward_response_replays_per_sample_in_padded_and_packed_batches(moe):
@@ -146,31 +169,56 @@ def test_forward_response_replays_per_sample_in_padded_and_packed_batches(moe):
         packed = forward_response(model, [a, b], 1.0, with_entropy=False, packed=True).logprobs
         a_free = TrainSample(**{**a.__dict__, "routes": None})
         free = forward_response(model, [a_free], 1.0, with_entropy=False, packed=False).logprobs[0]
-    for x, y, z in zip(alone, padded, packed):
+    for x, y, z in zip(alone, padded, packed, strict=False):
         assert torch.allclose(x, y, atol=1e-5) and torch.allclose(x, z, atol=1e-5)
     assert not torch.allclose(alone[0], free, atol=1e-5), "the replayed experts changed the logprobs"
 
 
 def test_prepare_sample_stitches_the_samples_routing_or_refuses_a_sample_without(moe, tmp_path):
-    from trainer.blobs import BlobStore
+    from trainer.stores.blobs import BlobStore
     from trainer.contract import Sample
 
     prompt, mask = [151644, 872, 198, 3838], [1, 1, 1, 0, 0, 1, 1]
     call0, call1 = rows(len(prompt) + 3 - 1, 1), rows(len(prompt) + 5 + 2 - 1, 2)
-    doc = dict(episode_id="r/0/0/0", run_id="r", step=0, prompt_index=0, sample_index=0, group_id="r/0/0", prompt_ids=prompt,
-               response_ids=[11, 12, 151645, 198, 13, 14, 15], loss_mask=mask, rollout_logprobs=[-1.0, -1.0, -1.0, 0.0, 0.0, -1.0, -1.0],
-               reward=1.0, status="COMPLETED", turns=[{"engine": "e", "generated_tokens": 3, "observation_tokens": 2},
-                                                    {"engine": "e", "generated_tokens": 2, "observation_tokens": 0}],
-               routed_experts=[encode_routed_experts(call0), encode_routed_experts(call1)])
+    doc = dict(
+        episode_id="r/0/0/0",
+        run_id="r",
+        step=0,
+        prompt_index=0,
+        sample_index=0,
+        group_id="r/0/0",
+        prompt_ids=prompt,
+        response_ids=[11, 12, 151645, 198, 13, 14, 15],
+        loss_mask=mask,
+        rollout_logprobs=[-1.0, -1.0, -1.0, 0.0, 0.0, -1.0, -1.0],
+        reward=1.0,
+        status="COMPLETED",
+        turns=[
+            {"engine": "e", "generated_tokens": 3, "observation_tokens": 2},
+            {"engine": "e", "generated_tokens": 2, "observation_tokens": 0},
+        ],
+        routed_experts=[encode_routed_experts(call0), encode_routed_experts(call1)],
+    )
     s = prepare_sample(Sample.model_validate(doc), 0.5, BlobStore(tmp_path), None, routing=(L, K, E))
     assert s.routes.shape == (11, L, K) and torch.equal(s.routes[:6], torch.from_numpy(call0.astype(np.int16)))
-    assert torch.equal(s.routes[6:10], torch.from_numpy(call1[6:10].astype(np.int16))) and (s.routes[10] == NO_ROUTE).all()
-    assert prepare_sample(Sample.model_validate(doc), 0.5, BlobStore(tmp_path), None).routes is None, "replay off: no routes"
+    assert (
+        torch.equal(s.routes[6:10], torch.from_numpy(call1[6:10].astype(np.int16))) and (s.routes[10] == NO_ROUTE).all()
+    )
+    assert prepare_sample(Sample.model_validate(doc), 0.5, BlobStore(tmp_path), None).routes is None, (
+        "replay off: no routes"
+    )
     with pytest.raises(SampleInvalid, match="no routed experts.*--enable-return-routed-experts"):
-        prepare_sample(Sample.model_validate({**doc, "routed_experts": None}), 0.5, BlobStore(tmp_path), None, routing=(L, K, E))
+        prepare_sample(
+            Sample.model_validate({**doc, "routed_experts": None}), 0.5, BlobStore(tmp_path), None, routing=(L, K, E)
+        )
     with pytest.raises(SampleInvalid, match="routing rows"):
-        prepare_sample(Sample.model_validate({**doc, "routed_experts": [encode_routed_experts(call0[:-1]), None]}), 0.5,
-                       BlobStore(tmp_path), None, routing=(L, K, E))
+        prepare_sample(
+            Sample.model_validate({**doc, "routed_experts": [encode_routed_experts(call0[:-1]), None]}),
+            0.5,
+            BlobStore(tmp_path),
+            None,
+            routing=(L, K, E),
+        )
 
 
 def test_train_step_honours_routing_replay(moe, tmp_path, tiny_model):
@@ -179,8 +227,8 @@ def test_train_step_honours_routing_replay(moe, tmp_path, tiny_model):
     import json
 
     from trainer.contract import TrainStepInput
-    from trainer.grpo import ContractError
-    from trainer.train_step import Trainer
+    from trainer.step.grpo import ContractError
+    from trainer.step.train_step import Trainer
 
     path, model = moe
     blobs = tmp_path / "blobs"
@@ -193,18 +241,41 @@ def test_train_step_honours_routing_replay(moe, tmp_path, tiny_model):
         s.routes = torch.from_numpy(np.concatenate([routes, np.full((1, L, K), NO_ROUTE)]).astype(np.int16))
         with torch.no_grad():
             lp = forward_response(model, [s], 1.0, with_entropy=False).logprobs[0].tolist()
-        doc = {"schema_version": 1, "episode_id": f"r/0/0/{i}", "run_id": "r", "step": 0, "prompt_index": 0, "sample_index": i,
-               "group_id": "r/0/0", "prompt_ids": s.input_ids[:prompt_len], "response_ids": s.input_ids[prompt_len:],
-               "loss_mask": [1] * gen, "rollout_logprobs": lp, "images": [], "reward": float(i), "status": "COMPLETED",
-               "turns": [{"engine": "e", "generated_tokens": gen}], "routed_experts": [encode_routed_experts(routes)]}
+        doc = {
+            "schema_version": 1,
+            "episode_id": f"r/0/0/{i}",
+            "run_id": "r",
+            "step": 0,
+            "prompt_index": 0,
+            "sample_index": i,
+            "group_id": "r/0/0",
+            "prompt_ids": s.input_ids[:prompt_len],
+            "response_ids": s.input_ids[prompt_len:],
+            "loss_mask": [1] * gen,
+            "rollout_logprobs": lp,
+            "images": [],
+            "reward": float(i),
+            "status": "COMPLETED",
+            "turns": [{"engine": "e", "generated_tokens": gen}],
+            "routed_experts": [encode_routed_experts(routes)],
+        }
         (blobs / "named" / "samples" / "r" / "0" / "0").mkdir(parents=True, exist_ok=True)
         (blobs / "named" / "samples" / "r" / "0" / "0" / f"{i}.json").write_text(json.dumps(doc))
         refs.append({"ref": f"blob:named/samples/r/0/0/{i}.json", "reward": float(i), "group_id": "r/0/0"})
 
     def step(replay: bool, model_path=path, run="run"):
-        inp = TrainStepInput.model_validate({"run_id": "r", "step": 0, "run_dir": str(tmp_path / f"{run}-{replay}"), "blob_root": str(blobs),
-                                             "model_path": str(model_path), "samples": refs, "data_cursor": {"epoch": 0, "cursor": 1},
-                                             "hyper": {"lr": 1e-3, "routing_replay": replay}})
+        inp = TrainStepInput.model_validate(
+            {
+                "run_id": "r",
+                "step": 0,
+                "run_dir": str(tmp_path / f"{run}-{replay}"),
+                "blob_store": str(blobs),
+                "model_path": str(model_path),
+                "samples": refs,
+                "data_cursor": {"epoch": 0, "cursor": 1},
+                "hyper": {"lr": 1e-3, "routing_replay": replay},
+            }
+        )
         return Trainer(device="cpu").train_step(inp).metrics
 
     on, off = step(True), step(False)

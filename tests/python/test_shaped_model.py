@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.shaped_model import (MANIFEST, SHAPES, OutputRefused, _tensor_plan, _config, build_shaped_model,
-                                  existing_identity)
-from trainer.shaped_model import main as shaped_main
-from trainer.tiny_model import TEXT_CONFIG, VISION_CONFIG
+from trainer.generators.shaped_model import (
+    MANIFEST,
+    SHAPES,
+    OutputRefused,
+    _tensor_plan,
+    _config,
+    build_shaped_model,
+    existing_identity,
+)
+from trainer.generators.shaped_model import main as shaped_main
+from trainer.generators.tiny_model import TEXT_CONFIG, VISION_CONFIG
 
 # The tiny model's sizes in the shape table's form, with pixel limits of its own.
 TEST_SPEC = {
@@ -24,7 +31,9 @@ TEST_SPEC = {
 
 
 def _build(out: Path, seed: int = 0, dtype: str = "bfloat16", force: bool = False, **kw) -> Path:
-    return build_shaped_model(out, shape="test", seed=seed, dtype=dtype, device="cpu", force=force, spec=TEST_SPEC, **kw)
+    return build_shaped_model(
+        out, shape="test", seed=seed, dtype=dtype, device="cpu", force=force, spec=TEST_SPEC, **kw
+    )
 
 
 def _snapshot(d: Path) -> dict[str, bytes]:
@@ -56,7 +65,12 @@ def test_the_2b_shape_holds_the_public_numbers():
     assert text["rope_parameters"]["rope_theta"] == 5000000 and text["rope_parameters"]["mrope_section"] == [24, 20, 20]
     assert sum(text["rope_parameters"]["mrope_section"]) == text["head_dim"] // 2
     assert spec["tie_word_embeddings"] is True
-    assert (vision["depth"], vision["hidden_size"], vision["num_heads"], vision["intermediate_size"]) == (24, 1024, 16, 4096)
+    assert (vision["depth"], vision["hidden_size"], vision["num_heads"], vision["intermediate_size"]) == (
+        24,
+        1024,
+        16,
+        4096,
+    )
     assert vision["out_hidden_size"] == text["hidden_size"] and vision["deepstack_visual_indexes"] == [5, 11, 17]
     assert vision["num_position_embeddings"] == 2304 and (vision["patch_size"], vision["spatial_merge_size"]) == (16, 2)
     assert spec["image_pixels"] == [65536, 16777216] and spec["video_pixels"] == [4096, 25165824]
@@ -71,19 +85,32 @@ def test_the_2b_shape_has_the_published_parameter_count():
 
 def test_layout_manifest_and_processor_limits(built):
     d: Path = built["a"]
-    for name in [".complete", MANIFEST, "config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
-                 "tokenizer_config.json", "chat_template.jinja", "preprocessor_config.json", "video_preprocessor_config.json"]:
+    for name in [
+        ".complete",
+        MANIFEST,
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "preprocessor_config.json",
+        "video_preprocessor_config.json",
+    ]:
         assert (d / name).exists(), name
     assert existing_identity(d) == ("test", 0, "bfloat16")
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["architectures"] == ["Qwen3VLForConditionalGeneration"] and cfg["dtype"] == "bfloat16"
     image = json.loads((d / "preprocessor_config.json").read_text())
     assert image["size"] == {"shortest_edge": 4096, "longest_edge": 16384} and image["patch_size"] == 16
-    assert json.loads((d / "tokenizer_config.json").read_text())["model_max_length"] == TEXT_CONFIG["max_position_embeddings"]
+    assert (
+        json.loads((d / "tokenizer_config.json").read_text())["model_max_length"]
+        == TEXT_CONFIG["max_position_embeddings"]
+    )
 
 
 def test_the_2b_processor_files_carry_the_public_limits():
-    from trainer.shaped_model import _processor_files
+    from trainer.generators.shaped_model import _processor_files
 
     files = _processor_files(SHAPES["qwen3-vl-2b"])
     image, video = files["preprocessor_config.json"], files["video_preprocessor_config.json"]
@@ -170,7 +197,7 @@ def test_a_folder_of_other_files_is_never_touched(tmp_path):
     # nor a tiny model's folder (its manifest is not this generator's); a stand-in, not the cached one
     tiny = tmp_path / "tiny"
     tiny.mkdir()
-    (tiny / "tempo_rl_tiny.json").write_text('{"seed": 0, "generator": "trainer.tiny_model"}')
+    (tiny / "tempo_rl_tiny.json").write_text('{"seed": 0, "generator": "trainer.generators.tiny_model"}')
     (tiny / ".complete").write_text("ok\n")
     for folder in (user, tiny):
         before = _snapshot(folder)

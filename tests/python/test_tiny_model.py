@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from trainer.tiny_model import MAX_PIXELS, OutputRefused, build_tiny_model, existing_seed
-from trainer.tiny_model import main as tiny_main
+from trainer.generators.tiny_model import MAX_PIXELS, OutputRefused, build_tiny_model, existing_seed
+from trainer.generators.tiny_model import main as tiny_main
 
 
 @pytest.fixture(scope="module")
@@ -27,8 +27,17 @@ def test_same_seed_gives_byte_identical_weights(built):
 
 def test_layout_and_config(built):
     d: Path = built["a"]
-    for name in [".complete", "config.json", "model.safetensors", "generation_config.json", "tokenizer.json",
-                 "tokenizer_config.json", "chat_template.jinja", "preprocessor_config.json", "video_preprocessor_config.json"]:
+    for name in [
+        ".complete",
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "chat_template.jinja",
+        "preprocessor_config.json",
+        "video_preprocessor_config.json",
+    ]:
         assert (d / name).exists(), name
     cfg = json.loads((d / "config.json").read_text())
     assert cfg["architectures"] == ["Qwen3VLForConditionalGeneration"]
@@ -87,7 +96,11 @@ def test_loads_with_transformers_and_renders_images_and_tools(built):
     proc = AutoProcessor.from_pretrained(d)
     messages = [
         {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Find x."}]},
-        {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "calc_score", "arguments": {"answer": "3"}}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [{"type": "function", "function": {"name": "calc_score", "arguments": {"answer": "3"}}}],
+        },
     ]
     tools = [{"type": "function", "function": {"name": "calc_score", "parameters": {"type": "object"}}}]
     text = proc.apply_chat_template(messages, tools=tools, tokenize=False)

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer.moe_layout import to_checkpoint_layout
-from trainer.tiny_model import OutputRefused, build_tiny_model
-from trainer.tiny_moe_model import MOE_TEXT_CONFIG, build_tiny_moe_model, existing_seed
+from trainer.model.moe_layout import to_checkpoint_layout
+from trainer.generators.tiny_model import OutputRefused, build_tiny_model
+from trainer.generators.tiny_moe_model import MOE_TEXT_CONFIG, build_tiny_moe_model, existing_seed
 
 
 @pytest.fixture(scope="module")
@@ -37,7 +37,11 @@ def test_config_and_expert_layout(built):
     hidden, inter = text["hidden_size"], text["moe_intermediate_size"]
     with safe_open(d / "model.safetensors", "pt") as f:
         # Qwen's released layout, which vLLM transposes on load
-        assert f.get_slice("model.language_model.layers.0.mlp.experts.gate_up_proj").get_shape() == [8, hidden, 2 * inter]
+        assert f.get_slice("model.language_model.layers.0.mlp.experts.gate_up_proj").get_shape() == [
+            8,
+            hidden,
+            2 * inter,
+        ]
         assert f.get_slice("model.language_model.layers.0.mlp.experts.down_proj").get_shape() == [8, inter, hidden]
     assert to_checkpoint_layout(d) == [], "already in the released layout: nothing to do"
 
@@ -46,12 +50,19 @@ def test_loads_as_the_model_that_wrote_it_and_checkpoints_keep_the_layout(built,
     from safetensors import safe_open
     from transformers import AutoModelForImageTextToText, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
 
-    from trainer.checkpoint import write_model_dir
-    from trainer.tiny_model import VISION_CONFIG
+    from trainer.checkpoint.atomic import write_model_dir
+    from trainer.generators.tiny_model import VISION_CONFIG
 
     torch.manual_seed(0)
-    fresh = Qwen3VLMoeForConditionalGeneration(Qwen3VLMoeConfig(text_config=dict(MOE_TEXT_CONFIG), vision_config=dict(VISION_CONFIG),
-                                                                tie_word_embeddings=True)).float().eval()
+    fresh = (
+        Qwen3VLMoeForConditionalGeneration(
+            Qwen3VLMoeConfig(
+                text_config=dict(MOE_TEXT_CONFIG), vision_config=dict(VISION_CONFIG), tie_word_embeddings=True
+            )
+        )
+        .float()
+        .eval()
+    )
     loaded = AutoModelForImageTextToText.from_pretrained(built[0], dtype=torch.float32).eval()
     ids = torch.tensor([[151644, 872, 198, 3838, 374, 220, 17, 10, 18, 30, 151645]])
     with torch.no_grad():

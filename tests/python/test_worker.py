@@ -1,5 +1,6 @@
 """The trainer worker against a real Temporal dev server: a test workflow calls trainer_info and
 train_step (twice: the second returns the committed result) on task queue "trainer"."""
+
 import asyncio
 import os
 import socket
@@ -59,9 +60,25 @@ def temporal_server(tmp_path_factory):
     port = free_port(7300, 7350)
     ui_port = free_port(7350, 7400)
     db = tmp_path_factory.mktemp("temporal") / "dev.db"
-    proc = subprocess.Popen([binary, "server", "start-dev", "--port", str(port), "--ui-port", str(ui_port),
-                             "--db-filename", str(db), "--ip", "127.0.0.1", "--log-level", "error"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            binary,
+            "server",
+            "start-dev",
+            "--port",
+            str(port),
+            "--ui-port",
+            str(ui_port),
+            "--db-filename",
+            str(db),
+            "--ip",
+            "127.0.0.1",
+            "--log-level",
+            "error",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         wait_for_port(port, proc)
         yield f"127.0.0.1:{port}"
@@ -74,8 +91,22 @@ def trainer_worker(temporal_server, tmp_path_factory):
     log = tmp_path_factory.mktemp("worker") / "worker.log"
     env = {**os.environ, "PYTHONPATH": str(REPO / "workers"), "OMP_NUM_THREADS": "2", "TEMPO_RL_LOG_LEVEL": "info"}
     with open(log, "w") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "trainer.worker", "--address", temporal_server,
-                                 "--namespace", "default", "--task-queue", "trainer"], env=env, stderr=out, stdout=out)
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "trainer.worker",
+                "--address",
+                temporal_server,
+                "--namespace",
+                "default",
+                "--task-queue",
+                "trainer",
+            ],
+            env=env,
+            stderr=out,
+            stdout=out,
+        )
     try:
         yield log
     finally:
@@ -86,11 +117,15 @@ def trainer_worker(temporal_server, tmp_path_factory):
 class CallTrainer:
     @workflow.run
     async def run(self, train_input: dict) -> list:
-        opts = dict(task_queue="trainer", start_to_close_timeout=timedelta(minutes=5),
-                    retry_policy=RetryPolicy(maximum_attempts=2))
+        opts = dict(
+            task_queue="trainer",
+            start_to_close_timeout=timedelta(minutes=5),
+            retry_policy=RetryPolicy(maximum_attempts=2),
+        )
         info = await workflow.execute_activity("trainer_info", {}, **opts)
-        first = await workflow.execute_activity("train_step", train_input, heartbeat_timeout=timedelta(seconds=60),
-                                                **opts)
+        first = await workflow.execute_activity(
+            "train_step", train_input, heartbeat_timeout=timedelta(seconds=60), **opts
+        )
         second = await workflow.execute_activity("train_step", train_input, **opts)
         return [info, first, second]
 
@@ -98,10 +133,16 @@ class CallTrainer:
 def test_trainer_worker_runs_activities(temporal_server, trainer_worker, make_input, mixed_refs):
     async def go():
         client = await Client.connect(temporal_server)
-        async with Worker(client, task_queue="test-driver", workflows=[CallTrainer],
-                          workflow_runner=UnsandboxedWorkflowRunner()):
-            return await client.execute_workflow(CallTrainer.run, make_input(mixed_refs), id=f"t6-{uuid.uuid4()}",
-                                                 task_queue="test-driver", execution_timeout=timedelta(minutes=8))
+        async with Worker(
+            client, task_queue="test-driver", workflows=[CallTrainer], workflow_runner=UnsandboxedWorkflowRunner()
+        ):
+            return await client.execute_workflow(
+                CallTrainer.run,
+                make_input(mixed_refs),
+                id=f"t6-{uuid.uuid4()}",
+                task_queue="test-driver",
+                execution_timeout=timedelta(minutes=8),
+            )
 
     info, first, second = asyncio.run(go())
     assert info["device"] == "cpu" and info["torch_version"]

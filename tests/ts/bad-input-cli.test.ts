@@ -1,23 +1,37 @@
 // Bad input on the command line, table-driven: configs, flags, output folders, the server. Each row
 // says the exit code, that the message names the thing and its value, and that nothing on disk was
-// lost or overwritten. Rows run bin/tempo-rl as a subprocess, two at a time. (In-process rows:
-// bad-input.test.ts.)
+// lost or overwritten. Rows run the CLI as a subprocess, as many at a time as there are cores (at least
+// two): what bin/tempo-rl execs, node with tsx on cli/main.ts, without its set-up when this process has
+// had it (the suite's), since the set-up costs each spawn a shell and hashes of the lock files; the rows
+// about bin/tempo-rl itself run it. (In-process rows: bad-input.test.ts.)
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdirSync, openSync, symlinkSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { writeSyntheticDataset } from '../../lib/data/synth.js';
 import { cacheDir, REPO_ROOT } from '../../lib/paths.js';
-import { stopServer } from '../../lib/server.js';
-import { BIN, fifo, file, fresh, freePort, modelDir, occupy, snapshot, tmp } from './support/bad-input.js';
+import { stopServer } from '../../supervise/server.js';
+import { BIN, fifo, file, fresh, freePort, modelDir, occupy, snapshot, tmp } from '../../testing/bad-input.js';
 
 // The environment of a CLI row: a temp HOME and state dir, no TEMPORAL_* / TEMPO_RL__* / HF_* leaking in.
 const baseEnv: NodeJS.ProcessEnv = Object.fromEntries(
-  Object.entries(process.env).filter(([k]) => !/^(TEMPORAL_|TEMPO_RL__|TEMPO_RL_(MODEL|DATASET|NUM_GPUS|STATE_DIR)$|HF_)/.test(k)),
+  Object.entries(process.env).filter(
+    ([k]) => !/^(TEMPORAL_|TEMPO_RL__|TEMPO_RL_(MODEL|DATASET|NUM_GPUS|STATE_DIR)$|HF_)/.test(k),
+  ),
 );
 const cache = cacheDir();
+/** bin/tempo-rl's last line, when its set-up (scripts/bootstrap.sh, which exports TEMPO_RL_PYTHON) is done. */
+const CLI = process.env.TEMPO_RL_PYTHON
+  ? [
+      process.execPath,
+      '--import',
+      path.join(REPO_ROOT, 'node_modules', 'tsx', 'dist', 'loader.mjs'),
+      path.join(REPO_ROOT, 'cli', 'main.ts'),
+    ]
+  : [BIN];
 
 interface CliResult {
   status: number | null;
@@ -26,7 +40,17 @@ interface CliResult {
   seconds: number;
 }
 
-function runCli(args: string[], opts: { env?: Record<string, string>; stdoutFile?: string; timeoutMs?: number; state?: string; bin?: string; cwd?: string } = {}): Promise<CliResult> {
+function runCli(
+  args: string[],
+  opts: {
+    env?: Record<string, string>;
+    stdoutFile?: string;
+    timeoutMs?: number;
+    state?: string;
+    bin?: string;
+    cwd?: string;
+  } = {},
+): Promise<CliResult> {
   const home = fresh('home');
   const env = {
     ...baseEnv,
@@ -40,7 +64,8 @@ function runCli(args: string[], opts: { env?: Record<string, string>; stdoutFile
   const t0 = performance.now();
   return new Promise((resolve) => {
     const stdout = opts.stdoutFile ? openSync(opts.stdoutFile, 'w') : 'pipe';
-    const child = spawn(opts.bin ?? BIN, args, { env, stdio: ['ignore', stdout, 'pipe'], cwd: opts.cwd });
+    const [cmd, ...pre] = opts.bin ? [opts.bin] : CLI;
+    const child = spawn(cmd!, [...pre, ...args], { env, stdio: ['ignore', stdout, 'pipe'], cwd: opts.cwd });
     let out = '';
     let err = '';
     child.stdout?.on('data', (d) => (out += d));
@@ -87,7 +112,10 @@ function userDir(): string {
 function fakeTinyModel(seed: number): string {
   const d = fresh('model');
   writeFileSync(path.join(d, '.complete'), 'ok\n');
-  writeFileSync(path.join(d, 'tempo_rl_tiny.json'), JSON.stringify({ seed, generator: 'trainer.tiny_model' }));
+  writeFileSync(
+    path.join(d, 'tempo_rl_tiny.json'),
+    JSON.stringify({ seed, generator: 'trainer.generators.tiny_model' }),
+  );
   writeFileSync(path.join(d, 'model.safetensors'), `weights of seed ${seed}`);
   return d;
 }
@@ -110,180 +138,837 @@ function portTakenRow(which: 'port' | 'ui_port'): CliRow {
     cleanup: async () => {
       await other?.close();
       // had it started anything, this stops it (and the row fails)
-      assert.equal(await stopServer(loadConfig({ env: {}, sets: [`state_dir=${state}`] })), false, 'a server was started');
+      assert.equal(
+        await stopServer(loadConfig({ env: {}, sets: [`state_dir=${state}`] })),
+        false,
+        'a server was started',
+      );
     },
   };
 }
 
 const tlsEnabled = (r: CliResult) => JSON.parse(r.stdout).temporal.tls.enabled as boolean;
-const printed = (r: CliResult) => JSON.parse(r.stdout) as { state_dir: string; blobs: { uri: string }; model: { path: string } };
-const PEM = '-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n';
+const printed = (r: CliResult) =>
+  JSON.parse(r.stdout) as { state_dir: string; blobs: { uri: string }; model: { path: string } };
+const PEM =
+  '-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n-----END PRIVATE KEY-----\n';
 
 const CLI_ROWS: CliRow[] = [
   // ── config: values the trainer cannot honour or that make no sense (exit 2, key and value named)
-  { kind: 'server.port equals server.ui_port', args: () => check(...set('server.port=7300', 'server.ui_port=7300')), exit: 2, says: [/server\.ui_port/, /7300/] },
-  { kind: 'n_samples_per_prompt 1 (advantage always 0)', args: () => check(...set('rollout.n_samples_per_prompt=1')), exit: 2, says: [/rollout\.n_samples_per_prompt/, /number 1/] },
-  { kind: 'engines.max_model_len below rollout.max_context_len', args: () => check(...set('engines.max_model_len=1024')), exit: 2, says: [/engines\.max_model_len/, /1024/, /4096/] },
-  { kind: 'engine URL ftp:', args: () => check(...set('engines.urls=["ftp://h/x"]')), exit: 2, says: [/engines\.urls\.0/, /ftp:\/\/h\/x/] },
-  { kind: 'engine URL javascript:', args: () => check(...set('engines.urls=["javascript:alert(1)"]')), exit: 2, says: [/engines\.urls\.0/, /javascript:alert/] },
-  { kind: 'engine URL file:', args: () => check(...set('engines.urls=["file:///etc/passwd"]')), exit: 2, says: [/engines\.urls\.0/, /file:\/\/\/etc\/passwd/] },
-  { kind: 'engine URL not a URL', args: () => check(...set('engines.urls=["localhost 8000"]')), exit: 2, says: [/engines\.urls\.0/, /localhost 8000/] },
-  { kind: 'TEMPORAL_TLS=yes means TLS on', args: () => check(), env: { TEMPORAL_TLS: 'yes' }, exit: 0, check: (r) => assert.equal(tlsEnabled(r), true) },
-  { kind: 'TEMPORAL_TLS=TRUE means TLS on', args: () => check(), env: { TEMPORAL_TLS: 'TRUE' }, exit: 0, check: (r) => assert.equal(tlsEnabled(r), true) },
-  { kind: 'TEMPORAL_TLS=on means TLS on', args: () => check(), env: { TEMPORAL_TLS: 'on' }, exit: 0, check: (r) => assert.equal(tlsEnabled(r), true) },
-  { kind: 'TEMPORAL_TLS=Off means TLS off', args: () => check(), env: { TEMPORAL_TLS: 'Off' }, exit: 0, check: (r) => assert.equal(tlsEnabled(r), false) },
-  { kind: 'TEMPORAL_TLS=maybe', args: () => check(), env: { TEMPORAL_TLS: 'maybe' }, exit: 2, says: [/TEMPORAL_TLS/, /"maybe"/] },
-  { kind: 'non-UTF-8 bytes in the YAML', args: () => check(yaml(Buffer.concat([Buffer.from('rollout:\n  max_turns: 2 # caf'), Buffer.from([0xe9]), Buffer.from('\n')]))), exit: 2, says: [/c\.yaml/, /not valid UTF-8/, /0x/] },
-  { kind: 'max_turns 1e12', args: () => check(...set('rollout.max_turns=1e12')), exit: 2, says: [/rollout\.max_turns/, /1000000000000/] },
-  { kind: 'max_response_len above max_context_len', args: () => check(...set('rollout.max_response_len=5000')), exit: 2, says: [/rollout\.max_response_len/, /5000/, /max_context_len/] },
-  { kind: 'eps_clip_high below eps_clip', args: () => check(...set('grpo.eps_clip_high=0.1')), exit: 2, says: [/grpo\.eps_clip_high/, /0\.1/] },
-  { kind: 'eval every k steps with 0 eval prompts', args: () => check(...set('run.eval_interval=2', 'run.eval_prompts=0')), exit: 2, says: [/run\.eval_prompts/, /number 0/] },
-  { kind: 'model.dtype float16 (no loss scaling)', args: () => check(...set('model.dtype=float16')), exit: 2, says: [/model\.dtype/, /float16/, /bfloat16/] },
-  { kind: 'model.num_gpus 8 with a standby trainer', args: () => check(...set('model.num_gpus=8')), exit: 2, says: [/run\.trainer_standbys/, /model\.num_gpus/, /\(8\)/] },
-  { kind: 'TEMPO_RL_NUM_GPUS=8 with a standby trainer', args: () => check(), env: { TEMPO_RL_NUM_GPUS: '8' }, exit: 2, says: [/run\.trainer_standbys/, /model\.num_gpus/] },
-  { kind: 'model.num_gpus 8 without standbys is honoured', args: () => check(...set('model.num_gpus=8', 'run.trainer_standbys=0')), exit: 0 },
-  { kind: 'model.num_gpus -1', args: () => check(...set('model.num_gpus=-1')), exit: 2, says: [/model\.num_gpus/, /-1/] },
-  { kind: 'run.checkpoint_interval 0', args: () => check(...set('run.checkpoint_interval=0')), exit: 2, says: [/run\.checkpoint_interval/, /number 0/] },
+  {
+    kind: 'server.port equals server.ui_port',
+    args: () => check(...set('server.port=7300', 'server.ui_port=7300')),
+    exit: 2,
+    says: [/server\.ui_port/, /7300/],
+  },
+  {
+    kind: 'n_samples_per_prompt 1 (advantage always 0)',
+    args: () => check(...set('rollout.n_samples_per_prompt=1')),
+    exit: 2,
+    says: [/rollout\.n_samples_per_prompt/, /number 1/],
+  },
+  {
+    kind: 'engines.max_model_len below rollout.max_context_len',
+    args: () => check(...set('engines.max_model_len=1024')),
+    exit: 2,
+    says: [/engines\.max_model_len/, /1024/, /4096/],
+  },
+  {
+    kind: 'engine URL ftp:',
+    args: () => check(...set('engines.urls=["ftp://h/x"]')),
+    exit: 2,
+    says: [/engines\.urls\.0/, /ftp:\/\/h\/x/],
+  },
+  {
+    kind: 'engine URL javascript:',
+    args: () => check(...set('engines.urls=["javascript:alert(1)"]')),
+    exit: 2,
+    says: [/engines\.urls\.0/, /javascript:alert/],
+  },
+  {
+    kind: 'engine URL file:',
+    args: () => check(...set('engines.urls=["file:///etc/passwd"]')),
+    exit: 2,
+    says: [/engines\.urls\.0/, /file:\/\/\/etc\/passwd/],
+  },
+  {
+    kind: 'engine URL not a URL',
+    args: () => check(...set('engines.urls=["localhost 8000"]')),
+    exit: 2,
+    says: [/engines\.urls\.0/, /localhost 8000/],
+  },
+  {
+    kind: 'TEMPORAL_TLS=yes means TLS on',
+    args: () => check(),
+    env: { TEMPORAL_TLS: 'yes' },
+    exit: 0,
+    check: (r) => assert.equal(tlsEnabled(r), true),
+  },
+  {
+    kind: 'TEMPORAL_TLS=TRUE means TLS on',
+    args: () => check(),
+    env: { TEMPORAL_TLS: 'TRUE' },
+    exit: 0,
+    check: (r) => assert.equal(tlsEnabled(r), true),
+  },
+  {
+    kind: 'TEMPORAL_TLS=on means TLS on',
+    args: () => check(),
+    env: { TEMPORAL_TLS: 'on' },
+    exit: 0,
+    check: (r) => assert.equal(tlsEnabled(r), true),
+  },
+  {
+    kind: 'TEMPORAL_TLS=Off means TLS off',
+    args: () => check(),
+    env: { TEMPORAL_TLS: 'Off' },
+    exit: 0,
+    check: (r) => assert.equal(tlsEnabled(r), false),
+  },
+  {
+    kind: 'TEMPORAL_TLS=maybe',
+    args: () => check(),
+    env: { TEMPORAL_TLS: 'maybe' },
+    exit: 2,
+    says: [/TEMPORAL_TLS/, /"maybe"/],
+  },
+  {
+    kind: 'non-UTF-8 bytes in the YAML',
+    args: () =>
+      check(
+        yaml(Buffer.concat([Buffer.from('rollout:\n  max_turns: 2 # caf'), Buffer.from([0xe9]), Buffer.from('\n')])),
+      ),
+    exit: 2,
+    says: [/c\.yaml/, /not valid UTF-8/, /0x/],
+  },
+  {
+    kind: 'max_turns 1e12',
+    args: () => check(...set('rollout.max_turns=1e12')),
+    exit: 2,
+    says: [/rollout\.max_turns/, /1000000000000/],
+  },
+  {
+    kind: 'max_response_len above max_context_len',
+    args: () => check(...set('rollout.max_response_len=5000')),
+    exit: 2,
+    says: [/rollout\.max_response_len/, /5000/, /max_context_len/],
+  },
+  {
+    kind: 'eps_clip_high below eps_clip',
+    args: () => check(...set('grpo.eps_clip_high=0.1')),
+    exit: 2,
+    says: [/grpo\.eps_clip_high/, /0\.1/],
+  },
+  {
+    kind: 'eval every k steps with 0 eval prompts',
+    args: () => check(...set('run.eval_interval=2', 'run.eval_prompts=0')),
+    exit: 2,
+    says: [/run\.eval_prompts/, /number 0/],
+  },
+  {
+    kind: 'model.dtype float16 (no loss scaling)',
+    args: () => check(...set('model.dtype=float16')),
+    exit: 2,
+    says: [/model\.dtype/, /float16/, /bfloat16/],
+  },
+  {
+    kind: 'model.num_gpus 8 with a standby trainer',
+    args: () => check(...set('model.num_gpus=8')),
+    exit: 2,
+    says: [/run\.trainer_standbys/, /model\.num_gpus/, /\(8\)/],
+  },
+  {
+    kind: 'TEMPO_RL_NUM_GPUS=8 with a standby trainer',
+    args: () => check(),
+    env: { TEMPO_RL_NUM_GPUS: '8' },
+    exit: 2,
+    says: [/run\.trainer_standbys/, /model\.num_gpus/],
+  },
+  {
+    kind: 'model.num_gpus 8 without standbys is honoured',
+    args: () => check(...set('model.num_gpus=8', 'run.trainer_standbys=0')),
+    exit: 0,
+  },
+  {
+    kind: 'model.num_gpus -1',
+    args: () => check(...set('model.num_gpus=-1')),
+    exit: 2,
+    says: [/model\.num_gpus/, /-1/],
+  },
+  {
+    kind: 'run.checkpoint_interval 0',
+    args: () => check(...set('run.checkpoint_interval=0')),
+    exit: 2,
+    says: [/run\.checkpoint_interval/, /number 0/],
+  },
   { kind: 'run.checkpoint_interval 20 is honoured', args: () => check(...set('run.checkpoint_interval=20')), exit: 0 },
-  { kind: 'keep_checkpoint_every not a multiple of the interval', args: () => check(...set('run.checkpoint_interval=4', 'run.keep_checkpoints=2', 'run.keep_checkpoint_every=6')), exit: 2, says: [/run\.keep_checkpoint_every/, /multiple of run\.checkpoint_interval \(4\)/] },
-  { kind: 'keep_checkpoint_every without keep_checkpoints', args: () => check(...set('run.keep_checkpoint_every=4')), exit: 2, says: [/run\.keep_checkpoint_every/, /needs run\.keep_checkpoints > 0/] },
+  {
+    kind: 'keep_checkpoint_every not a multiple of the interval',
+    args: () => check(...set('run.checkpoint_interval=4', 'run.keep_checkpoints=2', 'run.keep_checkpoint_every=6')),
+    exit: 2,
+    says: [/run\.keep_checkpoint_every/, /multiple of run\.checkpoint_interval \(4\)/],
+  },
+  {
+    kind: 'keep_checkpoint_every without keep_checkpoints',
+    args: () => check(...set('run.keep_checkpoint_every=4')),
+    exit: 2,
+    says: [/run\.keep_checkpoint_every/, /needs run\.keep_checkpoints > 0/],
+  },
   { kind: '--set __proto__.x=1', args: () => check(...set('__proto__.polluted=1')), exit: 2, says: [/"__proto__"/] },
-  { kind: '--set constructor.prototype.x=1', args: () => check(...set('constructor.prototype.x=1')), exit: 2, says: [/"constructor"/] },
-  { kind: '__proto__ key in the YAML', args: () => check(yaml('__proto__:\n  polluted: 1\n')), exit: 2, says: [/c\.yaml/, /"__proto__"/] },
-  { kind: 'an empty config file warns', args: () => check(yaml('# nothing here\n')), exit: 0, says: [/c\.yaml is empty; using the defaults/] },
-  { kind: 'misspelled key', args: () => check(yaml('rollout:\n  max_trns: 2\n')), exit: 2, says: [/rollout\.max_trns: unknown key — did you mean "max_turns"/] },
-  { kind: 'wrong type', args: () => check(...set('rollout.temperature=hot')), exit: 2, says: [/rollout\.temperature/, /"hot"/] },
-  { kind: 'top_p 0', args: () => check(...set('rollout.top_p=0')), exit: 2, says: [/rollout\.top_p/, /number 0/] },
-  { kind: 'missing config file', args: () => check(path.join(tmp, 'nope.yaml')), exit: 2, says: [/cannot read .*nope\.yaml/] },
-  { kind: 'a YAML list at the top', args: () => check(yaml('- a\n- b\n')), exit: 2, says: [/c\.yaml/, /mapping/, /an array/] },
+  {
+    kind: '--set constructor.prototype.x=1',
+    args: () => check(...set('constructor.prototype.x=1')),
+    exit: 2,
+    says: [/"constructor"/],
+  },
+  {
+    kind: '__proto__ key in the YAML',
+    args: () => check(yaml('__proto__:\n  polluted: 1\n')),
+    exit: 2,
+    says: [/c\.yaml/, /"__proto__"/],
+  },
+  {
+    kind: 'an empty config file warns',
+    args: () => check(yaml('# nothing here\n')),
+    exit: 0,
+    says: [/c\.yaml is empty; using the defaults/],
+  },
+  {
+    kind: 'misspelled key',
+    args: () => check(yaml('rollout:\n  max_trns: 2\n')),
+    exit: 2,
+    says: [/rollout\.max_trns: unknown key — did you mean "max_turns"/],
+  },
+  {
+    kind: 'wrong type',
+    args: () => check(...set('rollout.temperature=hot')),
+    exit: 2,
+    says: [/rollout\.temperature/, /"hot"/],
+  },
+  {
+    kind: 'rollout.top_p (a removed key)',
+    args: () => check(...set('rollout.top_p=1')),
+    exit: 2,
+    says: [/rollout\.top_p: unknown key — removed: /, /full distribution/],
+  },
+  {
+    kind: 'missing config file',
+    args: () => check(path.join(tmp, 'nope.yaml')),
+    exit: 2,
+    says: [/cannot read .*nope\.yaml/],
+  },
+  {
+    kind: 'a YAML list at the top',
+    args: () => check(yaml('- a\n- b\n')),
+    exit: 2,
+    says: [/c\.yaml/, /mapping/, /an array/],
+  },
   { kind: 'invalid YAML', args: () => check(yaml('rollout: [1, 2\n')), exit: 2, says: [/c\.yaml is not valid YAML/] },
-  { kind: '--set without =', args: () => check(...set('rollout.max_turns')), exit: 2, says: [/--set "rollout\.max_turns"/] },
-  { kind: 'TEMPO_RL__ROLLOUT__MAX_TURNS=abc', args: () => check(), env: { TEMPO_RL__ROLLOUT__MAX_TURNS: 'abc' }, exit: 2, says: [/rollout\.max_turns/, /"abc"/] },
-  { kind: 'geo3k multi-turn config passes check', args: () => check(path.join(REPO_ROOT, 'configs/geo3k-multiturn-qwen3vl-2b.yaml')), exit: 0 },
-  { kind: 'geo3k single-turn config passes check', args: () => check(path.join(REPO_ROOT, 'configs/geo3k-singleturn-qwen3vl-2b.yaml')), exit: 0 },
-  { kind: 'geo3k single-turn Qwen3.5-35B-A3B config passes check', args: () => check(path.join(REPO_ROOT, 'configs/geo3k-singleturn-qwen35-35b-a3b.yaml')), exit: 0 },
+  {
+    kind: '--set without =',
+    args: () => check(...set('rollout.max_turns')),
+    exit: 2,
+    says: [/--set "rollout\.max_turns"/],
+  },
+  {
+    kind: 'TEMPO_RL__ROLLOUT__MAX_TURNS=abc',
+    args: () => check(),
+    env: { TEMPO_RL__ROLLOUT__MAX_TURNS: 'abc' },
+    exit: 2,
+    says: [/rollout\.max_turns/, /"abc"/],
+  },
+  {
+    kind: 'geo3k multi-turn config passes check',
+    args: () => check(path.join(REPO_ROOT, 'configs/geo3k-multiturn-qwen3vl-2b.yaml')),
+    exit: 0,
+  },
+  {
+    kind: 'geo3k single-turn config passes check',
+    args: () => check(path.join(REPO_ROOT, 'configs/geo3k-singleturn-qwen3vl-2b.yaml')),
+    exit: 0,
+  },
+  {
+    kind: 'geo3k single-turn Qwen3.5-35B-A3B config passes check',
+    args: () => check(path.join(REPO_ROOT, 'configs/geo3k-singleturn-qwen35-35b-a3b.yaml')),
+    exit: 0,
+  },
   { kind: 'CPU demo config passes check', args: () => check(path.join(REPO_ROOT, 'configs/cpu-tiny.yaml')), exit: 0 },
-  { kind: 'CPU warm-start SFT config passes check', args: () => check(path.join(REPO_ROOT, 'configs/cpu-tiny-sft.yaml')), exit: 0 },
+  {
+    kind: 'CPU warm-start SFT config passes check',
+    args: () => check(path.join(REPO_ROOT, 'configs/cpu-tiny-sft.yaml')),
+    exit: 0,
+  },
 
   // ── durations: Node's timers take at most 2^31−1 ms; a longer one fires at once (every request aborts)
-  { kind: 'engines.request_timeout_s 1e9 meant as "no timeout"', args: () => check(...set('engines.request_timeout_s=1e9')), exit: 2, says: [/engines\.request_timeout_s/, /1000000000/, /at most 2147483 s/, /Node's timers/] },
-  { kind: 'engines.request_timeout_s 1e308', args: () => check(...set('engines.request_timeout_s=1e308')), exit: 2, says: [/engines\.request_timeout_s/, /1e\+308/, /at most 2147483 s/] },
-  { kind: 'engines.health_interval_s 1e9 (1 ms polling)', args: () => check(...set('engines.health_interval_s=1e9')), exit: 2, says: [/engines\.health_interval_s/, /1000000000/, /Node's timers/] },
-  { kind: 'run.empty_step_wait_s above the timer bound', args: () => check(...set('run.empty_step_wait_s=2147484')), exit: 2, says: [/run\.empty_step_wait_s/, /2147484/] },
-  { kind: 'engines.request_timeout_s at the timer bound is honoured', args: () => check(...set('engines.request_timeout_s=2147483')), exit: 0 },
+  {
+    kind: 'engines.request_timeout_s 1e9 meant as "no timeout"',
+    args: () => check(...set('engines.request_timeout_s=1e9')),
+    exit: 2,
+    says: [/engines\.request_timeout_s/, /1000000000/, /at most 2147483 s/, /Node's timers/],
+  },
+  {
+    kind: 'engines.request_timeout_s 1e308',
+    args: () => check(...set('engines.request_timeout_s=1e308')),
+    exit: 2,
+    says: [/engines\.request_timeout_s/, /1e\+308/, /at most 2147483 s/],
+  },
+  {
+    kind: 'engines.health_interval_s 1e9 (1 ms polling)',
+    args: () => check(...set('engines.health_interval_s=1e9')),
+    exit: 2,
+    says: [/engines\.health_interval_s/, /1000000000/, /Node's timers/],
+  },
+  {
+    kind: 'run.empty_step_wait_s above the timer bound',
+    args: () => check(...set('run.empty_step_wait_s=2147484')),
+    exit: 2,
+    says: [/run\.empty_step_wait_s/, /2147484/],
+  },
+  {
+    kind: 'engines.request_timeout_s at the timer bound is honoured',
+    args: () => check(...set('engines.request_timeout_s=2147483')),
+    exit: 0,
+  },
   // ── sizes that would exhaust memory before anything useful
-  { kind: 'dataset.max_image_pixels 10^12', args: () => check(...set('dataset.max_image_pixels=1000000000000')), exit: 2, says: [/dataset\.max_image_pixels/, /1000000000000/, /at most 268402689/] },
-  { kind: 'grpo.micro_batch_tokens 2^40', args: () => check(...set('grpo.micro_batch_tokens=1099511627776')), exit: 2, says: [/grpo\.micro_batch_tokens/, /1099511627776/, /at most 16777216/] },
-  { kind: 'dataset.synthetic_size 10^9', args: () => check(...set('dataset.synthetic_size=1000000000')), exit: 2, says: [/dataset\.synthetic_size/, /1000000000/, /at most 1000000/] },
-  { kind: 'engines.base_port + count beyond port 65535', args: () => check(...set('engines.base_port=65535', 'engines.count=2')), exit: 2, says: [/engines\.base_port/, /65535/] },
+  {
+    kind: 'dataset.max_image_pixels 10^12',
+    args: () => check(...set('dataset.max_image_pixels=1000000000000')),
+    exit: 2,
+    says: [/dataset\.max_image_pixels/, /1000000000000/, /at most 268402689/],
+  },
+  {
+    kind: 'grpo.micro_batch_tokens 2^40',
+    args: () => check(...set('grpo.micro_batch_tokens=1099511627776')),
+    exit: 2,
+    says: [/grpo\.micro_batch_tokens/, /1099511627776/, /at most 16777216/],
+  },
+  {
+    kind: 'dataset.synthetic_size 10^9',
+    args: () => check(...set('dataset.synthetic_size=1000000000')),
+    exit: 2,
+    says: [/dataset\.synthetic_size/, /1000000000/, /at most 1000000/],
+  },
+  {
+    kind: 'engines.base_port + count beyond port 65535',
+    args: () => check(...set('engines.base_port=65535', 'engines.count=2')),
+    exit: 2,
+    says: [/engines\.base_port/, /65535/],
+  },
   // ── importance weights: clip below 1 trains on nothing (mask) or cuts every weight (truncate)
-  { kind: 'grpo.tis.clip 0.5 with mask (an empty band)', args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.mode=mask', 'grpo.tis.clip=0.5')), exit: 2, says: [/grpo\.tis\.clip/, /number 0\.5/, /at least 1/] },
-  { kind: 'grpo.tis.clip 0.5 with truncate', args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.clip=0.5')), exit: 2, says: [/grpo\.tis\.clip/, /number 0\.5/, /at least 1/] },
-  { kind: 'grpo.tis.clip 1 with mask (only exact ratios)', args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.mode=mask', 'grpo.tis.clip=1')), exit: 2, says: [/grpo\.tis\.clip/, /number 1/, /above 1 with grpo\.tis\.mode mask/] },
-  { kind: 'grpo.tis.clip 1 with truncate is honoured', args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.clip=1')), exit: 0 },
+  {
+    kind: 'grpo.tis.clip 0.5 with mask (an empty band)',
+    args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.mode=mask', 'grpo.tis.clip=0.5')),
+    exit: 2,
+    says: [/grpo\.tis\.clip/, /number 0\.5/, /at least 1/],
+  },
+  {
+    kind: 'grpo.tis.clip 0.5 with truncate',
+    args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.clip=0.5')),
+    exit: 2,
+    says: [/grpo\.tis\.clip/, /number 0\.5/, /at least 1/],
+  },
+  {
+    kind: 'grpo.tis.clip 1 with mask (only exact ratios)',
+    args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.mode=mask', 'grpo.tis.clip=1')),
+    exit: 2,
+    says: [/grpo\.tis\.clip/, /number 1/, /above 1 with grpo\.tis\.mode mask/],
+  },
+  {
+    kind: 'grpo.tis.clip 1 with truncate is honoured',
+    args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.clip=1')),
+    exit: 0,
+  },
   // ── config-like files that are not regular files: refused at once, never waited on
-  { kind: 'config check of a FIFO', args: () => check(fifo('c.yaml')), exit: 2, maxSeconds: 20, says: [/fifo-\d+\/c\.yaml/, /a FIFO \(named pipe\), not a regular file/] },
-  { kind: 'config check of /dev/zero', args: () => check('/dev/zero'), exit: 2, maxSeconds: 20, says: [/\/dev\/zero/, /a character device/] },
-  { kind: 'config check of /dev/urandom', args: () => check('/dev/urandom'), exit: 2, maxSeconds: 20, says: [/\/dev\/urandom/, /a character device/] },
-  { kind: 'config check of a directory', args: () => check(fresh('conf')), exit: 2, says: [/conf-\d+/, /a directory, not a regular file/] },
-  { kind: 'a 9 MiB config file', args: () => check(yaml(`# ${'x'.repeat(9 * 1024 * 1024)}\n`)), exit: 2, says: [/c\.yaml/, /more than a config file can be \(8\.0 MiB\)/] },
-  { kind: 'TEMPORAL_CONFIG_FILE=/dev/zero', args: () => check(), env: { TEMPORAL_CONFIG_FILE: '/dev/zero' }, exit: 2, maxSeconds: 20, says: [/TEMPORAL_CONFIG_FILE=\/dev\/zero/, /a character device/] },
-  { kind: 'TEMPORAL_CONFIG_FILE a FIFO', args: () => check(), env: { TEMPORAL_CONFIG_FILE: fifo('temporal.toml') }, exit: 2, maxSeconds: 20, says: [/TEMPORAL_CONFIG_FILE=.*temporal\.toml/, /a FIFO/] },
+  {
+    kind: 'config check of a FIFO',
+    args: () => check(fifo('c.yaml')),
+    exit: 2,
+    maxSeconds: 20,
+    says: [/fifo-\d+\/c\.yaml/, /a FIFO \(named pipe\), not a regular file/],
+  },
+  {
+    kind: 'config check of /dev/zero',
+    args: () => check('/dev/zero'),
+    exit: 2,
+    maxSeconds: 20,
+    says: [/\/dev\/zero/, /a character device/],
+  },
+  {
+    kind: 'config check of /dev/urandom',
+    args: () => check('/dev/urandom'),
+    exit: 2,
+    maxSeconds: 20,
+    says: [/\/dev\/urandom/, /a character device/],
+  },
+  {
+    kind: 'config check of a directory',
+    args: () => check(fresh('conf')),
+    exit: 2,
+    says: [/conf-\d+/, /a directory, not a regular file/],
+  },
+  {
+    kind: 'a 9 MiB config file',
+    args: () => check(yaml(`# ${'x'.repeat(9 * 1024 * 1024)}\n`)),
+    exit: 2,
+    says: [/c\.yaml/, /more than a config file can be \(8\.0 MiB\)/],
+  },
+  {
+    kind: 'TEMPORAL_CONFIG_FILE=/dev/zero',
+    args: () => check(),
+    env: { TEMPORAL_CONFIG_FILE: '/dev/zero' },
+    exit: 2,
+    maxSeconds: 20,
+    says: [/TEMPORAL_CONFIG_FILE=\/dev\/zero/, /a character device/],
+  },
+  {
+    kind: 'TEMPORAL_CONFIG_FILE a FIFO',
+    args: () => check(),
+    env: { TEMPORAL_CONFIG_FILE: fifo('temporal.toml') },
+    exit: 2,
+    maxSeconds: 20,
+    says: [/TEMPORAL_CONFIG_FILE=.*temporal\.toml/, /a FIFO/],
+  },
   // ── the blob store's URI: where a store can live
-  { kind: 'blobs.uri under /proc', args: () => check(...set('blobs.uri=/proc/x')), exit: 2, maxSeconds: 20, says: [/blobs\.uri/, /\/proc\/x/, /virtual filesystem/] },
-  { kind: 'blobs.uri file:///sys/x', args: () => check(...set('blobs.uri=file:///sys/x')), exit: 2, maxSeconds: 20, says: [/blobs\.uri/, /\/sys\/x/, /virtual filesystem/] },
-  { kind: 'blobs.uri "~/blobs" is in the home folder', args: () => check(...set('blobs.uri=~/blobs')), exit: 0, check: (r) => assert.match(printed(r).blobs.uri, /^file:\/\/\/.*\/home-\d+\/blobs$/) },
-  { kind: 'blobs.uri "~other/blobs"', args: () => check(...set('blobs.uri=~other/blobs')), exit: 2, says: [/blobs\.uri/, /~other/, /another user's home/] },
-  { kind: 'blobs.uri of three spaces', args: () => check(...set('blobs.uri="   "')), exit: 2, says: [/blobs\.uri/, /"   "/, /blank/] },
-  { kind: 'blobs.uri padded with spaces', args: () => check(...set('blobs.uri=" /tmp/b "')), exit: 2, says: [/blobs\.uri/, /" \/tmp\/b "/, /whitespace/] },
-  { kind: 'blobs.uri file:///tmp/a%00b (a NUL once decoded)', args: () => check(...set('blobs.uri=file:///tmp/a%00b')), exit: 2, says: [/blobs\.uri/, /a%00b/, /NUL/] },
-  { kind: 'blobs.uri file:///tmp/a%0Ab (a newline once decoded)', args: () => check(...set('blobs.uri=file:///tmp/a%0Ab')), exit: 2, says: [/blobs\.uri/, /a%0Ab/, /control character "\\n"/] },
-  { kind: 'state_dir "~/st" is in the home folder', args: () => check(...set('state_dir=~/st')), exit: 0, check: (r) => assert.match(printed(r).state_dir, /\/home-\d+\/st$/) },
-  { kind: 'state_dir under /proc', args: () => check(...set('state_dir=/proc/tempo')), exit: 2, maxSeconds: 20, says: [/state_dir/, /\/proc\/tempo/, /virtual filesystem/] },
-  { kind: 'state_dir of spaces', args: () => check(...set('state_dir="  "')), exit: 2, says: [/state_dir/, /"  "/, /blank/] },
+  {
+    kind: 'blobs.uri under /proc',
+    args: () => check(...set('blobs.uri=/proc/x')),
+    exit: 2,
+    maxSeconds: 20,
+    says: [/blobs\.uri/, /\/proc\/x/, /virtual filesystem/],
+  },
+  {
+    kind: 'blobs.uri file:///sys/x',
+    args: () => check(...set('blobs.uri=file:///sys/x')),
+    exit: 2,
+    maxSeconds: 20,
+    says: [/blobs\.uri/, /\/sys\/x/, /virtual filesystem/],
+  },
+  {
+    kind: 'blobs.uri "~/blobs" is in the home folder',
+    args: () => check(...set('blobs.uri=~/blobs')),
+    exit: 0,
+    check: (r) => assert.match(printed(r).blobs.uri, /^file:\/\/\/.*\/home-\d+\/blobs$/),
+  },
+  {
+    kind: 'blobs.uri "~other/blobs"',
+    args: () => check(...set('blobs.uri=~other/blobs')),
+    exit: 2,
+    says: [/blobs\.uri/, /~other/, /another user's home/],
+  },
+  {
+    kind: 'blobs.uri of three spaces',
+    args: () => check(...set('blobs.uri="   "')),
+    exit: 2,
+    says: [/blobs\.uri/, /" {3}"/, /blank/],
+  },
+  {
+    kind: 'blobs.uri padded with spaces',
+    args: () => check(...set('blobs.uri=" /tmp/b "')),
+    exit: 2,
+    says: [/blobs\.uri/, /" \/tmp\/b "/, /whitespace/],
+  },
+  {
+    kind: 'blobs.uri file:///tmp/a%00b (a NUL once decoded)',
+    args: () => check(...set('blobs.uri=file:///tmp/a%00b')),
+    exit: 2,
+    says: [/blobs\.uri/, /a%00b/, /NUL/],
+  },
+  {
+    kind: 'blobs.uri file:///tmp/a%0Ab (a newline once decoded)',
+    args: () => check(...set('blobs.uri=file:///tmp/a%0Ab')),
+    exit: 2,
+    says: [/blobs\.uri/, /a%0Ab/, /control character "\\n"/],
+  },
+  {
+    kind: 'state_dir "~/st" is in the home folder',
+    args: () => check(...set('state_dir=~/st')),
+    exit: 0,
+    check: (r) => assert.match(printed(r).state_dir, /\/home-\d+\/st$/),
+  },
+  {
+    kind: 'state_dir under /proc',
+    args: () => check(...set('state_dir=/proc/tempo')),
+    exit: 2,
+    maxSeconds: 20,
+    says: [/state_dir/, /\/proc\/tempo/, /virtual filesystem/],
+  },
+  {
+    kind: 'state_dir of spaces',
+    args: () => check(...set('state_dir="  "')),
+    exit: 2,
+    says: [/state_dir/, /" {2}"/, /blank/],
+  },
   // ── routing replay needs an MoE model
-  { kind: 'routing_replay with the tiny dense default model', args: () => check(...set('rollout.routing_replay=true', 'model.num_gpus=1')), exit: 2, says: [/rollout\.routing_replay/, /mixture-of-experts/, /model\.path empty/, /dense/] },
-  { kind: 'routing_replay with a local dense model folder', args: () => check(...set('rollout.routing_replay=true', 'model.num_gpus=1', `model.path=${modelDir({ model_type: 'qwen3_vl', text_config: { hidden_size: 8 } })}`)), exit: 2, says: [/rollout\.routing_replay/, /model\.path .*model-\d+ is a dense model/] },
-  { kind: 'routing_replay with a local MoE model folder is honoured', args: () => check(...set('rollout.routing_replay=true', 'model.num_gpus=1', `model.path=${modelDir({ model_type: 'qwen3_vl_moe', text_config: { num_experts: 4 } })}`)), exit: 0 },
-  { kind: 'routing_replay with a Hugging Face id is left to the trainer', args: () => check(...set('rollout.routing_replay=true', 'model.num_gpus=1', 'model.path=Qwen/Qwen3-VL-30B-A3B-Instruct')), exit: 0 },
+  {
+    kind: 'routing_replay with the tiny dense default model',
+    args: () => check(...set('rollout.routing_replay=true', 'model.num_gpus=1')),
+    exit: 2,
+    says: [/rollout\.routing_replay/, /mixture-of-experts/, /model\.path empty/, /dense/],
+  },
+  {
+    kind: 'routing_replay with a local dense model folder',
+    args: () =>
+      check(
+        ...set(
+          'rollout.routing_replay=true',
+          'model.num_gpus=1',
+          `model.path=${modelDir({ model_type: 'qwen3_vl', text_config: { hidden_size: 8 } })}`,
+        ),
+      ),
+    exit: 2,
+    says: [/rollout\.routing_replay/, /model\.path .*model-\d+ is a dense model/],
+  },
+  {
+    kind: 'routing_replay with a local MoE model folder is honoured',
+    args: () =>
+      check(
+        ...set(
+          'rollout.routing_replay=true',
+          'model.num_gpus=1',
+          `model.path=${modelDir({ model_type: 'qwen3_vl_moe', text_config: { num_experts: 4 } })}`,
+        ),
+      ),
+    exit: 0,
+  },
+  {
+    kind: 'routing_replay with a Hugging Face id is left to the trainer',
+    args: () =>
+      check(...set('rollout.routing_replay=true', 'model.num_gpus=1', 'model.path=Qwen/Qwen3-VL-30B-A3B-Instruct')),
+    exit: 0,
+  },
   // ── files the config names, checked where config check runs
-  { kind: 'sft.path that does not exist is warned of', args: () => check(...set('algorithm=sft', `sft.path=${path.join(tmp, 'nope.jsonl')}`)), exit: 0, says: [/warning: sft\.path ".*nope\.jsonl": no such file/] },
-  { kind: 'sft.path a folder', args: () => check(...set('algorithm=sft', `sft.path=${fresh('sftdir')}`)), exit: 2, says: [/sft\.path ".*sftdir-\d+": is a directory, not a regular file/] },
-  { kind: 'sft.path a FIFO', args: () => check(...set('algorithm=sft', `sft.path=${fifo('t.jsonl')}`)), exit: 2, maxSeconds: 20, says: [/sft\.path ".*t\.jsonl": is a FIFO/] },
-  { kind: 'a TLS client certificate that does not exist', args: () => check(...set(`temporal.tls.client_cert_path=${path.join(tmp, 'no-cert.pem')}`)), exit: 2, says: [/temporal\.tls\.client_cert_path ".*no-cert\.pem": no such file/] },
-  { kind: 'TEMPORAL_TLS_SERVER_CA_CERT_PATH=/dev/zero', args: () => check(), env: { TEMPORAL_TLS_SERVER_CA_CERT_PATH: '/dev/zero' }, exit: 2, says: [/temporal\.tls\.server_ca_cert_path "\/dev\/zero": is a character device/] },
-  { kind: 'a JSONL dataset that does not exist is warned of', args: () => check(...set('dataset.kind=jsonl', `dataset.path=${path.join(tmp, 'nope-{split}.jsonl')}`)), exit: 0, says: [/warning: dataset\.path ".*nope-train\.jsonl": no such file or folder \(split "train"\)/, /nope-test\.jsonl/] },
-  { kind: 'a Parquet dataset without a path', args: () => check(...set('dataset.kind=parquet')), exit: 2, says: [/dataset\.path: is required for dataset\.kind parquet/] },
-  { kind: 'a geo3k_dir folder without the split\'s file', args: () => check(...set('dataset.kind=geo3k_dir', `dataset.path=${fresh('geo')}`)), exit: 2, says: [/dataset\.path ".*geo-\d+"/, /no \.jsonl file for split "train"/] },
+  {
+    kind: 'sft.path that does not exist is warned of',
+    args: () => check(...set('algorithm=sft', `sft.path=${path.join(tmp, 'nope.jsonl')}`)),
+    exit: 0,
+    says: [/warning: sft\.path ".*nope\.jsonl": no such file/],
+  },
+  {
+    kind: 'sft.path a folder',
+    args: () => check(...set('algorithm=sft', `sft.path=${fresh('sftdir')}`)),
+    exit: 2,
+    says: [/sft\.path ".*sftdir-\d+": is a directory, not a regular file/],
+  },
+  {
+    kind: 'sft.path a FIFO',
+    args: () => check(...set('algorithm=sft', `sft.path=${fifo('t.jsonl')}`)),
+    exit: 2,
+    maxSeconds: 20,
+    says: [/sft\.path ".*t\.jsonl": is a FIFO/],
+  },
+  {
+    kind: 'a TLS client certificate that does not exist',
+    args: () => check(...set(`temporal.tls.client_cert_path=${path.join(tmp, 'no-cert.pem')}`)),
+    exit: 2,
+    says: [/temporal\.tls\.client_cert_path ".*no-cert\.pem": no such file/],
+  },
+  {
+    kind: 'TEMPORAL_TLS_SERVER_CA_CERT_PATH=/dev/zero',
+    args: () => check(),
+    env: { TEMPORAL_TLS_SERVER_CA_CERT_PATH: '/dev/zero' },
+    exit: 2,
+    says: [/temporal\.tls\.server_ca_cert_path "\/dev\/zero": is a character device/],
+  },
+  {
+    kind: 'a JSONL dataset that does not exist is warned of',
+    args: () => check(...set('dataset.kind=jsonl', `dataset.path=${path.join(tmp, 'nope-{split}.jsonl')}`)),
+    exit: 0,
+    says: [
+      /warning: dataset\.path ".*nope-train\.jsonl": no such file or folder \(split "train"\)/,
+      /nope-test\.jsonl/,
+    ],
+  },
+  {
+    kind: 'a Parquet dataset without a path',
+    args: () => check(...set('dataset.kind=parquet')),
+    exit: 2,
+    says: [/dataset\.path: is required for dataset\.kind parquet/],
+  },
+  {
+    kind: "a geo3k_dir folder without the split's file",
+    args: () => check(...set('dataset.kind=geo3k_dir', `dataset.path=${fresh('geo')}`)),
+    exit: 2,
+    says: [/dataset\.path ".*geo-\d+"/, /no \.jsonl file for split "train"/],
+  },
   // ── messages: suggest only near keys; never echo a secret or a file's contents
-  { kind: 'a one-letter unknown key suggests nothing', args: () => check(yaml('x: 1\n')), exit: 2, says: [/^ {2}x: unknown key$/m], never: [/did you mean/] },
-  { kind: 'a misspelled short key still gets its suggestion', args: () => check(yaml('sfy:\n  lr: 1\n')), exit: 2, says: [/sfy: unknown key — did you mean "sft"/] },
-  { kind: 'an API key of the wrong type is not echoed', args: () => check(...set('temporal.api_key=12345678901')), exit: 2, says: [/temporal\.api_key/, /not shown/], never: [/12345678901/] },
-  { kind: 'a TLS key given as both path and data: the PEM is not echoed', args: () => check(...set('temporal.tls.client_key_path=/k.pem', `temporal.tls.client_key_data=${JSON.stringify(PEM)}`)), exit: 2, says: [/temporal\.tls\.client_key_data/, /not both/, /not shown/], never: [/MIIEv/] },
-  { kind: 'invalid YAML on the API key line is not quoted', args: () => check(yaml('temporal:\n  api_key: "sekrit-value\n')), exit: 2, says: [/c\.yaml is not valid YAML/, /line \d+, column \d+/], never: [/sekrit-value/] },
-  { kind: 'a private key given as the config file is not echoed', args: () => check(yaml(PEM)), exit: 2, says: [/c\.yaml/, /expected a mapping/, /not shown/], never: [/MIIEv/] },
-  { kind: 'invalid TOML on the API key line is not quoted', args: () => check(), env: { TEMPORAL_CONFIG_FILE: file('t.toml', '[profile.default]\napi_key = "sekrit-toml\n') }, exit: 2, says: [/t\.toml is not valid TOML/], never: [/sekrit-toml/] },
+  {
+    kind: 'a one-letter unknown key suggests nothing',
+    args: () => check(yaml('x: 1\n')),
+    exit: 2,
+    says: [/^ {2}x: unknown key$/m],
+    never: [/did you mean/],
+  },
+  {
+    kind: 'a misspelled short key still gets its suggestion',
+    args: () => check(yaml('sfy:\n  lr: 1\n')),
+    exit: 2,
+    says: [/sfy: unknown key — did you mean "sft"/],
+  },
+  {
+    kind: 'an API key of the wrong type is not echoed',
+    args: () => check(...set('temporal.api_key=12345678901')),
+    exit: 2,
+    says: [/temporal\.api_key/, /not shown/],
+    never: [/12345678901/],
+  },
+  {
+    kind: 'a TLS key given as both path and data: the PEM is not echoed',
+    args: () =>
+      check(...set('temporal.tls.client_key_path=/k.pem', `temporal.tls.client_key_data=${JSON.stringify(PEM)}`)),
+    exit: 2,
+    says: [/temporal\.tls\.client_key_data/, /not both/, /not shown/],
+    never: [/MIIEv/],
+  },
+  {
+    kind: 'invalid YAML on the API key line is not quoted',
+    args: () => check(yaml('temporal:\n  api_key: "sekrit-value\n')),
+    exit: 2,
+    says: [/c\.yaml is not valid YAML/, /line \d+, column \d+/],
+    never: [/sekrit-value/],
+  },
+  {
+    kind: 'a private key given as the config file is not echoed',
+    args: () => check(yaml(PEM)),
+    exit: 2,
+    says: [/c\.yaml/, /expected a mapping/, /not shown/],
+    never: [/MIIEv/],
+  },
+  {
+    kind: 'invalid TOML on the API key line is not quoted',
+    args: () => check(),
+    env: { TEMPORAL_CONFIG_FILE: file('t.toml', '[profile.default]\napi_key = "sekrit-toml\n') },
+    exit: 2,
+    says: [/t\.toml is not valid TOML/],
+    never: [/sekrit-toml/],
+  },
   // ── numbers: integers written as integers, empty is empty (not 0 or null)
-  { kind: '--set rollout.seed=1e3', args: () => check(...set('rollout.seed=1e3')), exit: 2, says: [/--set rollout\.seed/, /given 1e3/, /write 1000/] },
-  { kind: 'TEMPO_RL__SERVER__PORT=7.3e3', args: () => check(), env: { TEMPO_RL__SERVER__PORT: '7.3e3' }, exit: 2, says: [/TEMPO_RL__SERVER__PORT/, /server\.port/, /7\.3e3/] },
-  { kind: 'rollout.seed 1e3 in the YAML', args: () => check(yaml('rollout:\n  seed: 1e3\n')), exit: 2, says: [/c\.yaml/, /rollout\.seed/, /1e3/] },
-  { kind: 'allowed_token_ids [1e3] in --set', args: () => check(...set('rollout.allowed_token_ids=[5, 1e3]')), exit: 2, says: [/rollout\.allowed_token_ids\.1/, /1e3/] },
-  { kind: 'floats in exponent form stay floats', args: () => check(...set('grpo.lr=1e-3', 'rollout.temperature=1.0', 'engines.request_timeout_s=1.2e2')), exit: 0 },
-  { kind: 'TEMPO_RL__RUN__STEPS empty is not 0', args: () => check(), env: { TEMPO_RL__RUN__STEPS: '' }, exit: 2, says: [/run\.steps/, /given the string ""/] },
-  { kind: '--set model.path= means the default', args: () => check(...set('model.path=')), exit: 0, check: (r) => assert.equal(printed(r).model.path, '') },
+  {
+    kind: '--set rollout.seed=1e3',
+    args: () => check(...set('rollout.seed=1e3')),
+    exit: 2,
+    says: [/--set rollout\.seed/, /given 1e3/, /write 1000/],
+  },
+  {
+    kind: 'TEMPO_RL__SERVER__PORT=7.3e3',
+    args: () => check(),
+    env: { TEMPO_RL__SERVER__PORT: '7.3e3' },
+    exit: 2,
+    says: [/TEMPO_RL__SERVER__PORT/, /server\.port/, /7\.3e3/],
+  },
+  {
+    kind: 'rollout.seed 1e3 in the YAML',
+    args: () => check(yaml('rollout:\n  seed: 1e3\n')),
+    exit: 2,
+    says: [/c\.yaml/, /rollout\.seed/, /1e3/],
+  },
+  {
+    kind: 'rollout.allowed_token_ids (a removed key)',
+    args: () => check(...set('rollout.allowed_token_ids=[5]')),
+    exit: 2,
+    says: [/rollout\.allowed_token_ids: unknown key — removed: /],
+  },
+  {
+    kind: 'floats in exponent form stay floats',
+    args: () => check(...set('grpo.lr=1e-3', 'rollout.temperature=1.0', 'engines.request_timeout_s=1.2e2')),
+    exit: 0,
+  },
+  {
+    kind: 'TEMPO_RL__RUN__STEPS empty is not 0',
+    args: () => check(),
+    env: { TEMPO_RL__RUN__STEPS: '' },
+    exit: 2,
+    says: [/run\.steps/, /given the string ""/],
+  },
+  {
+    kind: '--set model.path= means the default',
+    args: () => check(...set('model.path=')),
+    exit: 0,
+    check: (r) => assert.equal(printed(r).model.path, ''),
+  },
   // ── what config check shows of the connection
-  { kind: 'an API key turns TLS on: config check notes it', args: () => check(), env: { TEMPORAL_API_KEY: 'k' }, exit: 0, says: [/note: temporal\.tls\.enabled is false, but the connection uses TLS: temporal\.api_key is set/], never: [/"k"/] },
+  {
+    kind: 'an API key turns TLS on: config check notes it',
+    args: () => check(),
+    env: { TEMPORAL_API_KEY: 'k' },
+    exit: 0,
+    says: [/note: temporal\.tls\.enabled is false, but the connection uses TLS: temporal\.api_key is set/],
+    never: [/"k"/],
+  },
 
   // ── command line
   { kind: 'bare tempo-rl: help, exit 2', args: () => [], exit: 2, says: [/Usage: tempo-rl/] },
   { kind: 'a group without its subcommand', args: () => ['data'], exit: 2, says: [/Usage: tempo-rl data/] },
   { kind: 'unknown command', args: () => ['trian'], exit: 2, says: [/unknown command 'trian'/] },
   { kind: '--help exits 0', args: () => ['--help'], exit: 0 },
-  { kind: 'stdout on a full disk', args: () => check(), stdoutFile: '/dev/full', exit: 1, says: [/cannot write to stdout/, /ENOSPC/], check: (r) => assert.doesNotMatch(r.stderr, /\n\s+at /) },
+  {
+    kind: 'stdout on a full disk',
+    args: () => check(),
+    stdoutFile: '/dev/full',
+    exit: 1,
+    says: [/cannot write to stdout/, /ENOSPC/],
+    check: (r) => assert.doesNotMatch(r.stderr, /\n\s+at /),
+  },
   { kind: 'model tiny --seed abc', args: () => ['model', 'tiny', '--seed', 'abc'], exit: 2, says: [/seed/, /"abc"/] },
-  { kind: 'data synth --n abc', args: () => ['data', 'synth', '--out', path.join(tmp, 'never'), '--n', 'abc'], exit: 2, says: [/--n/, /abc/] },
-  { kind: 'sft-transcripts --per-row 0', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '0'], exit: 2, says: [/--per-row/, /given "0"/] },
-  { kind: 'sft-transcripts --habit-recheck without --habit', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit-recheck', '0.5'], exit: 2, says: [/--habit-recheck/, /--habit A,B/] },
-  { kind: 'sft-transcripts --habit "" (an empty answer)', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit', ''], exit: 2, says: [/--habit/, /answer 1 of 1 is empty/, /given ""/] },
-  { kind: 'sft-transcripts --habit "5,,"', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit', '5,,'], exit: 2, says: [/--habit/, /answer 2 of 3 is empty/, /given "5,,"/] },
-  { kind: 'sft-transcripts --per-row 100000000', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '100000000'], exit: 2, maxSeconds: 20, says: [/--per-row/, /at most 10000/, /given "100000000"/] },
-  { kind: 'sft-transcripts --per-row 1e3', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '1e3'], exit: 2, says: [/--per-row/, /given "1e3"/] },
-  { kind: 'sft-transcripts --per-row whose copies are too many in all', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '10000'], exit: 2, says: [/--per-row 10000/, /× 64 rows/, /more than 250000/] },
-  { kind: 'sft-transcripts --first-correct "" (not 0)', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--first-correct', ''], exit: 2, says: [/--first-correct/, /given ""/] },
-  { kind: 'data synth --n 1e3', args: () => ['data', 'synth', '--out', path.join(tmp, 'never'), '--n', '1e3'], exit: 2, says: [/--n/, /given "1e3"/] },
-  { kind: 'sft-transcripts --habit-share 2', args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit-share', '2'], exit: 2, says: [/--habit-share/, /"2"/] },
-  { kind: 'sft-export --split test', args: () => ['data', 'sft-export', '--out', path.join(tmp, 'never.jsonl'), '--split', 'test'], exit: 2, says: [/--split "test"/] },
-  { kind: 'episodes list --step x', args: () => ['episodes', 'list', 'r1', '--step', 'x'], exit: 2, says: [/--step "x"/] },
-  { kind: 'episodes list --step "" (not step 0)', args: () => ['episodes', 'list', 'r1', '--step', ''], exit: 2, says: [/--step ""/] },
-  { kind: 'episodes list --step 1e1 (not step 10)', args: () => ['episodes', 'list', 'r1', '--step', '1e1'], exit: 2, says: [/--step "1e1"/] },
-  { kind: 'model tiny --seed 1e3 (not seed 1000)', args: () => ['model', 'tiny', '--seed', '1e3'], exit: 2, says: [/seed/, /"1e3"/] },
-  { kind: 'episodes list of a run id that climbs out of the runs folder', args: () => ['episodes', 'list', '../x'], exit: 2, says: [/run id "\.\.\/x"/] },
-  { kind: 'data download of an unknown dataset', args: () => ['data', 'download', 'mnist', '--out', path.join(tmp, 'never')], exit: 2, says: [/unknown dataset mnist/] },
-  { kind: 'HF_ENDPOINT "not a url"', args: () => ['data', 'download', 'geo3k', '--out', path.join(tmp, 'never')], env: { HF_ENDPOINT: 'not a url' }, exit: 2, says: [/HF_ENDPOINT/, /"not a url"/] },
-  { kind: 'status RUN with no server: fast, names the address', args: async () => ['status', 'r1', ...set(`server.port=${await freePort()}`)], exit: 1, maxSeconds: 8, says: [/no Temporal server answers at 127\.0\.0\.1:\d+/] },
-  { kind: 'pause RUN with no server at TEMPORAL_ADDRESS', args: () => ['pause', 'r1'], env: { TEMPORAL_ADDRESS: '127.0.0.1:1' }, exit: 1, maxSeconds: 8, says: [/127\.0\.0\.1:1 /, /TEMPORAL_ADDRESS/] },
+  {
+    kind: 'data synth --n abc',
+    args: () => ['data', 'synth', '--out', path.join(tmp, 'never'), '--n', 'abc'],
+    exit: 2,
+    says: [/--n/, /abc/],
+  },
+  {
+    kind: 'sft-transcripts --per-row 0',
+    args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '0'],
+    exit: 2,
+    says: [/--per-row/, /given "0"/],
+  },
+  {
+    kind: "sft-transcripts --habit (an experiment's flag, gone)",
+    args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--habit', '180'],
+    exit: 2,
+    says: [/unknown option '--habit'/],
+  },
+  {
+    kind: 'sft-transcripts --per-row 100000000',
+    args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '100000000'],
+    exit: 2,
+    maxSeconds: 20,
+    says: [/--per-row/, /at most 10000/, /given "100000000"/],
+  },
+  {
+    kind: 'sft-transcripts --per-row 1e3',
+    args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '1e3'],
+    exit: 2,
+    says: [/--per-row/, /given "1e3"/],
+  },
+  {
+    kind: 'sft-transcripts --per-row whose copies are too many in all',
+    args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--per-row', '10000'],
+    exit: 2,
+    says: [/--per-row 10000/, /× 64 rows/, /more than 250000/],
+  },
+  {
+    kind: 'sft-transcripts --first-correct "" (not 0)',
+    args: () => ['data', 'sft-transcripts', '--out', path.join(tmp, 'never.jsonl'), '--first-correct', ''],
+    exit: 2,
+    says: [/--first-correct/, /given ""/],
+  },
+  {
+    kind: 'data synth --n 1e3',
+    args: () => ['data', 'synth', '--out', path.join(tmp, 'never'), '--n', '1e3'],
+    exit: 2,
+    says: [/--n/, /given "1e3"/],
+  },
+  {
+    kind: 'sft-export --split test',
+    args: () => ['data', 'sft-export', '--out', path.join(tmp, 'never.jsonl'), '--split', 'test'],
+    exit: 2,
+    says: [/--split "test"/],
+  },
+  {
+    kind: 'episodes list --step x',
+    args: () => ['episodes', 'list', 'r1', '--step', 'x'],
+    exit: 2,
+    says: [/--step "x"/],
+  },
+  {
+    kind: 'episodes list --step "" (not step 0)',
+    args: () => ['episodes', 'list', 'r1', '--step', ''],
+    exit: 2,
+    says: [/--step ""/],
+  },
+  {
+    kind: 'episodes list --step 1e1 (not step 10)',
+    args: () => ['episodes', 'list', 'r1', '--step', '1e1'],
+    exit: 2,
+    says: [/--step "1e1"/],
+  },
+  {
+    kind: 'model tiny --seed 1e3 (not seed 1000)',
+    args: () => ['model', 'tiny', '--seed', '1e3'],
+    exit: 2,
+    says: [/seed/, /"1e3"/],
+  },
+  {
+    kind: 'episodes list of a run id that climbs out of the runs folder',
+    args: () => ['episodes', 'list', '../x'],
+    exit: 2,
+    says: [/run id "\.\.\/x"/],
+  },
+  {
+    kind: 'data download of an unknown dataset',
+    args: () => ['data', 'download', 'mnist', '--out', path.join(tmp, 'never')],
+    exit: 2,
+    says: [/unknown dataset mnist/],
+  },
+  {
+    kind: 'HF_ENDPOINT "not a url"',
+    args: () => ['data', 'download', 'geo3k', '--out', path.join(tmp, 'never')],
+    env: { HF_ENDPOINT: 'not a url' },
+    exit: 2,
+    says: [/HF_ENDPOINT/, /"not a url"/],
+  },
+  {
+    kind: 'status RUN with no server: does not wait for one, names the address',
+    args: async () => ['status', 'r1', ...set(`server.port=${await freePort()}`)],
+    exit: 1,
+    maxSeconds: 30,
+    says: [/no Temporal server answers at 127\.0\.0\.1:\d+/],
+  },
+  {
+    kind: 'pause RUN with no server at TEMPORAL_ADDRESS',
+    args: () => ['pause', 'r1'],
+    env: { TEMPORAL_ADDRESS: '127.0.0.1:1' },
+    exit: 1,
+    maxSeconds: 30,
+    says: [/127\.0\.0\.1:1 /, /TEMPORAL_ADDRESS/],
+  },
 
   // ── report: its run id names a folder, its --out a file
-  { kind: 'report of a run id that climbs out of the runs folder', args: () => ['report', `../../${path.basename(fresh('outside'))}`], exit: 2, says: [/run id "\.\.\/\.\.\/outside-\d+"/] },
-  { kind: 'report --out under /proc', args: () => ['report', 'r1', '--out', '/proc/nope/x.html'], exit: 2, maxSeconds: 20, says: [/\/proc\/nope\/x\.html/, /virtual filesystem/] },
+  {
+    kind: 'report of a run id that climbs out of the runs folder',
+    args: () => ['report', `../../${path.basename(fresh('outside'))}`],
+    exit: 2,
+    says: [/run id "\.\.\/\.\.\/outside-\d+"/],
+  },
+  {
+    kind: 'report --out under /proc',
+    args: () => ['report', 'r1', '--out', '/proc/nope/x.html'],
+    exit: 2,
+    maxSeconds: 20,
+    says: [/\/proc\/nope\/x\.html/, /virtual filesystem/],
+  },
   ...(() => {
     let mine = '';
-    return [{ kind: 'report --out an existing file', args: () => ['report', 'r1', '--out', (mine = file('mine.html', '<p>mine</p>'))], keeps: () => path.dirname(mine), exit: 2, says: [/mine\.html exists/, /--force/] }];
+    return [
+      {
+        kind: 'report --out an existing file',
+        args: () => ['report', 'r1', '--out', (mine = file('mine.html', '<p>mine</p>'))],
+        keeps: () => path.dirname(mine),
+        exit: 2,
+        says: [/mine\.html exists/, /--force/],
+      },
+    ];
   })(),
   ...(() => {
     const d = fresh('report');
-    return [{
-      kind: 'report of a run with a malformed metrics line names the file and line', args: () => {
-        mkdirSync(path.join(d, 'runs', 'r1'), { recursive: true });
-        writeFileSync(path.join(d, 'runs', 'r1', 'metrics.jsonl'), '{"step": 0}\n[1, 2\n');
-        return ['report', 'r1', ...set(`state_dir=${d}`)];
+    return [
+      {
+        kind: 'report of a run with a malformed metrics line names the file and line',
+        args: () => {
+          mkdirSync(path.join(d, 'runs', 'r1'), { recursive: true });
+          writeFileSync(path.join(d, 'runs', 'r1', 'metrics.jsonl'), '{"step": 0}\n[1, 2\n');
+          return ['report', 'r1', ...set(`state_dir=${d}`)];
+        },
+        exit: 1,
+        says: [/metrics\.jsonl line 2 is not JSON/],
       },
-      exit: 1, says: [/metrics\.jsonl line 2 is not JSON/],
-    }];
+    ];
   })(),
   // ── bin/tempo-rl through a link on PATH, run from anywhere
   {
-    kind: 'bin/tempo-rl through a symlink, from a folder outside the checkout', args: () => ['--help'], exit: 0,
+    kind: 'bin/tempo-rl through a symlink, from a folder outside the checkout',
+    args: () => ['--help'],
+    exit: 0,
     via: () => {
       const d = fresh('elsewhere');
       symlinkSync(BIN, path.join(d, 'tempo-rl'));
@@ -295,21 +980,81 @@ const CLI_ROWS: CliRow[] = [
   ...(() => {
     const rows: CliRow[] = [];
     let dir = '';
-    rows.push({ kind: 'model tiny --out a folder of user files', args: () => ['model', 'tiny', '--out', (dir = userDir())], keeps: () => dir, exit: 2, says: [/is not empty/, /user-\d+/] });
+    rows.push({
+      kind: 'model tiny --out a folder of user files',
+      args: () => ['model', 'tiny', '--out', (dir = userDir())],
+      keeps: () => dir,
+      exit: 2,
+      says: [/is not empty/, /user-\d+/],
+    });
     let model = '';
-    rows.push({ kind: 'model tiny --out a model of another seed', args: () => ['model', 'tiny', '--out', (model = fakeTinyModel(0)), '--seed', '1'], keeps: () => model, exit: 2, says: [/seed 0, not seed 1/, /--force/] });
-    rows.push({ kind: 'model tiny --out under /proc', args: () => ['model', 'tiny', '--out', '/proc/tempo-rl-model'], exit: 2, maxSeconds: 20, says: [/\/proc\/tempo-rl-model/, /virtual filesystem/] });
+    rows.push({
+      kind: 'model tiny --out a model of another seed',
+      args: () => ['model', 'tiny', '--out', (model = fakeTinyModel(0)), '--seed', '1'],
+      keeps: () => model,
+      exit: 2,
+      says: [/seed 0, not seed 1/, /--force/],
+    });
+    rows.push({
+      kind: 'model tiny --out under /proc',
+      args: () => ['model', 'tiny', '--out', '/proc/tempo-rl-model'],
+      exit: 2,
+      maxSeconds: 20,
+      says: [/\/proc\/tempo-rl-model/, /virtual filesystem/],
+    });
     let user2 = '';
-    rows.push({ kind: 'data synth --out a folder of user files', args: () => ['data', 'synth', '--out', (user2 = userDir()), '--n', '2'], keeps: () => user2, exit: 2, says: [/user-\d+/, /not written by tempo-rl/] });
-    rows.push({ kind: 'data synth --out an earlier dataset without --force', args: () => ['data', 'synth', '--out', synthDir, '--n', '2', '--seed', '9'], keeps: () => synthDir, exit: 2, says: [/synth-\d+/, /--force/] });
-    rows.push({ kind: 'data synth --out under /proc', args: () => ['data', 'synth', '--out', '/proc/tempo-rl-synth', '--n', '2'], exit: 2, maxSeconds: 20, says: [/\/proc\/tempo-rl-synth/, /virtual filesystem/] });
+    rows.push({
+      kind: 'data synth --out a folder of user files',
+      args: () => ['data', 'synth', '--out', (user2 = userDir()), '--n', '2'],
+      keeps: () => user2,
+      exit: 2,
+      says: [/user-\d+/, /not written by tempo-rl/],
+    });
+    rows.push({
+      kind: 'data synth --out an earlier dataset without --force',
+      args: () => ['data', 'synth', '--out', synthDir, '--n', '2', '--seed', '9'],
+      keeps: () => synthDir,
+      exit: 2,
+      says: [/synth-\d+/, /--force/],
+    });
+    rows.push({
+      kind: 'data synth --out under /proc',
+      args: () => ['data', 'synth', '--out', '/proc/tempo-rl-synth', '--n', '2'],
+      exit: 2,
+      maxSeconds: 20,
+      says: [/\/proc\/tempo-rl-synth/, /virtual filesystem/],
+    });
     let plain = '';
-    rows.push({ kind: 'data synth --out a file', args: () => ['data', 'synth', '--out', (plain = file('notes.txt', 'mine')), '--n', '2'], keeps: () => path.dirname(plain), exit: 2, says: [/notes\.txt is a file/] });
+    rows.push({
+      kind: 'data synth --out a file',
+      args: () => ['data', 'synth', '--out', (plain = file('notes.txt', 'mine')), '--n', '2'],
+      keeps: () => path.dirname(plain),
+      exit: 2,
+      says: [/notes\.txt is a file/],
+    });
     let under = '';
-    rows.push({ kind: 'data synth --out below a file', args: () => ['data', 'synth', '--out', path.join((under = file('notes.txt', 'mine')), 'sub'), '--n', '2'], keeps: () => path.dirname(under), exit: 2, says: [/notes\.txt is a file/] });
-    rows.push({ kind: 'data sft-export --out under /proc', args: () => ['data', 'sft-export', '--out', '/proc/tempo-rl/x.jsonl'], exit: 2, maxSeconds: 20, says: [/\/proc\/tempo-rl\/x\.jsonl/, /virtual filesystem/] });
+    rows.push({
+      kind: 'data synth --out below a file',
+      args: () => ['data', 'synth', '--out', path.join((under = file('notes.txt', 'mine')), 'sub'), '--n', '2'],
+      keeps: () => path.dirname(under),
+      exit: 2,
+      says: [/notes\.txt is a file/],
+    });
+    rows.push({
+      kind: 'data sft-export --out under /proc',
+      args: () => ['data', 'sft-export', '--out', '/proc/tempo-rl/x.jsonl'],
+      exit: 2,
+      maxSeconds: 20,
+      says: [/\/proc\/tempo-rl\/x\.jsonl/, /virtual filesystem/],
+    });
     let existing = '';
-    rows.push({ kind: 'data sft-export --out an existing file', args: () => ['data', 'sft-export', '--out', (existing = file('mine.jsonl', '{"keep": true}\n'))], keeps: () => path.dirname(existing), exit: 2, says: [/mine\.jsonl exists/, /--force/] });
+    rows.push({
+      kind: 'data sft-export --out an existing file',
+      args: () => ['data', 'sft-export', '--out', (existing = file('mine.jsonl', '{"keep": true}\n'))],
+      keeps: () => path.dirname(existing),
+      exit: 2,
+      says: [/mine\.jsonl exists/, /--force/],
+    });
     return rows;
   })(),
 
@@ -318,17 +1063,32 @@ const CLI_ROWS: CliRow[] = [
   portTakenRow('port'),
 
   // ── episodes (these start the embedded server for the look-up, and stop it)
-  { kind: 'episodes list of a run that does not exist', args: async () => ['episodes', 'list', 'NORUN', ...set(`server.port=${await freePort()}`, `server.ui_port=${await freePort()}`)], exit: 1, says: [/no run "NORUN"/, /run\/NORUN/] },
+  {
+    kind: 'episodes list of a run that does not exist',
+    args: async () => [
+      'episodes',
+      'list',
+      'NORUN',
+      ...set(`server.port=${await freePort()}`, `server.ui_port=${await freePort()}`),
+    ],
+    exit: 1,
+    says: [/no run "NORUN"/, /run\/NORUN/],
+  },
   {
     kind: 'episodes show with the workflow id form',
-    args: async () => ['episodes', 'show', 'episode/NORUN/0/0/0', ...set(`server.port=${await freePort()}`, `server.ui_port=${await freePort()}`)],
+    args: async () => [
+      'episodes',
+      'show',
+      'episode/NORUN/0/0/0',
+      ...set(`server.port=${await freePort()}`, `server.ui_port=${await freePort()}`),
+    ],
     exit: 1,
     says: [/no episode "NORUN\/0\/0\/0"/],
     check: (r) => assert.doesNotMatch(r.stderr, /episode\/episode\//),
   },
 ];
 
-describe('bad input on the command line', { concurrency: 2 }, () => {
+describe('bad input on the command line', { concurrency: Math.max(2, os.availableParallelism()) }, () => {
   test('setup: an earlier synthetic dataset', async () => {
     synthDir = path.join(fresh('synth'), 'ds');
     await writeSyntheticDataset(synthDir, 2, 1);
@@ -356,4 +1116,3 @@ describe('bad input on the command line', { concurrency: 2 }, () => {
     });
   }
 });
-

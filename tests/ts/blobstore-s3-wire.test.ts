@@ -1,7 +1,7 @@
-// An S3 blob store (blobs.uri=s3://…) end to end against a real S3 server (S3Proxy, lib/s3-server.ts):
+// An S3 blob store (blobs.uri=s3://…) end to end against a real S3 server (S3Proxy, testing/s3-server.ts):
 // the rollout worker's storeSample writes an episode's sample to S3 from one state directory, and the
 // Python trainer — another process with another state directory — loads it from S3, trains a step
-// on the tiny model and commits its checkpoint in S3 (workers/trainer/checkpoint_store.py). Skips, naming why, where S3Proxy
+// on the tiny model and commits its checkpoint in S3 (workers/trainer/stores/checkpoints.py). Skips, naming why, where S3Proxy
 // cannot be installed or run, or the tiny model is missing (scripts/bootstrap.sh builds it).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -11,16 +11,16 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { createActivities } from '../../activities/index.js';
-import type { StoreSampleInput } from '../../activities/sample.js';
+import type { StoreSampleInput } from '../../protocol/activities.js';
 import { closeBlobStore, openConfiguredBlobStore } from '../../lib/blob-store-config.js';
-import type { ConditionalBlobStore } from '../../lib/blobstore.js';
+import type { ConditionalBlobStore } from '../../stores/blobstore.js';
 import type { PromptRow } from '../../lib/data/rows.js';
 import { sftRecord } from '../../lib/data/sft.js';
 import { pythonBin, REPO_ROOT, tinyModelDir } from '../../lib/paths.js';
-import { isAlive } from '../../lib/process.js';
+import { isAlive } from '../../supervise/process.js';
 import { initialRunState } from '../../lib/run-plan.js';
-import { parseCheckpointLocation, readCommitRecord } from '../../lib/stored-checkpoint.js';
-import { S3ServerUnavailable, startS3Server, type S3Server } from '../../lib/s3-server.js';
+import { parseCheckpointLocation, readCommitRecord } from '../../stores/checkpoint.js';
+import { S3ServerUnavailable, startS3Server, type S3Server } from '../../testing/s3-server.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'blobstore-s3-wire-'));
 const BUCKET = 'tempo-wire';
@@ -29,7 +29,8 @@ const EOS = 151645; // <|im_end|> of the tiny model's Qwen3 tokenizer
 
 let server: S3Server | null = null;
 let skip: string | false = false;
-if (!existsSync(path.join(tinyModelDir(), '.complete'))) skip = `the tiny model is missing at ${tinyModelDir()} (source scripts/bootstrap.sh)`;
+if (!existsSync(path.join(tinyModelDir(), '.complete')))
+  skip = `the tiny model is missing at ${tinyModelDir()} (source scripts/bootstrap.sh)`;
 else {
   try {
     server = await startS3Server({ dataDir: path.join(tmp, 's3data'), buckets: [BUCKET] });
@@ -53,79 +54,157 @@ after(async () => {
 const TRAIN = `
 import json, sys
 from temporalio.testing import ActivityEnvironment
-from trainer.activities import TrainerActivities
-from trainer.train_step import Trainer
+from trainer.worker.activities import TrainerActivities
+from trainer.step.train_step import Trainer
 doc = json.load(sys.stdin)
 out = ActivityEnvironment().run(TrainerActivities(Trainer(), doc["own"], doc["scratch"]).train_step, doc["payload"])
 print(json.dumps(out))
 `;
 
-function sampleInput(i: number, prompt_ref: string, output_ref: string, reward: number): StoreSampleInput {
+function sampleInput(i: number, prompt_ref: string, trajectory_ref: string, reward: number): StoreSampleInput {
   return {
-    episode_id: `r1/0/0/${i}`, run_id: 'r1', step: 0, prompt_index: 0, sample_index: i, prompt_ref,
-    limits: { max_response_len: 16, max_context_len: 64 }, conventions: { eos_ids: [EOS], end_of_turn_id: EOS, forbidden_response_ids: [] },
-    turns: [{ output_ref, observation_ids: null, engine: 'e', weight_version: 0, finish_reason: 'stop' }], images: [], reward,
-    status: 'COMPLETED', truncated_reason: null, temperature: 1, label: '4', expected: { response_len: 3, mask_sum: 3 },
+    episode_id: `r1/0/0/${i}`,
+    run_id: 'r1',
+    step: 0,
+    prompt_index: 0,
+    sample_index: i,
+    prompt_ref,
+    trajectory_ref,
+    limits: { max_response_len: 16, max_context_len: 64 },
+    environment: 'geo3k',
+    turns: [{ engine: 'e', weight_version: 0, finish_reason: 'stop' }],
+    images: [],
+    reward,
+    status: 'COMPLETED',
+    truncated_reason: null,
+    temperature: 1,
+    label: '4',
   };
 }
 
 test('blobs.uri is checked when the config loads, naming the key and the value', { skip: false }, () => {
-  assert.throws(() => loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'blobs.uri=gs://bucket/x'] }), (err: Error) => {
-    assert.match(err.message, /blobs\.uri/);
-    assert.match(err.message, /gs:\/\/bucket\/x/);
-    assert.match(err.message, /unsupported scheme/);
-    return true;
-  });
+  assert.throws(
+    () => loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'blobs.uri=gs://bucket/x'] }),
+    (err: Error) => {
+      assert.match(err.message, /blobs\.uri/);
+      assert.match(err.message, /gs:\/\/bucket\/x/);
+      assert.match(err.message, /unsupported scheme/);
+      return true;
+    },
+  );
   assert.equal(loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'blobs.uri=s3://b-1/p/'] }).blobs.uri, 's3://b-1/p');
-  assert.equal(initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/x'] }), 'r').plan.blob_store, 'file:///tmp/x/blobs');
+  assert.equal(
+    initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/x'] }), 'r').plan.blob_store,
+    'file:///tmp/x/blobs',
+  );
 });
 
-test('a sample the rollout side stores in S3 is trained on by the Python trainer of another state directory', { skip, timeout: 600_000 }, async () => {
+test('a sample the rollout side stores in S3 is trained on by the Python trainer of another state directory', {
+  skip,
+  timeout: 600_000,
+}, async () => {
   const env = { ...process.env, ...server!.awsEnv(), AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true' };
-  const rolloutCfg = loadConfig({ env: {}, sets: [`state_dir=${path.join(tmp, 'rollout-state')}`, `blobs.uri=${URI}`] });
-  const trainerCfg = loadConfig({ env: {}, sets: [`state_dir=${path.join(tmp, 'trainer-state')}`, `blobs.uri=${URI}`] });
+  const rolloutCfg = loadConfig({
+    env: {},
+    sets: [`state_dir=${path.join(tmp, 'rollout-state')}`, `blobs.uri=${URI}`],
+  });
+  const trainerCfg = loadConfig({
+    env: {},
+    sets: [`state_dir=${path.join(tmp, 'trainer-state')}`, `blobs.uri=${URI}`],
+  });
   const store = await openConfiguredBlobStore(rolloutCfg, env);
   opened.push(store);
   assert.equal(store.uri, URI);
   const acts = createActivities({ cfg: rolloutCfg, store });
 
   // What the render and generate steps would have stored, then the store step itself.
-  const prompt_ref = await store.putBytes(Buffer.from(JSON.stringify({ prompt_ids: [151644, 872, 198, 17, 10, 17, 30, 151645, 198, 151644, 77091, 198], features: null })), 'json');
+  const prompt_ref = await store.putBytes(
+    Buffer.from(
+      JSON.stringify({
+        prompt_ids: [151644, 872, 198, 17, 10, 17, 30, 151645, 198, 151644, 77091, 198],
+        features: null,
+      }),
+    ),
+    'json',
+  );
   const refs = [];
   for (const [i, reward] of [1, 0].entries()) {
-    const output_ref = await store.putJson(`outputs/r1/0/0/${i}.json`, { token_ids: [19 + i, 13, EOS], logprobs: [-1.5, -0.7, -0.2], finish_reason: 'stop', routed_experts: null });
-    const { sample_ref } = await acts.storeSample({ ...sampleInput(i, prompt_ref, output_ref, reward), blob_store: URI });
+    const trajectory = {
+      prompt_len: 12,
+      budget: 16,
+      response_ids: [19 + i, 13, EOS],
+      loss_mask: [1, 1, 1],
+      logprobs: [-1.5, -0.7, -0.2],
+      spans: [{ gen_start: 0, gen_len: 3, synthetic_eos_at: null, obs_start: null, obs_len: 0 }],
+    };
+    const trajectory_ref = await store.putJson(`trajectories/r1/0/0/${i}.json`, { trajectory, routed_experts: [null] });
+    const { sample_ref } = await acts.storeSample({
+      ...sampleInput(i, prompt_ref, trajectory_ref, reward),
+      blob_store: URI,
+    });
     refs.push({ ref: sample_ref, reward, group_id: 'r1/0/0' });
   }
-  assert.equal(existsSync(path.join(tmp, 'rollout-state', 'blobs')), false, 'nothing went to the rollout side\'s local store');
+  assert.equal(
+    existsSync(path.join(tmp, 'rollout-state', 'blobs')),
+    false,
+    "nothing went to the rollout side's local store",
+  );
 
   const plan = initialRunState(trainerCfg, 'r1').plan;
   assert.equal(plan.blob_store, URI);
   const payload = {
-    run_id: 'r1', step: 0, run_dir: plan.run_dir, blob_store: plan.blob_store, model_path: tinyModelDir(), samples: refs,
-    hyper: { ...plan.hyper, lr: 1e-3 }, data_cursor: { epoch: 0, cursor: 1 },
+    run_id: 'r1',
+    step: 0,
+    run_dir: plan.run_dir,
+    blob_store: plan.blob_store,
+    model_path: tinyModelDir(),
+    samples: refs,
+    hyper: { ...plan.hyper, lr: 1e-3 },
+    data_cursor: { epoch: 0, cursor: 1 },
   };
   const res = spawnSync(pythonBin(), ['-c', TRAIN], {
-    input: JSON.stringify({ own: URI, scratch: path.join(tmp, 'trainer-state', 'trainer-scratch'), payload }), encoding: 'utf8', cwd: path.join(tmp), timeout: 540_000,
+    input: JSON.stringify({ own: URI, scratch: path.join(tmp, 'trainer-state', 'trainer-scratch'), payload }),
+    encoding: 'utf8',
+    cwd: path.join(tmp),
+    timeout: 540_000,
     env: { ...env, PYTHONPATH: path.join(REPO_ROOT, 'workers') },
   });
   assert.equal(res.status, 0, res.stderr.slice(-4000));
-  const out = JSON.parse(res.stdout.trim().split('\n').pop()!) as { step: number; weight_version: number; checkpoint: string; metrics: Record<string, number> };
+  const out = JSON.parse(res.stdout.trim().split('\n').pop()!) as {
+    step: number;
+    weight_version: number;
+    checkpoint: string;
+    metrics: Record<string, number>;
+  };
   assert.equal(out.weight_version, 1);
   assert.equal(out.metrics['train/n_samples'], 2, JSON.stringify(out.metrics));
   // Committed in the store (its location names it), cached in the trainer's scratch, not in the plan's run_dir.
   assert.equal(out.checkpoint, `${URI}/named/runs/r1/checkpoints/step-000000`);
   const record = await readCommitRecord(store, parseCheckpointLocation(out.checkpoint)!.key);
-  assert.ok(record.files['model.safetensors']! > 0 && await store.exists(store.namedRef(`${record.prefix}/model.safetensors`)));
-  assert.ok(readdirSync(path.join(tmp, 'trainer-state', 'trainer-scratch', 'runs', 'r1', 'checkpoints', 'step-000000')).includes('meta.json'));
+  assert.ok(
+    record.files['model.safetensors']! > 0 &&
+      (await store.exists(store.namedRef(`${record.prefix}/model.safetensors`))),
+  );
+  assert.ok(
+    readdirSync(
+      path.join(tmp, 'trainer-state', 'trainer-scratch', 'runs', 'r1', 'checkpoints', 'step-000000'),
+    ).includes('meta.json'),
+  );
   assert.equal(existsSync(plan.run_dir), false, 'nothing written to the run_dir the plan names');
   assert.equal(existsSync(path.join(tmp, 'trainer-state', 'blobs')), false, 'the trainer read no local store');
 });
 
 test('an SFT export, which hands images on as file paths, refuses an S3 store naming blobs.uri', { skip }, async () => {
-  const store = await openConfiguredBlobStore(loadConfig({ env: {}, sets: [`state_dir=${tmp}`, `blobs.uri=${URI}`] }), { ...process.env, ...server!.awsEnv() });
+  const store = await openConfiguredBlobStore(loadConfig({ env: {}, sets: [`state_dir=${tmp}`, `blobs.uri=${URI}`] }), {
+    ...process.env,
+    ...server!.awsEnv(),
+  });
   opened.push(store);
   const row: PromptRow = { id: 'x', problem: 'What is <image>?', answer: '1', images: ['blob:cas/ab/ab.png'] };
   assert.throws(() => sftRecord(row, store), new RegExp(`blobs\\.uri=${URI}`));
-  assert.equal(sftRecord({ ...row, problem: 'What is 2+2?', images: [] }, store).images.length, 0, 'text-only rows export');
+  assert.equal(
+    sftRecord({ ...row, problem: 'What is 2+2?', images: [] }, store).images.length,
+    0,
+    'text-only rows export',
+  );
 });

@@ -1,5 +1,5 @@
 // The blob store interface against a real S3-compatible server: S3Proxy (filesystem backend),
-// installed into the cache and started here (lib/s3-server.ts), stopped in the after hook. Where it
+// installed into the cache and started here (testing/s3-server.ts), stopped in the after hook. Where it
 // cannot be installed (no network, no Java) every S3 test skips, naming what was missing.
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -9,11 +9,17 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
-import { BlobError, LocalBlobStore, openBlobStore, parseBlobStoreUri, type ConditionalBlobStore } from '../../lib/blobstore.js';
-import { S3BlobStore } from '../../lib/blobstore-s3.js';
+import {
+  BlobError,
+  LocalBlobStore,
+  openBlobStore,
+  parseBlobStoreUri,
+  type ConditionalBlobStore,
+} from '../../stores/blobstore.js';
+import { S3BlobStore } from '../../stores/blobstore-s3.js';
 import { pythonBin, REPO_ROOT } from '../../lib/paths.js';
-import { isAlive } from '../../lib/process.js';
-import { processGroupMembers, S3ServerUnavailable, startS3Server, type S3Server } from '../../lib/s3-server.js';
+import { isAlive } from '../../supervise/process.js';
+import { processGroupMembers, S3ServerUnavailable, startS3Server, type S3Server } from '../../testing/s3-server.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'blobstore-s3-'));
 const BUCKET = 'tempo-test';
@@ -65,10 +71,22 @@ async function keysUnder(prefix: string): Promise<string[]> {
   }
 }
 
-const BAD_REFS = ['named/x.json', 'blob:../etc/passwd', 'blob:/etc/passwd', 'blob:named/../../x', 'blob:', 'blob:a\0b', 'blob:\\x', 'blob:named/..', 'blob:.'];
+const BAD_REFS = [
+  'named/x.json',
+  'blob:../etc/passwd',
+  'blob:/etc/passwd',
+  'blob:named/../../x',
+  'blob:',
+  'blob:a\0b',
+  'blob:\\x',
+  'blob:named/..',
+  'blob:.',
+];
 
 describe('BlobStore on S3 (S3Proxy)', () => {
-  test('bytes: put, get, exists; the ref is content-addressed and the object sits under the prefix', { skip }, async () => {
+  test('bytes: put, get, exists; the ref is content-addressed and the object sits under the prefix', {
+    skip,
+  }, async () => {
     const store = await s3Store();
     assert.equal(store.uri, `s3://${BUCKET}/runs/r1`);
     const data = Buffer.from('a diagram, say');
@@ -79,7 +97,10 @@ describe('BlobStore on S3 (S3Proxy)', () => {
     assert.equal(await store.exists(ref), true);
     assert.equal(store.keyOf(ref), `runs/r1/cas/${digest.slice(0, 2)}/${digest}.png`);
     // On the server's disk, as the filesystem backend keeps it.
-    assert.deepEqual(readFileSync(path.join(server!.dataDir, BUCKET, 'runs/r1/cas', digest.slice(0, 2), `${digest}.png`)), data);
+    assert.deepEqual(
+      readFileSync(path.join(server!.dataDir, BUCKET, 'runs/r1/cas', digest.slice(0, 2), `${digest}.png`)),
+      data,
+    );
     // Binary and empty blobs come back byte for byte.
     const binary = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 131) % 256));
     assert.deepEqual(await store.getBytes(await store.putBytes(binary)), binary);
@@ -131,8 +152,14 @@ describe('BlobStore on S3 (S3Proxy)', () => {
     assert.equal(await store.exists(ref), false);
     const nobucket = (await openBlobStore('s3://no-such-bucket/p', { env: server!.awsEnv() })) as S3BlobStore;
     opened.push(nobucket);
-    await assert.rejects(nobucket.getBytes(ref), (e) => e instanceof BlobError && /bucket "no-such-bucket" does not exist/.test(e.message));
-    await assert.rejects(nobucket.putJson('x.json', 1), (e) => e instanceof BlobError && /no-such-bucket/.test(e.message));
+    await assert.rejects(
+      nobucket.getBytes(ref),
+      (e) => e instanceof BlobError && /bucket "no-such-bucket" does not exist/.test(e.message),
+    );
+    await assert.rejects(
+      nobucket.putJson('x.json', 1),
+      (e) => e instanceof BlobError && /no-such-bucket/.test(e.message),
+    );
   });
 
   test('a blob that is not JSON is a BlobError from getJson', { skip }, async () => {
@@ -157,16 +184,30 @@ describe('BlobStore on S3 (S3Proxy)', () => {
 
   test('wrong credentials fail loudly, never as "not found"', { skip }, async () => {
     const store = await s3Store('runs/r1', { ...server!.awsEnv(), AWS_SECRET_ACCESS_KEY: 'wrong' });
-    await assert.rejects(store.exists('blob:named/x.json'), (e) => !(e instanceof BlobError) && /403|Forbidden|Signature|Access/i.test(`${(e as Error).name} ${(e as Error).message} ${JSON.stringify((e as { $metadata?: unknown }).$metadata)}`));
+    await assert.rejects(
+      store.exists('blob:named/x.json'),
+      (e) =>
+        !(e instanceof BlobError) &&
+        /403|Forbidden|Signature|Access/i.test(
+          `${(e as Error).name} ${(e as Error).message} ${JSON.stringify((e as { $metadata?: unknown }).$metadata)}`,
+        ),
+    );
     await assert.rejects(store.getBytes('blob:named/x.json'), (e) => !(e instanceof BlobError));
   });
 
-  test('putJsonIfAbsent: of 8 racing writers exactly one creates the record, whole (If-None-Match: *)', { skip }, async () => {
-    const stores: ConditionalBlobStore[] = [await s3Store('commit'), new LocalBlobStore(path.join(tmp, 'local-commit'))];
+  test('putJsonIfAbsent: of 8 racing writers exactly one creates the record, whole (If-None-Match: *)', {
+    skip,
+  }, async () => {
+    const stores: ConditionalBlobStore[] = [
+      await s3Store('commit'),
+      new LocalBlobStore(path.join(tmp, 'local-commit')),
+    ];
     for (const store of stores) {
       for (let round = 0; round < 3; round++) {
         const key = `checkpoints/step-${round}/COMMIT.json`;
-        const results = await Promise.all(Array.from({ length: 8 }, (_, i) => store.putJsonIfAbsent(key, { attempt: i, pad: 'x'.repeat(50_000) })));
+        const results = await Promise.all(
+          Array.from({ length: 8 }, (_, i) => store.putJsonIfAbsent(key, { attempt: i, pad: 'x'.repeat(50_000) })),
+        );
         assert.equal(results.filter(Boolean).length, 1, `${store.uri}: ${results}`);
         const winner = results.indexOf(true);
         assert.equal((await store.getJson<{ attempt: number }>(store.namedRef(key))).attempt, winner);
@@ -175,14 +216,16 @@ describe('BlobStore on S3 (S3Proxy)', () => {
     }
   });
 
-  test('TypeScript writes, Python reads the same refs; Python writes the same bytes to the same refs', { skip }, async () => {
+  test('TypeScript writes, Python reads the same refs; Python writes the same bytes to the same refs', {
+    skip,
+  }, async () => {
     const store = await s3Store('xlang');
     const image = Buffer.from(Array.from({ length: 5000 }, (_, i) => (i * 7) % 256));
     const imageRef = await store.putBytes(image, 'png');
     const docRef = await store.putJson('samples/0.json', { reward: 0.5, text: 'ü∠' });
     const script = `
 import json, sys
-from trainer.blobs import open_blob_store
+from trainer.stores.blobs import open_blob_store
 args = json.load(sys.stdin)
 store = open_blob_store(args["uri"])
 image = store.get_bytes(args["image_ref"])
@@ -217,10 +260,14 @@ print(json.dumps(out))
 
 describe('S3 server lifetime', () => {
   test('a server whose starter is SIGKILLed (no exit hook runs) goes down with it', { skip }, async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', 'tests/ts/support/s3-server-child.ts', path.join(tmp, 'orphan-data')], {
-      cwd: REPO_ROOT,
-      stdio: ['pipe', 'pipe', 'ignore'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'testing/s3-server-child.ts', path.join(tmp, 'orphan-data')],
+      {
+        cwd: REPO_ROOT,
+        stdio: ['pipe', 'pipe', 'ignore'],
+      },
+    );
     const line = await new Promise<string>((resolve, reject) => {
       let out = '';
       child.stdout!.on('data', (d: Buffer) => {
@@ -246,7 +293,7 @@ describe('openBlobStore', () => {
     const a = await openBlobStore(root);
     assert.ok(a instanceof LocalBlobStore);
     assert.equal(a.root, root);
-    assert.equal(a.uri, 'file://' + root.split('/').map(encodeURIComponent).join('/'));
+    assert.equal(a.uri, `file://${root.split('/').map(encodeURIComponent).join('/')}`);
     const b = await openBlobStore(a.uri);
     assert.ok(b instanceof LocalBlobStore);
     assert.equal(b.root, root);
@@ -256,7 +303,9 @@ describe('openBlobStore', () => {
     assert.deepEqual(parseBlobStoreUri('file://localhost/tmp/x'), { kind: 'local', root: '/tmp/x' });
     assert.deepEqual(parseBlobStoreUri('s3://bucket-1/a/b/'), { kind: 's3', bucket: 'bucket-1', prefix: 'a/b' });
     assert.deepEqual(parseBlobStoreUri('s3://bucket.example'), { kind: 's3', bucket: 'bucket.example', prefix: '' });
-    const s3 = await openBlobStore('s3://bucket-1//a/b/', { env: { AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:9', AWS_ACCESS_KEY_ID: 'k', AWS_SECRET_ACCESS_KEY: 's' } });
+    const s3 = await openBlobStore('s3://bucket-1//a/b/', {
+      env: { AWS_ENDPOINT_URL_S3: 'http://127.0.0.1:9', AWS_ACCESS_KEY_ID: 'k', AWS_SECRET_ACCESS_KEY: 's' },
+    });
     assert.ok(s3 instanceof S3BlobStore);
     assert.equal(s3.uri, 's3://bucket-1/a/b');
     s3.close();
@@ -292,5 +341,4 @@ describe('openBlobStore', () => {
       });
     }
   });
-
 });

@@ -40,11 +40,14 @@ client_key_data = "KEY PEM"
 );
 const base = { TEMPORAL_CONFIG_FILE: toml, TEMPO_RL_STATE_DIR: path.join(tmp, 'state') };
 const fails = (env: NodeJS.ProcessEnv, ...says: RegExp[]) =>
-  assert.throws(() => loadConfig({ env }), (err: unknown) => {
-    assert.ok(err instanceof ConfigError, String(err));
-    for (const re of says) assert.match(err.message, re);
-    return true;
-  });
+  assert.throws(
+    () => loadConfig({ env }),
+    (err: unknown) => {
+      assert.ok(err instanceof ConfigError, String(err));
+      for (const re of says) assert.match(err.message, re);
+      return true;
+    },
+  );
 
 test('the profile TEMPORAL_PROFILE names gives address, namespace, API key and TLS paths', () => {
   const t = loadConfig({ env: { ...base, TEMPORAL_PROFILE: 'cluster' } }).temporal;
@@ -66,12 +69,18 @@ test('the profile TEMPORAL_PROFILE names gives address, namespace, API key and T
   );
 });
 
-test('without TEMPORAL_PROFILE the file\'s default profile counts', () => {
+test("without TEMPORAL_PROFILE the file's default profile counts", () => {
   assert.equal(loadConfig({ env: base }).temporal.address, 'localhost:7233');
 });
 
 test('the TEMPORAL_* variables override the profile; TEMPO_RL__ and --set override both', () => {
-  const env = { ...base, TEMPORAL_PROFILE: 'cluster', TEMPORAL_NAMESPACE: 'other', TEMPORAL_TLS_CLIENT_CERT_PATH: '/env/c.pem', TEMPORAL_TLS: 'off' };
+  const env = {
+    ...base,
+    TEMPORAL_PROFILE: 'cluster',
+    TEMPORAL_NAMESPACE: 'other',
+    TEMPORAL_TLS_CLIENT_CERT_PATH: '/env/c.pem',
+    TEMPORAL_TLS: 'off',
+  };
   const t = loadConfig({ env }).temporal;
   assert.equal(t.address, 'temporal.internal:7233');
   assert.equal(t.namespace, 'other');
@@ -89,7 +98,7 @@ test('the profile beats the YAML file (it is the environment layer); an empty TE
   assert.equal(loadConfig({ file: yaml, env: { TEMPORAL_NAMESPACE: '' } }).temporal.namespace, 'from-yaml');
 });
 
-test('inline PEM data in a profile is kept as *_data (and replaces a lower layer\'s path); the key is redacted', () => {
+test("inline PEM data in a profile is kept as *_data (and replaces a lower layer's path); the key is redacted", () => {
   const yaml = file('certs.yaml', 'temporal:\n  tls:\n    client_cert_path: /yaml/c.pem\n');
   const cfg = loadConfig({ file: yaml, env: { ...base, TEMPORAL_PROFILE: 'inline' } });
   assert.equal(cfg.temporal.tls.client_cert_data, 'CERT PEM');
@@ -110,10 +119,17 @@ test('a malformed TOML file fails naming the file', () => {
 test('a missing file, an unknown profile or key, and a bad TEMPORAL_TLS fail naming what is wrong', () => {
   fails({ TEMPORAL_CONFIG_FILE: path.join(tmp, 'none.toml') }, /TEMPORAL_CONFIG_FILE=.*none\.toml: no such file/);
   fails({ ...base, TEMPORAL_PROFILE: 'nope' }, /temporal\.toml, profile "nope"/, /not found/);
-  fails({ TEMPORAL_CONFIG_FILE: file('typo.toml', '[profile.default]\nadress = "x"\n') }, /typo\.toml, profile "default"/, /adress/);
+  fails(
+    { TEMPORAL_CONFIG_FILE: file('typo.toml', '[profile.default]\nadress = "x"\n') },
+    /typo\.toml, profile "default"/,
+    /adress/,
+  );
   fails({ ...base, TEMPORAL_TLS: 'maybe' }, /TEMPORAL_TLS="maybe"/);
   fails({ TEMPORAL_GRPC_META_X_TEAM: 'a' }, /TEMPORAL_GRPC_META_X_TEAM is not supported/);
-  fails({ TEMPORAL_CONFIG_FILE: file('meta.toml', '[profile.default.grpc_meta]\nx-team = "a"\n') }, /meta\.toml, profile "default": grpc_meta is not supported/);
+  fails(
+    { TEMPORAL_CONFIG_FILE: file('meta.toml', '[profile.default.grpc_meta]\nx-team = "a"\n') },
+    /meta\.toml, profile "default": grpc_meta is not supported/,
+  );
 });
 
 test('the default file ($XDG_CONFIG_HOME/temporalio/temporal.toml) is read only when TEMPORAL_PROFILE chooses a profile', () => {
@@ -122,7 +138,10 @@ test('the default file ($XDG_CONFIG_HOME/temporalio/temporal.toml) is read only 
   fails({ XDG_CONFIG_HOME: xdg, TEMPORAL_PROFILE: 'default' }, /profile "default"/, /not found/);
   const dir = path.join(xdg, 'temporalio');
   mkdirSync(dir, { recursive: true });
-  writeFileSync(path.join(dir, 'temporal.toml'), '[profile.default]\nnamespace = "xdg"\naddress = "cloud.example:7233"\n');
+  writeFileSync(
+    path.join(dir, 'temporal.toml'),
+    '[profile.default]\nnamespace = "xdg"\naddress = "cloud.example:7233"\n',
+  );
   assert.equal(loadConfig({ env: { XDG_CONFIG_HOME: xdg, TEMPORAL_PROFILE: 'default' } }).temporal.namespace, 'xdg');
   const unchosen = loadConfig({ env: { XDG_CONFIG_HOME: xdg } }).temporal;
   assert.equal(unchosen.address, '', 'not chosen: the embedded server, whatever the user-wide file says');

@@ -9,7 +9,12 @@ import { REPO_ROOT } from '../../lib/paths.js';
 
 const bin = path.join(REPO_ROOT, 'bin', 'tempo-rl');
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-data-cli-'));
-const env = { ...process.env, TEMPO_RL_QUIET_BOOTSTRAP: '1', TEMPO_RL_STATE_DIR: path.join(tmp, 'state'), TEMPO_RL_LOG_LEVEL: 'warn' };
+const env = {
+  ...process.env,
+  TEMPO_RL_QUIET_BOOTSTRAP: '1',
+  TEMPO_RL_STATE_DIR: path.join(tmp, 'state'),
+  TEMPO_RL_LOG_LEVEL: 'warn',
+};
 const run = (...args: string[]) => spawnSync(bin, args, { encoding: 'utf8', env });
 
 test('data synth writes a loadable dataset; sft-export formats Answer: \\boxed{â€¦}', () => {
@@ -18,10 +23,23 @@ test('data synth writes a loadable dataset; sft-export formats Answer: \\boxed{â
   assert.equal(synth.status, 0, synth.stderr);
   assert.deepEqual(JSON.parse(synth.stdout), { out, train: 6, test: 4 });
   const file = path.join(tmp, 'sft.jsonl');
-  const sft = run('--set', 'dataset.kind=geo3k_dir', '--set', `dataset.path=${out}`, 'data', 'sft-export', '--out', file, '--json');
+  const sft = run(
+    '--set',
+    'dataset.kind=geo3k_dir',
+    '--set',
+    `dataset.path=${out}`,
+    'data',
+    'sft-export',
+    '--out',
+    file,
+    '--json',
+  );
   assert.equal(sft.status, 0, sft.stderr);
   assert.equal(JSON.parse(sft.stdout).rows, 6);
-  const lines = readFileSync(file, 'utf8').trim().split('\n').map((l) => JSON.parse(l));
+  const lines = readFileSync(file, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   assert.equal(lines.length, 6);
   for (const l of lines) assert.match(l.messages.at(-1).content, /^Answer: \\boxed\{.+\}$/);
 });

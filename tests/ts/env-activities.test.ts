@@ -6,7 +6,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { envStep } from '../../activities/env-step.js';
 import { scoreEpisode } from '../../activities/score.js';
 import { RolloutConfig } from '../../config/schema.js';
-import { episodeSettings } from '../../workflows/episode-messages.js';
+import { episodeSettings } from '../../protocol/episode.js';
 
 const call = (answer: string) => `<tool_call>{"name":"calc_score","arguments":{"answer":"${answer}"}}</tool_call>`;
 const nonRetryable = (type: string, re: RegExp) => (err: unknown) =>
@@ -15,7 +15,10 @@ const nonRetryable = (type: string, re: RegExp) => (err: unknown) =>
 test('envStep: an empty label or a turn past max_turns fails without retries', async () => {
   const base = { environment: 'geo3k', text: call('5'), label: '5', turn: 1, max_turns: 3 };
   await assert.rejects(envStep({ ...base, label: '' }), nonRetryable('InvalidEnvStepInput', /label is empty/));
-  await assert.rejects(envStep({ ...base, turn: 4 }), nonRetryable('InvalidEnvStepInput', /turn.*greater than max_turns/));
+  await assert.rejects(
+    envStep({ ...base, turn: 4 }),
+    nonRetryable('InvalidEnvStepInput', /turn.*greater than max_turns/),
+  );
   await assert.rejects(envStep({ ...base, environment: 'nope' }), nonRetryable('UnknownEnvironment', /nope/));
   assert.equal((await envStep(base)).score, 1);
 });
@@ -31,16 +34,26 @@ test('scoreEpisode: exact by default, rounded on request, an empty label fails w
   assert.equal((await scoreEpisode(base)).reward, 0);
   assert.equal((await scoreEpisode({ ...base, match: 'rounded' })).reward, 1);
   assert.equal((await scoreEpisode({ ...base, tolerance: 0.001 })).reward, 1);
-  for (const input of [{ ...base, label: '' }, { ...base, label: ' ', final_answer: null }])
+  for (const input of [
+    { ...base, label: '' },
+    { ...base, label: ' ', final_answer: null },
+  ])
     await assert.rejects(scoreEpisode(input), nonRetryable('InvalidLabel', /label is empty/));
   await assert.rejects(scoreEpisode({ ...base, tolerance: -1 }), nonRetryable('InvalidScoreInput', /tolerance/));
   // a response without an answer is still a result: 0 with a reason
-  assert.deepEqual(await scoreEpisode({ ...base, final_answer: null, response_text: 'no box' }), { reward: 0, extracted: null, reason: 'no \\boxed{} answer' });
+  assert.deepEqual(await scoreEpisode({ ...base, final_answer: null, response_text: 'no box' }), {
+    reward: 0,
+    extracted: null,
+    reason: 'no \\boxed{} answer',
+  });
 });
 
 test('rollout.reward_match reaches the episode settings: absent for exact (the default), kept for rounded', () => {
   assert.equal(RolloutConfig.parse({}).reward_match, 'exact');
   assert.equal(episodeSettings(RolloutConfig.parse({})).reward_match, undefined);
-  assert.equal(episodeSettings(RolloutConfig.parse({ reward_match: 'rounded', reward_tolerance: 0.5 })).reward_match, 'rounded');
+  assert.equal(
+    episodeSettings(RolloutConfig.parse({ reward_match: 'rounded', reward_tolerance: 0.5 })).reward_match,
+    'rounded',
+  );
   assert.throws(() => RolloutConfig.parse({ reward_match: 'fuzzy' }));
 });

@@ -4,12 +4,17 @@ import { finalAnswerOf, geo3kStep } from '../../lib/env/geo3k.js';
 import { EnvInputError, getEnvironment, type EnvStepInput } from '../../lib/env/index.js';
 import { lastToolCallBody, parseToolCall } from '../../lib/env/tool-call.js';
 
-const call = (answer: unknown) => `<tool_call>{"name":"calc_score","arguments":{"answer":${JSON.stringify(answer)}}}</tool_call>`;
-const step = (text: string, turn = 1, max_turns = 3, label = '5*sqrt(3)') => geo3kStep({ text, label, turn, max_turns });
+const call = (answer: unknown) =>
+  `<tool_call>{"name":"calc_score","arguments":{"answer":${JSON.stringify(answer)}}}</tool_call>`;
+const step = (text: string, turn = 1, max_turns = 3, label = '5*sqrt(3)') =>
+  geo3kStep({ text, label, turn, max_turns });
 
 test('a correct tool call ends the episode with reward 1', () => {
   const r = step(`Let me check.\n${call('\\sqrt{75}')}`);
-  assert.deepEqual({ done: r.done, score: r.score, final: r.final_answer, obs: r.observation, reason: r.reason }, { done: true, score: 1, final: '\\sqrt{75}', obs: null, reason: 'correct' });
+  assert.deepEqual(
+    { done: r.done, score: r.score, final: r.final_answer, obs: r.observation, reason: r.reason },
+    { done: true, score: 1, final: '\\sqrt{75}', obs: null, reason: 'correct' },
+  );
 });
 
 test('a wrong tool call gets feedback, then a last chance, then ends out of turns', () => {
@@ -32,13 +37,22 @@ test('the last tool call of a turn counts', () => {
 });
 
 test('function.name/arguments, JSON-string arguments and numeric answers are accepted', () => {
-  assert.equal(step('<tool_call>{"function":{"name":"calc_score","arguments":{"answer":"60"}}}</tool_call>', 1, 3, '60').score, 1);
-  assert.equal(step('<tool_call>{"name":"calc_score","arguments":"{\\"answer\\": \\"60\\"}"}</tool_call>', 1, 3, '60').score, 1);
+  assert.equal(
+    step('<tool_call>{"function":{"name":"calc_score","arguments":{"answer":"60"}}}</tool_call>', 1, 3, '60').score,
+    1,
+  );
+  assert.equal(
+    step('<tool_call>{"name":"calc_score","arguments":"{\\"answer\\": \\"60\\"}"}</tool_call>', 1, 3, '60').score,
+    1,
+  );
   assert.equal(step('<tool_call>{"name":"calc_score","arguments":{"answer":60}}</tool_call>', 1, 3, '60').score, 1);
 });
 
 test('a call cut off by the stop string (no closing tag) is still read', () => {
-  assert.equal(lastToolCallBody('x <tool_call>\n{"name":"calc_score","arguments":{"answer":"2"}}\n'), '{"name":"calc_score","arguments":{"answer":"2"}}');
+  assert.equal(
+    lastToolCallBody('x <tool_call>\n{"name":"calc_score","arguments":{"answer":"2"}}\n'),
+    '{"name":"calc_score","arguments":{"answer":"2"}}',
+  );
   assert.equal(step('<tool_call>{"name":"calc_score","arguments":{"answer":"60"}}', 1, 3, '60').done, true);
 });
 
@@ -49,7 +63,10 @@ test('invalid JSON is a reported tool error, not a crash; on the last turn it fa
   assert.match(r.observation!, /Tool error: invalid JSON/);
   assert.ok(r.tool_call?.error);
   const last = step('so \\boxed{5\\sqrt{3}} <tool_call>{bad</tool_call>', 3, 3);
-  assert.deepEqual([last.done, last.score, last.final_answer, last.reason], [true, 1, '5\\sqrt{3}', 'tool_error_out_of_turns']);
+  assert.deepEqual(
+    [last.done, last.score, last.final_answer, last.reason],
+    [true, 1, '5\\sqrt{3}', 'tool_error_out_of_turns'],
+  );
   assert.match(parseToolCall('{"name":"calc_score","arguments":"{oops"}').error!, /arguments/);
   assert.match(parseToolCall('[1]').error!, /not a JSON object/);
   assert.match(parseToolCall('{"name":"calc_score","arguments":{}}').error!, /answer/);
@@ -64,13 +81,20 @@ test('an unknown tool is a tool error that names the one tool and how to call it
   // with arguments calc_score does not take: still reported as the unknown tool, with the tool that exists
   const other = step('<tool_call>{"name":"search","arguments":{"query":"area"}}</tool_call>');
   assert.match(other.tool_call!.error!, /unknown tool "search"/);
-  assert.match(other.observation!, /only tool is calc_score; call it as <tool_call>\{"name": "calc_score", "arguments": \{"answer": /);
+  assert.match(
+    other.observation!,
+    /only tool is calc_score; call it as <tool_call>\{"name": "calc_score", "arguments": \{"answer": /,
+  );
   // every tool error says which tool exists
-  for (const bad of ['<tool_call>{bad</tool_call>', '<tool_call>{"arguments":{"answer":"1"}}</tool_call>', '<tool_call>{"name":"calc_score","arguments":{}}</tool_call>'])
+  for (const bad of [
+    '<tool_call>{bad</tool_call>',
+    '<tool_call>{"arguments":{"answer":"1"}}</tool_call>',
+    '<tool_call>{"name":"calc_score","arguments":{}}</tool_call>',
+  ])
     assert.match(step(bad).observation!, /only tool is calc_score/, bad);
 });
 
-test('input that is not the model\'s doing is an EnvInputError, never a score', () => {
+test("input that is not the model's doing is an EnvInputError, never a score", () => {
   const text = call('5');
   const cases: Array<[Partial<EnvStepInput>, RegExp]> = [
     [{ label: '' }, /label is empty/],
@@ -85,7 +109,11 @@ test('input that is not the model\'s doing is an EnvInputError, never a score', 
   ];
   for (const [patch, re] of cases) {
     const input = { text, label: '5', turn: 1, max_turns: 3, ...patch };
-    assert.throws(() => geo3kStep(input), (err: Error) => err instanceof EnvInputError && re.test(err.message), JSON.stringify(patch));
+    assert.throws(
+      () => geo3kStep(input),
+      (err: Error) => err instanceof EnvInputError && re.test(err.message),
+      JSON.stringify(patch),
+    );
   }
 });
 
@@ -112,7 +140,14 @@ test('no tool call and no \\boxed{}: the last non-empty line is the answer', () 
 });
 
 test('garbage never throws', () => {
-  for (const text of ['', '<tool_call>', '<tool_call></tool_call>', '\\boxed{', '<tool_call>null</tool_call>', 'x'.repeat(100_000)])
+  for (const text of [
+    '',
+    '<tool_call>',
+    '<tool_call></tool_call>',
+    '\\boxed{',
+    '<tool_call>null</tool_call>',
+    'x'.repeat(100_000),
+  ])
     assert.doesNotThrow(() => step(text));
 });
 

@@ -11,21 +11,29 @@ import { after, before, test } from 'node:test';
 import type { Client } from '@temporalio/client';
 import { defaultEpisodeDeps } from '../../activities/episode.js';
 import type { EpisodeEngines } from '../../activities/episode-engines.js';
+import { TurnOutput } from '../../activities/generate.js';
 import { loadStoredPrompt } from '../../activities/render.js';
+import { loadTrajectory } from '../../activities/trajectory-store.js';
 import { RolloutConfig } from '../../config/schema.js';
 import { activityCalls, auditEpisode, largestPayloadBytes } from '../../lib/audit.js';
-import { LocalBlobStore } from '../../lib/blobstore.js';
+import { LocalBlobStore } from '../../stores/blobstore.js';
 import { Sample } from '../../lib/contract.js';
 import { buildMessages, loadDataset, type PromptRow } from '../../lib/data/index.js';
-import { startEngines, stopEngines } from '../../lib/engines.js';
+import { startEngines, stopEngines } from '../../supervise/engines.js';
 import { REPO_ROOT, stateLayout, tinyModelDir } from '../../lib/paths.js';
-import { portOpen } from '../../lib/process.js';
+import { portOpen } from '../../supervise/process.js';
 import { connectClient } from '../../lib/temporal.js';
 import { maskedSpans } from '../../lib/trajectory.js';
 import { episode } from '../../workflows/episode.js';
-import { episodeSettings, episodeStartOptions, type EpisodeInput, type EpisodeSettings, type EpisodeSummary } from '../../workflows/episode-messages.js';
-import { recordHistory } from './support/history-fixtures.js';
-import { startRolloutWorker, startTestServer, type RunningWorker, type TestServer } from './support/temporal.js';
+import {
+  episodeSettings,
+  episodeStartOptions,
+  type EpisodeInput,
+  type EpisodeSettings,
+  type EpisodeSummary,
+} from '../../protocol/episode.js';
+import { recordHistory } from '../../testing/history-fixtures.js';
+import { startRolloutWorker, startTestServer, type RunningWorker, type TestServer } from '../../testing/temporal.js';
 
 const GEO3K = path.resolve(REPO_ROOT, '..', 'shared', 'data', 'geo3k');
 const IMAGE_PAD = 151655;
@@ -47,13 +55,23 @@ let firstTurnScript: string | null = null;
 
 /** Engine URLs: the suite's (TEMPO_RL_TEST_ENGINE_URLS), else one engine of ours on 8200-8299. */
 async function engineUrlsForTest(): Promise<string[]> {
-  const fromEnv = (process.env.TEMPO_RL_TEST_ENGINE_URLS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const fromEnv = (process.env.TEMPO_RL_TEST_ENGINE_URLS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (fromEnv.length) return fromEnv;
   let port = 8200;
   while (await portOpen('127.0.0.1', port, 300)) port++;
   assert.ok(port < 8300, 'no free port in 8200-8299');
   const { loadConfig } = await import('../../config/load.js');
-  const cfg = loadConfig({ sets: [`state_dir=${mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-ep-engines-'))}`, 'engines.count=1', `engines.base_port=${port}`, 'engines.urls=[]'] });
+  const cfg = loadConfig({
+    sets: [
+      `state_dir=${mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-ep-engines-'))}`,
+      'engines.count=1',
+      `engines.base_port=${port}`,
+      'engines.urls=[]',
+    ],
+  });
   stopOwnEngines = () => stopEngines(cfg);
   const { statuses } = await startEngines(cfg);
   return statuses.map((s) => s.url);
@@ -91,14 +109,28 @@ before(async () => {
       if (prompt === null || !req.session_id.includes('/scripted/')) return real.generate(req);
       const isFirst = !(await real.detokenize(req.token_ids)).includes('incorrect');
       if (!isFirst) return real.generate(req);
-      const tokenize = (await import('../../lib/vllm/index.js')).VllmClient;
+      const tokenize = (await import('../../engine/index.js')).VllmClient;
       const ids = await new tokenize({ url: server.cfg.engines.urls[0]! }).tokenize(prompt);
-      return { engine: 'scripted', token_ids: ids, logprobs: ids.map(() => -1), finish_reason: 'stop', stop_reason: '</tool_call>', routed_experts: null, weight_version: null };
+      return {
+        engine: 'scripted',
+        token_ids: ids,
+        logprobs: ids.map(() => -1),
+        finish_reason: 'stop',
+        stop_reason: '</tool_call>',
+        routed_experts: null,
+        weight_version: null,
+      };
     },
   };
   worker = await startRolloutWorker(server.cfg, { cfg: server.cfg, store, ...deps, engines: () => scripted });
   client = await connectClient(server.cfg);
-  const dataset = { ...server.cfg.dataset, kind: 'geo3k_dir' as const, path: geo3kSubset(8), image_roots: [GEO3K], eval_split: 'test' };
+  const dataset = {
+    ...server.cfg.dataset,
+    kind: 'geo3k_dir' as const,
+    path: geo3kSubset(8),
+    image_roots: [GEO3K],
+    eval_split: 'test',
+  };
   rows = (await loadDataset(dataset, 'eval', store)).rows;
 });
 
@@ -110,31 +142,61 @@ after(async () => {
 });
 
 function settings(over: Partial<RolloutConfig> = {}, opts: { stop?: string[] } = {}): EpisodeSettings {
-  return episodeSettings(RolloutConfig.parse({ max_turns: 2, max_response_len: 48, temperature: 1.0, seed: 7, ...over }), { generate_timeout_s: 300, ...opts });
+  return episodeSettings(
+    RolloutConfig.parse({ max_turns: 2, max_response_len: 48, temperature: 1.0, seed: 7, ...over }),
+    { generate_timeout_s: 300, ...opts },
+  );
 }
 
 async function runEpisode(row: PromptRow, runId: string, index: number, s: EpisodeSettings, sample = 0) {
   const built = buildMessages(row, { tools: s.multi_turn });
-  const input: EpisodeInput = { run_id: runId, step: 0, prompt_index: index, sample_index: sample, prompt: { messages: built.messages, tools: built.tools }, label: row.answer, settings: s, weight_version: 0 };
+  const input: EpisodeInput = {
+    run_id: runId,
+    step: 0,
+    prompt_index: index,
+    sample_index: sample,
+    prompt: { messages: built.messages, tools: built.tools },
+    label: row.answer,
+    settings: s,
+    weight_version: 0,
+  };
   const id = `${runId}/0/${index}/${sample}`;
   const opts = episodeStartOptions(id);
-  const summary: EpisodeSummary = await client.workflow.execute(episode, { taskQueue: server.cfg.temporal.task_queues.rollout, ...opts, args: [input] });
+  const summary: EpisodeSummary = await client.workflow.execute(episode, {
+    taskQueue: server.cfg.temporal.task_queues.rollout,
+    ...opts,
+    args: [input],
+  });
   const sampleDoc = Sample.parse(await store.getJson(summary.sample_ref));
   const calls = activityCalls(await client.workflow.getHandle(opts.workflowId).fetchHistory());
   return { id, summary, sample: sampleDoc, calls, workflowId: opts.workflowId };
 }
 
-/** prompt + response == the canonical history of the last generate + its output (+ synthetic EOS). */
+/** prompt + response == the canonical history of the last generate + its output (+ synthetic EOS),
+ *  and the sample is the episode's last stitched trajectory (the blob the last turn left). */
 async function assertTokenExact(r: Awaited<ReturnType<typeof runEpisode>>) {
   const gens = r.calls.filter((c) => c.type === 'generateTurn');
   const last = gens[gens.length - 1]!;
-  const lastIn = last.input as { prompt_ref: string; response_ids: number[] };
-  const lastOut = last.result as { token_ids: number[] };
+  const lastIn = last.input as { prompt_ref: string; trajectory_ref: string | null };
+  const lastOut = last.result as { output_ref: string };
   const prompt = await loadStoredPrompt(store, lastIn.prompt_ref);
-  const canonical = [...prompt.prompt_ids, ...lastIn.response_ids, ...lastOut.token_ids];
+  const before =
+    lastIn.trajectory_ref === null ? [] : (await loadTrajectory(store, lastIn.trajectory_ref)).trajectory.response_ids;
+  const output = TurnOutput.parse(await store.getJson(lastOut.output_ref));
+  const canonical = [...prompt.prompt_ids, ...before, ...output.token_ids];
   const full = [...r.sample.prompt_ids, ...r.sample.response_ids];
   assert.deepEqual(full.slice(0, canonical.length), canonical);
   assert.ok(full.length - canonical.length <= 1, 'at most a synthetic EOS after the last output');
+  const steps = r.calls.filter(
+    (c) => (c.type === 'generateTurn' || c.type === 'renderObservation') && c.outcome === 'completed',
+  );
+  const lastRef = (steps[steps.length - 1]!.result as { trajectory_ref: string }).trajectory_ref;
+  const { trajectory } = await loadTrajectory(store, lastRef);
+  assert.deepEqual(
+    [r.sample.response_ids, r.sample.loss_mask, r.sample.rollout_logprobs],
+    [trajectory.response_ids, trajectory.loss_mask, trajectory.logprobs],
+    'the sample is the last stitched trajectory',
+  );
   const n = r.sample.response_ids.length;
   assert.equal(r.sample.loss_mask.length, n);
   assert.equal(r.sample.rollout_logprobs.length, n);
@@ -142,42 +204,68 @@ async function assertTokenExact(r: Awaited<ReturnType<typeof runEpisode>>) {
   assert.ok(n <= 48 || r.summary.turns > 1);
   for (const [s, e] of maskedSpans(r.sample.loss_mask)) {
     const text = await engines.detokenize(r.sample.response_ids.slice(s, e));
-    assert.match(text, /^(<\|im_end\|>)?(\n<\|im_start\|>user\n[^]*<\|im_end\|>\n<\|im_start\|>assistant\n)?$/, `masked span: ${JSON.stringify(text)}`);
+    assert.match(
+      text,
+      /^(<\|im_end\|>)?(\n<\|im_start\|>user\n[\s\S]*<\|im_end\|>\n<\|im_start\|>assistant\n)?$/,
+      `masked span: ${JSON.stringify(text)}`,
+    );
     assert.ok(text.length > 0);
   }
 }
 
-test('many real Geo3K episodes: token-exact, lengths equal, masks right, image placeholders match', { skip, timeout: 900_000 }, async () => {
+test('many real Geo3K episodes: token-exact, lengths equal, masks right, image placeholders match', {
+  skip,
+  timeout: 900_000,
+}, async () => {
   const results = [];
   for (let i = 0; i < rows.length; i++) results.push(await runEpisode(rows[i]!, 'live-many', i, settings()));
   for (const r of results) {
     await assertTokenExact(r);
-    assert.ok(['COMPLETED', 'TRUNCATED'].includes(r.summary.status), `${r.id}: ${r.summary.status} ${r.summary.truncated_reason}`);
-    const rendered = r.calls.find((c) => c.type === 'renderPrompt')!.result as { image_tokens: { in_prompt: number; expected: number; engine_reported: number } };
+    assert.ok(
+      ['COMPLETED', 'TRUNCATED'].includes(r.summary.status),
+      `${r.id}: ${r.summary.status} ${r.summary.truncated_reason}`,
+    );
+    const rendered = r.calls.find((c) => c.type === 'renderPrompt')!.result as {
+      image_tokens: { in_prompt: number; expected: number; engine_reported: number };
+    };
     assert.ok(rendered.image_tokens.in_prompt > 0);
     assert.equal(rendered.image_tokens.in_prompt, rendered.image_tokens.expected);
     assert.equal(rendered.image_tokens.in_prompt, rendered.image_tokens.engine_reported);
     assert.equal(r.sample.prompt_ids.filter((t) => t === IMAGE_PAD).length, rendered.image_tokens.expected);
-    assert.ok(largestPayloadBytes(await client.workflow.getHandle(r.workflowId).fetchHistory()) < 256 * 1024, 'payloads stay small');
+    assert.ok(
+      largestPayloadBytes(await client.workflow.getHandle(r.workflowId).fetchHistory()) < 256 * 1024,
+      'payloads stay small',
+    );
   }
   await recordHistory(client, results[0]!.workflowId, 'episode-live-geo3k-multi-turn');
 });
 
-test('budget exhausted for real: a length finish is TRUNCATED with exactly the budget', { skip, timeout: 600_000 }, async () => {
+test('budget exhausted for real: a length finish is TRUNCATED with exactly the budget', {
+  skip,
+  timeout: 600_000,
+}, async () => {
   const r = await runEpisode(rows[0]!, 'live-budget', 0, settings({ max_response_len: 6 }, { stop: [] }));
   // a random model almost never ends within 6 tokens; if it did, the episode completed honestly
-  if (r.summary.status === 'TRUNCATED') assert.deepEqual([r.summary.truncated_reason, r.summary.response_len], ['budget_exhausted', 6]);
+  if (r.summary.status === 'TRUNCATED')
+    assert.deepEqual([r.summary.truncated_reason, r.summary.response_len], ['budget_exhausted', 6]);
   await assertTokenExact(r);
 });
 
-test('stop string without EOS for real: synthetic EOS (mask 0), then no tool call → final answer, COMPLETED', { skip, timeout: 600_000 }, async () => {
+test('stop string without EOS for real: synthetic EOS (mask 0), then no tool call → final answer, COMPLETED', {
+  skip,
+  timeout: 600_000,
+}, async () => {
   // "e" occurs in most of the vocabulary, so the random model hits this stop string quickly
   const r = await runEpisode(rows[1]!, 'live-stop', 1, settings({ max_response_len: 64 }, { stop: ['e'] }));
-  const gen = r.calls.find((c) => c.type === 'generateTurn')!.result as { finish_reason: string; token_ids: number[]; text: string };
+  const gen = r.calls.find((c) => c.type === 'generateTurn')!.result as {
+    finish_reason: string;
+    generated_tokens: number;
+    text: string;
+  };
   assert.equal(gen.finish_reason, 'stop');
   assert.ok(gen.text.includes('e'));
   assert.deepEqual([r.summary.status, r.summary.turns], ['COMPLETED', 1]);
-  assert.equal(r.sample.response_ids.length, gen.token_ids.length + 1);
+  assert.equal(r.sample.response_ids.length, gen.generated_tokens + 1);
   assert.equal(r.sample.loss_mask.at(-1), 0);
   assert.equal(r.sample.rollout_logprobs.at(-1), 0);
   assert.equal(r.sample.response_ids.at(-1), 151645);
@@ -187,7 +275,10 @@ test('stop string without EOS for real: synthetic EOS (mask 0), then no tool cal
   await recordHistory(client, r.workflowId, 'episode-live-stop-string');
 });
 
-test('a tool-using second turn on the real template: observation masked and decoded as the user turn', { skip, timeout: 600_000 }, async () => {
+test('a tool-using second turn on the real template: observation masked and decoded as the user turn', {
+  skip,
+  timeout: 600_000,
+}, async () => {
   firstTurnScript = '<tool_call>\n{"name": "calc_score", "arguments": {"answer": "-12345"}}\n</tool_call>';
   const r = await runEpisode(rows[2]!, 'live/scripted', 2, settings({ max_response_len: 400 }));
   firstTurnScript = null;

@@ -7,8 +7,16 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import sharp from 'sharp';
-import { LocalBlobStore } from '../../lib/blobstore.js';
-import { ImageError, ImageIntake, imageDataUrl, normalizeToPng, repairDataUrl, sniffImageType, type ImageErrorCode } from '../../lib/images.js';
+import { LocalBlobStore } from '../../stores/blobstore.js';
+import {
+  ImageError,
+  ImageIntake,
+  imageDataUrl,
+  normalizeToPng,
+  repairDataUrl,
+  sniffImageType,
+  type ImageErrorCode,
+} from '../../lib/images.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-images-'));
 const root = path.join(tmp, 'root');
@@ -18,7 +26,15 @@ const intake = (extra: Partial<ConstructorParameters<typeof ImageIntake>[0]> = {
   new ImageIntake({ store, roots: [root], baseDir: root, ...extra });
 
 const png = (w = 64, h = 48, noise = false) =>
-  sharp({ create: { width: w, height: h, channels: 3, background: '#3366cc', ...(noise ? { noise: { type: 'gaussian', mean: 128, sigma: 60 } } : {}) } })
+  sharp({
+    create: {
+      width: w,
+      height: h,
+      channels: 3,
+      background: '#3366cc',
+      ...(noise ? { noise: { type: 'gaussian', mean: 128, sigma: 60 } } : {}),
+    },
+  })
     .png()
     .toBuffer();
 
@@ -44,7 +60,10 @@ async function rejects(p: Promise<unknown>, code: ImageErrorCode, mention?: RegE
   try {
     await p;
   } catch (err) {
-    assert.ok(err instanceof ImageError, `expected ImageError, got ${(err as Error)?.name}: ${(err as Error)?.message}`);
+    assert.ok(
+      err instanceof ImageError,
+      `expected ImageError, got ${(err as Error)?.name}: ${(err as Error)?.message}`,
+    );
     assert.equal(err.code, code, err.message);
     if (mention) assert.match(err.message, mention);
     return err;
@@ -69,7 +88,9 @@ test('a valid PNG is normalised and stored once however often it is used', async
 
 test('JPEG and WebP are converted to PNG', async () => {
   for (const fmt of ['jpeg', 'webp'] as const) {
-    const bytes = await sharp(await png()).toFormat(fmt).toBuffer();
+    const bytes = await sharp(await png())
+      .toFormat(fmt)
+      .toBuffer();
     const ref = await intake().ingest(bytes);
     assert.equal(sniffImageType(await store.getBytes(ref)), 'png');
     const meta = await sharp(await store.getBytes(ref)).metadata();
@@ -78,7 +99,10 @@ test('JPEG and WebP are converted to PNG', async () => {
 });
 
 test('corrupt PNG (signature, then garbage)', async () => {
-  const bytes = Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), Buffer.from('garbage'.repeat(50))]);
+  const bytes = Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    Buffer.from('garbage'.repeat(50)),
+  ]);
   await rejects(intake().ingest(bytes, 7), 'corrupt', /row 7/);
 });
 
@@ -116,7 +140,9 @@ test('non-image bytes, an empty file, SVG and oversized files', async () => {
   writeFileSync(path.join(root, 'empty.png'), '');
   await rejects(intake().ingest('empty.png'), 'not_an_image', /empty/);
   await rejects(intake().ingest({ bytes: null, path: null }), 'bad_source');
-  const svg = Buffer.from('<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><image href="file:///etc/passwd"/></svg>');
+  const svg = Buffer.from(
+    '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><image href="file:///etc/passwd"/></svg>',
+  );
   await rejects(intake().ingest(svg), 'unsupported_format', /svg/);
   writeFileSync(path.join(root, 'big.png'), await png(256, 256, true));
   await rejects(intake({ maxBytes: 1000 }).ingest('big.png'), 'too_many_bytes');
@@ -127,7 +153,11 @@ test('data URLs: image/None is repaired to the real type', async () => {
   const b64 = (await png()).toString('base64');
   const bad = `data:image/None;base64,${b64}`;
   assert.equal(repairDataUrl(bad), `data:image/png;base64,${b64}`);
-  const jpeg = (await sharp(await png()).jpeg().toBuffer()).toString('base64');
+  const jpeg = (
+    await sharp(await png())
+      .jpeg()
+      .toBuffer()
+  ).toString('base64');
   assert.equal(repairDataUrl(`data:image/None;base64,${jpeg}`), `data:image/jpeg;base64,${jpeg}`);
   assert.equal(repairDataUrl(`data:image/png;base64,${b64}`), `data:image/png;base64,${b64}`);
   assert.match(await intake().ingest(bad), /^blob:cas\//);

@@ -7,7 +7,11 @@ import { REPO_ROOT } from '../../lib/paths.js';
 
 const bin = path.join(REPO_ROOT, 'bin', 'tempo-rl');
 const score = (stdin: string, ...args: string[]) =>
-  spawnSync(bin, ['score', ...args], { input: stdin, encoding: 'utf8', env: { ...process.env, TEMPO_RL_QUIET_BOOTSTRAP: '1' } });
+  spawnSync(bin, ['score', ...args], {
+    input: stdin,
+    encoding: 'utf8',
+    env: { ...process.env, TEMPO_RL_QUIET_BOOTSTRAP: '1' },
+  });
 
 test('tempo-rl score --json: 5\\sqrt{3} against 5*sqrt(3) is 1', () => {
   const r = score('so \\boxed{5\\sqrt{3}}\n', '--label', '5*sqrt(3)', '--json');

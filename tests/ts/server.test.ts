@@ -6,10 +6,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { REPO_ROOT } from '../../lib/paths.js';
-import { serverStatus, startServer } from '../../lib/server.js';
+import { serverStatus, startServer } from '../../supervise/server.js';
 import { connectClient } from '../../lib/temporal.js';
-import { waitForMarker } from '../../workflows/wait-for-signal.js';
-import { startRolloutWorker, startTestServer } from './support/temporal.js';
+import { waitForMarker } from '../../testing/workflows/wait-for-marker.js';
+import { startRolloutWorker, startTestServer } from '../../testing/temporal.js';
 
 const server = await startTestServer();
 after(() => server.stop());
@@ -17,7 +17,14 @@ const cfg = server.cfg;
 
 test('status --json reports the running server; start again is a no-op', () => {
   const bin = path.join(REPO_ROOT, 'bin', 'tempo-rl');
-  const sets = ['--set', `state_dir=${cfg.state_dir}`, '--set', `server.port=${cfg.server.port}`, '--set', `server.ui_port=${cfg.server.ui_port}`];
+  const sets = [
+    '--set',
+    `state_dir=${cfg.state_dir}`,
+    '--set',
+    `server.port=${cfg.server.port}`,
+    '--set',
+    `server.ui_port=${cfg.server.ui_port}`,
+  ];
   const env = { ...process.env, TEMPORAL_ADDRESS: '' };
   const status = JSON.parse(execFileSync(bin, [...sets, 'server', 'status', '--json'], { encoding: 'utf8', env }));
   assert.deepEqual(Object.keys(status).sort(), ['address', 'db', 'running', 'ui']);

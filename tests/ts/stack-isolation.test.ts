@@ -7,14 +7,15 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import type { TempoConfig } from '../../config/schema.js';
+import { configuredBlobStoreUri } from '../../lib/blob-store-config.js';
 import { stateLayout } from '../../lib/paths.js';
 import { initialRunState } from '../../lib/run-plan.js';
-import { startOrContinueRun } from '../../lib/run-client.js';
+import { startOrContinueRun } from '../../cli/run-client.js';
 import { connectClient } from '../../lib/temporal.js';
-import { roundTrip } from '../../workflows/round-trip.js';
-import { TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId } from '../../workflows/training-run-messages.js';
-import { removeTestState } from './support/state.js';
-import { startRolloutWorker, startTestServer, startTrainerWorker, stopChild } from './support/temporal.js';
+import { roundTrip } from '../../testing/workflows/round-trip.js';
+import { TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId } from '../../protocol/training-run.js';
+import { removeTestState } from '../../testing/state.js';
+import { startRolloutWorker, startTestServer, startTrainerWorker, stopChild } from '../../testing/temporal.js';
 
 const server = await startTestServer();
 /** Another stack on the same server: its own state dir, nothing else set. */
@@ -22,7 +23,10 @@ function otherStack(): TempoConfig {
   const env = { ...process.env };
   delete env.TEMPORAL_ADDRESS;
   const dir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-test-'));
-  return loadConfig({ env, sets: [`state_dir=${dir}`, `server.port=${server.cfg.server.port}`, `server.ui_port=${server.cfg.server.ui_port}`] });
+  return loadConfig({
+    env,
+    sets: [`state_dir=${dir}`, `server.port=${server.cfg.server.port}`, `server.ui_port=${server.cfg.server.ui_port}`],
+  });
 }
 const a = server.cfg;
 const b = otherStack();
@@ -55,21 +59,28 @@ test('every task of a stack is taken by its own rollout and trainer workers', { 
     return { cfg, result };
   });
   for (const { cfg, result } of await Promise.all(trips)) {
-    const own = stateLayout(cfg.state_dir).blobs;
-    assert.equal(result.rollout.blob_root, own, 'the rollout activity ran on the stack\'s own worker');
-    assert.equal(result.trainer.blob_root, own, 'the trainer activity ran on the stack\'s own worker');
+    const own = configuredBlobStoreUri(cfg);
+    assert.equal(result.rollout.blob_store, own, "the rollout activity ran on the stack's own worker");
+    assert.equal(result.trainer.blob_store, own, "the trainer activity ran on the stack's own worker");
   }
 });
 
 test('a run continues on the queues it started on; another stack is refused, naming both', async () => {
   const runId = `isolation-run-${Date.now()}`;
   const first = await client.workflow.start(TRAINING_RUN_WORKFLOW_TYPE, {
-    taskQueue: idle.temporal.task_queues.rollout, workflowId: trainingRunWorkflowId(runId), args: [initialRunState(idle, runId)],
+    taskQueue: idle.temporal.task_queues.rollout,
+    workflowId: trainingRunWorkflowId(runId),
+    args: [initialRunState(idle, runId)],
   });
   await first.terminate('the test stands for a run that stopped');
   await assert.rejects(startOrContinueRun(client, b, runId), (err: Error & { exitCode?: number }) => {
     assert.equal(err.exitCode, 2);
-    for (const q of [idle.temporal.task_queues.rollout, idle.temporal.task_queues.trainer, b.temporal.task_queues.rollout, b.temporal.task_queues.trainer])
+    for (const q of [
+      idle.temporal.task_queues.rollout,
+      idle.temporal.task_queues.trainer,
+      b.temporal.task_queues.rollout,
+      b.temporal.task_queues.trainer,
+    ])
       assert.ok(err.message.includes(q), `${q} in: ${err.message}`);
     assert.ok(err.message.includes(stateLayout(idle.state_dir).blobs), err.message);
     return true;

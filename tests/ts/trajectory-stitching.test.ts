@@ -20,7 +20,11 @@ const EOT = 151645;
 const EOS2 = 151643;
 const tok = { eos_ids: [EOT, EOS2], end_of_turn_id: EOT };
 const limits = { max_response_len: 20, max_context_len: 100 };
-const gen = (ids: number[], finish = 'stop') => ({ token_ids: ids, logprobs: ids.map((_, i) => -0.1 * (i + 1)), finish_reason: finish });
+const gen = (ids: number[], finish = 'stop') => ({
+  token_ids: ids,
+  logprobs: ids.map((_, i) => -0.1 * (i + 1)),
+  finish_reason: finish,
+});
 
 test('budget = min(max_response_len, max_context_len - prompt_len), never negative', () => {
   assert.equal(responseBudget(10, 20, 100), 20);
@@ -53,7 +57,10 @@ test('a stop-string finish without EOS gets one synthetic EOS (mask 0, logprob 0
   assert.equal(appendGenerated(t, gen([5, EOT]), tok), null);
   assert.equal(t.spans[1]!.gen_start, 10);
   assert.deepEqual(t.response_ids.slice(10), [5, EOT]);
-  assert.ok(checkInvariants({ response_ids: t.response_ids, loss_mask: t.loss_mask, rollout_logprobs: t.logprobs }, t.budget).ok);
+  assert.ok(
+    checkInvariants({ response_ids: t.response_ids, loss_mask: t.loss_mask, rollout_logprobs: t.logprobs }, t.budget)
+      .ok,
+  );
 });
 
 test('an EOS other than end-of-turn keeps the suffix end-of-turn token', () => {
@@ -65,7 +72,10 @@ test('an EOS other than end-of-turn keeps the suffix end-of-turn token', () => {
 
 test('a length finish is TRUNCATED budget_exhausted; tokens kept', () => {
   const t = startTrajectory(95, limits); // budget 5
-  assert.deepEqual(appendGenerated(t, gen([1, 2, 3, 4, 5], 'length'), tok), { status: 'TRUNCATED', reason: 'budget_exhausted' });
+  assert.deepEqual(appendGenerated(t, gen([1, 2, 3, 4, 5], 'length'), tok), {
+    status: 'TRUNCATED',
+    reason: 'budget_exhausted',
+  });
   assert.equal(t.response_ids.length, 5);
   assert.equal(remainingBudget(t), 0);
 });
@@ -79,7 +89,10 @@ test('a stop string on the last budget token: no room for the synthetic EOS → 
 test('observations count against the budget', () => {
   const t = startTrajectory(90, limits); // budget 10
   appendGenerated(t, gen([1, 2, EOT]), tok);
-  assert.deepEqual(appendObservation(t, [EOT, 1, 2, 3, 4, 5, 6, 7, 8], tok), { status: 'TRUNCATED', reason: 'observation_exceeds_budget' });
+  assert.deepEqual(appendObservation(t, [EOT, 1, 2, 3, 4, 5, 6, 7, 8], tok), {
+    status: 'TRUNCATED',
+    reason: 'observation_exceeds_budget',
+  });
   assert.equal(t.response_ids.length, 3);
   assert.equal(appendObservation(t, [EOT, 1, 2, 3, 4, 5, 6, 7], tok), null);
   assert.equal(remainingBudget(t), 0);
@@ -91,7 +104,10 @@ test('strict validation: abort, bad finish reason, logprob count, over budget, b
   assert.equal(appendGenerated(t, gen([1], 'tool_calls'), tok)?.status, 'FAILED');
   assert.equal(appendGenerated(t, { token_ids: [1, 2], logprobs: [-1], finish_reason: 'stop' }, tok)?.status, 'FAILED');
   assert.equal(appendGenerated(t, gen([1, 2, 3, 4, 5, 6], 'length'), tok)?.status, 'FAILED');
-  assert.equal(appendGenerated(t, { token_ids: [1], logprobs: [Number.NaN], finish_reason: 'stop' }, tok)?.status, 'FAILED');
+  assert.equal(
+    appendGenerated(t, { token_ids: [1], logprobs: [Number.NaN], finish_reason: 'stop' }, tok)?.status,
+    'FAILED',
+  );
   assert.equal(appendGenerated(t, { token_ids: [-1], logprobs: [-1], finish_reason: 'stop' }, tok)?.status, 'FAILED');
   assert.equal(t.response_ids.length, 0, 'nothing appended on a rejected generation');
 });
@@ -106,18 +122,25 @@ test('observation suffix from two renders: prefix-stability checked, starts at t
 });
 
 test('invariants and masked spans', () => {
-  assert.deepEqual(maskedSpans([1, 1, 0, 0, 1, 0]), [[2, 4], [5, 6]]);
+  assert.deepEqual(maskedSpans([1, 1, 0, 0, 1, 0]), [
+    [2, 4],
+    [5, 6],
+  ]);
   const bad = checkInvariants({ response_ids: [1, 2], loss_mask: [1, 0], rollout_logprobs: [-1, -1] }, 1);
   assert.equal(bad.ok, false);
   assert.equal(bad.problems.length, 2);
   assert.equal(bad.mask_sum, 1);
 });
 
-test('an empty generation and vLLM\'s -9999 placeholder logprob are invalid answers', () => {
+test("an empty generation and vLLM's -9999 placeholder logprob are invalid answers", () => {
   const t = startTrajectory(5, limits);
   assert.match(appendGenerated(t, gen([]), tok)!.reason, /empty generation/);
   assert.deepEqual(appendGenerated(t, gen([], 'abort'), tok), { status: 'ABORTED', reason: 'engine_abort' });
-  const placeholder = appendGenerated(t, { token_ids: [1, 2], logprobs: [-0.5, VLLM_PLACEHOLDER_LOGPROB], finish_reason: 'stop' }, tok);
+  const placeholder = appendGenerated(
+    t,
+    { token_ids: [1, 2], logprobs: [-0.5, VLLM_PLACEHOLDER_LOGPROB], finish_reason: 'stop' },
+    tok,
+  );
   assert.equal(placeholder?.status, 'FAILED');
   assert.match(placeholder!.reason, /-9999 for token 1/);
   assert.equal(t.response_ids.length, 0);
@@ -135,15 +158,25 @@ test('image/vision tokens anywhere on the response side fail the episode, with w
   appendGenerated(t, gen([1, 2, EOT]), withForbidden);
   assert.equal(forbiddenResponseTokens(t, withForbidden), null);
   appendObservation(t, [EOT, 198, 151655, EOT, 198], withForbidden);
-  assert.match(forbiddenResponseTokens(t, withForbidden)!.reason, /1 image\/vision placeholder token\(s\) \(first: id 151655 at response offset 4, observation\)/);
+  assert.match(
+    forbiddenResponseTokens(t, withForbidden)!.reason,
+    /1 image\/vision placeholder token\(s\) \(first: id 151655 at response offset 4, observation\)/,
+  );
   assert.equal(forbiddenResponseTokens(t, tok), null, 'conventions recorded without the list check nothing');
 });
 
-test('an observation suffix may hold only the template\'s own special tokens', () => {
+test("an observation suffix may hold only the template's own special tokens", () => {
   const IM_START = 151644;
   const specials = [IM_START, EOT, 151655];
   const skeleton = [EOT, 198, IM_START, 1, 2, EOT, 198, IM_START, 3];
   checkObservationSpecials([EOT, 198, IM_START, 1, 5, 6, 2, EOT, 198, IM_START, 3], skeleton, specials);
-  assert.throws(() => checkObservationSpecials([EOT, 198, IM_START, 1, 151655, EOT, 198, IM_START, 3], skeleton, specials), /special tokens the template did not write/);
-  assert.throws(() => checkObservationSpecials([EOT, 198, IM_START, 1, EOT, IM_START, 9, EOT, 198, IM_START, 3], skeleton, specials), TrajectoryError);
+  assert.throws(
+    () => checkObservationSpecials([EOT, 198, IM_START, 1, 151655, EOT, 198, IM_START, 3], skeleton, specials),
+    /special tokens the template did not write/,
+  );
+  assert.throws(
+    () =>
+      checkObservationSpecials([EOT, 198, IM_START, 1, EOT, IM_START, 9, EOT, 198, IM_START, 3], skeleton, specials),
+    TrajectoryError,
+  );
 });

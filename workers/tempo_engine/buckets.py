@@ -17,6 +17,7 @@ trainer rank holds a copy; each engine worker opens its own GPU's (GPUs are name
 CUDA_VISIBLE_DEVICES numbers them per process). shm: a file under /dev/shm (memory, not disk), for a
 CPU trainer and CPU engines on one host. Nothing is pickled: a handle's bytes travel as base64 and
 its types are named from a fixed list."""
+
 from __future__ import annotations
 
 import base64
@@ -91,7 +92,7 @@ def size_of(entries: list[Entry]) -> int:
 def views(buf: torch.Tensor, entries: list[Entry]) -> Iterator[tuple[str, torch.Tensor]]:
     """(name, tensor) of each entry, viewing the flat uint8 `buf` in place."""
     for e in entries:
-        yield e.name, buf[e.offset:e.offset + e.nbytes].view(DTYPES[e.dtype]).view(e.shape)
+        yield e.name, buf[e.offset : e.offset + e.nbytes].view(DTYPES[e.dtype]).view(e.shape)
 
 
 def entries_of(desc: dict) -> list[Entry]:
@@ -102,6 +103,7 @@ def entries_of(desc: dict) -> list[Entry]:
 
 
 # --- CUDA IPC ---------------------------------------------------------------------------------------
+
 
 def gpu_uuid(device: torch.device) -> str:
     return str(torch.cuda.get_device_properties(device).uuid)
@@ -161,6 +163,7 @@ def open_cuda(handle: list, device: torch.device) -> torch.Tensor:
 
 # --- shared memory files (CPU) ------------------------------------------------------------------------
 
+
 def shm_path(tag: str) -> str:
     return os.path.join(os.environ.get("TEMPO_RL_SHM_DIR", SHM_DIR), f"tempo-rl-weights-{tag}")
 
@@ -174,6 +177,7 @@ def create_shm(path: str, nbytes: int) -> torch.Tensor:
 
 # --- the engine's side --------------------------------------------------------------------------------
 
+
 def open_bucket(desc: dict, device: torch.device) -> torch.Tensor:
     """A private copy, on `device`, of the bucket `desc` describes: the trainer may refill its buffer
     as soon as this returns, while vLLM's layer-wise reload may still hold views of the tensors."""
@@ -182,15 +186,18 @@ def open_bucket(desc: dict, device: torch.device) -> torch.Tensor:
         uuid = gpu_uuid(device)
         handle = (desc.get("handles") or {}).get(uuid)
         if handle is None:
-            raise BucketError(f"no copy of the weights on this engine's GPU {uuid} (the trainer's GPUs: "
-                              f"{', '.join(desc.get('handles') or {}) or 'none'}); the ipc transport needs the engine on"
-                              " its trainer's GPUs (engines.colocate)")
+            raise BucketError(
+                f"no copy of the weights on this engine's GPU {uuid} (the trainer's GPUs: "
+                f"{', '.join(desc.get('handles') or {}) or 'none'}); the ipc transport needs the engine on"
+                " its trainer's GPUs (engines.colocate)"
+            )
         shared = open_cuda(handle, device)
         return shared[:nbytes].clone()
     if kind == "shm":
         path = str(desc.get("path", ""))
         if not os.path.isfile(path) or os.path.getsize(path) < nbytes:
-            raise BucketError(f"bucket file {path!r} is not on this host: the ipc transport needs the engine on"
-                              " its trainer's host")
+            raise BucketError(
+                f"bucket file {path!r} is not on this host: the ipc transport needs the engine on its trainer's host"
+            )
         return torch.from_file(path, shared=False, size=nbytes, dtype=torch.uint8).to(device, copy=True)
     raise BucketError(f"unknown bucket kind {kind!r} (cuda_ipc or shm)")

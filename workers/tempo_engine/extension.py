@@ -1,12 +1,12 @@
 """tempo-rl's vLLM worker extension: new weights without a model directory of the engine's own.
 
 `tempo-rl engine start` passes `--worker-extension-cls tempo_engine.extension.TempoRlWorker` when the
-weights do not come from a directory the engine shares with the trainer (lib/engines.ts). vLLM mixes
+weights do not come from a directory the engine shares with the trainer (supervise/engines.ts). vLLM mixes
 the class into every engine worker, and the dev-mode route POST /collective_rpc {"method", "kwargs"}
 runs a method on all of them (kwargs are JSON strings: the route passes them as they are):
 
 - `tempo_rl_reload_from_store(store, key)`: pull a committed checkpoint from the blob store and reload
-  it in place (trainer/engine_store.py), for engines on hosts apart from the trainer;
+  it in place (weights_from_store.py), for engines on hosts apart from the trainer;
 - `tempo_rl_begin_update()`, `tempo_rl_load_bucket(bucket)` × n, `tempo_rl_finish_update()`: the
   weights in buckets (buckets.py) — CUDA IPC on a GPU the trainer shares, /dev/shm on CPU — through
   vLLM's layer-wise reload, the path its own in-place `reload_weights` and weight-transfer engines take
@@ -15,7 +15,8 @@ runs a method on all of them (kwargs are JSON strings: the route passes them as 
 An update left half done (its trainer died mid-sync) is finished before a new one begins: the
 layer-wise bookkeeping of the old one would otherwise swallow the new weights. The sync that follows
 loads every weight again, and the engine is labelled unusable until one completes
-(trainer/weight_sync.py)."""
+(trainer/weights/sync.py)."""
+
 from __future__ import annotations
 
 import json
@@ -39,7 +40,7 @@ class TempoRlWorker:
         return torch.device(device) if device is not None else torch.device("cpu")
 
     def tempo_rl_reload_from_store(self, store: str, key: str) -> str:
-        from trainer.engine_store import pull_weights
+        from .weights_from_store import pull_weights
 
         local = pull_weights(store, key)
         self.reload_weights(weights_path=str(local))

@@ -13,9 +13,10 @@ serves the same routes and stamps the same field, keeping the label in the API s
   is sent, else "mixed" (a sync relabelled the engine meanwhile: the tokens may come from two versions,
   which tempo-rl reads as unknown, as it reads 0.32's disagreeing spans).
 
-A weight sync relabels an engine while it is paused (trainer/weight_sync.py), so a request that started
+A weight sync relabels an engine while it is paused (trainer/weights/sync.py), so a request that started
 and ended under one label ran under one set of weights. One label per API server process: compat.py
 refuses this middleware with more than one (--api-server-count)."""
+
 from __future__ import annotations
 
 import json
@@ -35,8 +36,13 @@ async def _read_body(receive) -> bytes:
 
 async def _send_json(send, status: int, doc) -> None:
     payload = json.dumps(doc).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -105,4 +111,6 @@ class WeightLabels:
 
 
 def _is_json(start: dict) -> bool:
-    return any(k.lower() == b"content-type" and v.startswith(b"application/json") for k, v in start.get("headers") or [])
+    return any(
+        k.lower() == b"content-type" and v.startswith(b"application/json") for k, v in start.get("headers") or []
+    )

@@ -1,5 +1,5 @@
 """The engine's entry point: vLLM's OpenAI-compatible server, started from a module that imports
-nothing at its top level (`python -m tempo_engine.main ARGS`, lib/engines.ts).
+nothing at its top level (`python -m tempo_engine.main ARGS`, supervise/engines.ts).
 
 vLLM starts its engine core in a child process, and on CPU it forces the `spawn` start method; a
 spawned child first re-imports its parent's main module. Started as `python -m

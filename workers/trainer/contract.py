@@ -1,8 +1,11 @@
 """Pydantic models of the trainer's payloads (docs/CONTRACTS.md), snake_case like the TS zod schemas.
 
 Objects are strict (an unknown key is an error), as in config/schema.ts."""
+
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -12,57 +15,71 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# The hyper-parameters' defaults, generated from their one declaration (config/grpo.ts) by
+# config/hyper-defaults.ts. The workflow sends every field; the defaults serve the trainer's own
+# tests and benches, which give a few.
+HYPER_DEFAULTS = json.loads((Path(__file__).parent / "hyper_defaults.json").read_text())
+_KL, _TIS = HYPER_DEFAULTS["kl"], HYPER_DEFAULTS["tis"]
+
+
 class KlConfig(Strict):
-    enabled: bool = False
-    coef: float = Field(default=0.0, ge=0)
-    type: Literal["k1", "k2", "low_var_kl"] = "low_var_kl"
+    enabled: bool = _KL["enabled"]
+    coef: float = Field(default=_KL["coef"], ge=0)
+    type: Literal["k1", "k2", "low_var_kl"] = _KL["type"]
 
 
 class TisConfig(Strict):
-    enabled: bool = False
+    enabled: bool = _TIS["enabled"]
     # At least 1 (below, truncate caps every weight under 1 and mask's band is empty), above 1 with
     # mask (at 1 its band keeps only ratios of exactly 1): the bounds of grpo.tis in config/schema.ts.
-    clip: float = Field(default=2.0, ge=1)
+    clip: float = Field(default=_TIS["clip"], ge=1)
     # truncate: min(w, clip); mask: w inside [1/clip, clip], else the token does not train.
-    mode: Literal["truncate", "mask"] = "truncate"
+    mode: Literal["truncate", "mask"] = _TIS["mode"]
 
     @model_validator(mode="after")
-    def _band(self) -> "TisConfig":
+    def _band(self) -> TisConfig:
         if self.mode == "mask" and self.clip <= 1:
-            raise ValueError(f"tis.clip must be above 1 with mode mask, given {self.clip}: the band [1/clip, clip] "
-                             "keeps only tokens whose ratio is exactly 1 (almost none train)")
+            raise ValueError(
+                f"tis.clip must be above 1 with mode mask, given {self.clip}: the band [1/clip, clip] "
+                "keeps only tokens whose ratio is exactly 1 (almost none train)"
+            )
         return self
 
 
 class Hyper(Strict):
-    """GrpoConfig (config/schema.ts) plus the rollout temperature."""
+    """lib/contract.ts TrainHyper: the grpo keys the trainer uses, the rollout temperature, model.dtype
+    and rollout.routing_replay. Bounds as in config/grpo.ts; defaults from HYPER_DEFAULTS."""
 
-    lr: float = Field(default=1e-6, gt=0)
-    weight_decay: float = Field(default=0.0, ge=0)
-    adam_eps: float = Field(default=1e-8, gt=0)
+    lr: float = Field(default=HYPER_DEFAULTS["lr"], gt=0)
+    weight_decay: float = Field(default=HYPER_DEFAULTS["weight_decay"], ge=0)
+    adam_eps: float = Field(default=HYPER_DEFAULTS["adam_eps"], gt=0)
     # model.dtype: forward and backward in this precision (autocast); weights and AdamW state stay fp32.
-    compute_dtype: Literal["float32", "bfloat16"] = "float32"
-    eps_clip: float = Field(default=0.2, gt=0)
-    eps_clip_high: float = Field(default=0.28, gt=0)
-    dr_grpo: bool = False
+    compute_dtype: Literal["float32", "bfloat16"] = HYPER_DEFAULTS["compute_dtype"]
+    eps_clip: float = Field(default=HYPER_DEFAULTS["eps_clip"], gt=0)
+    eps_clip_high: float = Field(default=HYPER_DEFAULTS["eps_clip_high"], gt=0)
+    dr_grpo: bool = HYPER_DEFAULTS["dr_grpo"]
     kl: KlConfig = KlConfig()
-    entropy_coef: float = Field(default=0.0, ge=0)
+    entropy_coef: float = Field(default=HYPER_DEFAULTS["entropy_coef"], ge=0)
     tis: TisConfig = TisConfig()
-    loss_agg: Literal["sample_mean", "token_mean"] = "sample_mean"
-    micro_batch_tokens: int = Field(default=8192, gt=0)
-    grad_clip: float = Field(default=1.0, gt=0)
+    loss_agg: Literal["sample_mean", "token_mean"] = HYPER_DEFAULTS["loss_agg"]
+    micro_batch_tokens: int = Field(default=HYPER_DEFAULTS["micro_batch_tokens"], gt=0)
+    grad_clip: float = Field(default=HYPER_DEFAULTS["grad_clip"], gt=0)
     # Optimizer updates per step: the samples in this many consecutive mini-batches, this many passes.
-    ppo_mini_batches: int = Field(default=1, ge=1)
-    ppo_epochs: int = Field(default=1, ge=1)
-    temperature: float = Field(default=1.0, gt=0)
-    # rollout.allowed_token_ids: the engine sampled among these only, so the trainer's softmax is over
-    # them too (logits of every other token masked); None: the whole vocabulary.
-    allowed_token_ids: list[int] | None = Field(default=None, min_length=1)
+    ppo_mini_batches: int = Field(default=HYPER_DEFAULTS["ppo_mini_batches"], ge=1)
+    ppo_epochs: int = Field(default=HYPER_DEFAULTS["ppo_epochs"], ge=1)
+    temperature: float = Field(default=HYPER_DEFAULTS["temperature"], gt=0)
     # rollout.routing_replay (R3): an MoE policy's forward routes each token to the experts the engine
-    # routed it to (Sample.routed_experts), weights recomputed from the trainer's router (routing_replay.py).
-    routing_replay: bool = False
-    # Applied by the workflow before train_step; accepted so the whole GrpoConfig can be passed.
-    zero_std_filter: bool = False
+    # routed it to (Sample.routed_experts), weights recomputed from the trainer's router (model/routing_replay.py).
+    routing_replay: bool = HYPER_DEFAULTS["routing_replay"]
+    # Test-only (no config key): the engine sampled among these tokens only, so the trainer's softmax is
+    # over them too (logits of every other token masked); None: the whole vocabulary.
+    allowed_token_ids: list[int] | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _clip_order(self) -> Hyper:
+        if self.eps_clip_high < self.eps_clip:
+            raise ValueError(f"eps_clip_high ({self.eps_clip_high}) must be at least eps_clip ({self.eps_clip})")
+        return self
 
 
 class SampleRef(Strict):
@@ -80,11 +97,10 @@ class TrainStepInput(Strict):
     run_id: str = Field(min_length=1)
     step: int = Field(ge=0)
     run_dir: str
-    # The store of the samples and images (a store URI: s3://…, file:///…, a path); blob_root, the local
-    # store's directory, in histories recorded before it. With an s3:// store the checkpoints are committed
-    # there too and run_dir is replaced by the trainer host's scratch copy (checkpoint_store.py).
-    blob_store: str | None = None
-    blob_root: str | None = None
+    # The store of the samples and images (a store URI: s3://…, file:///…, a path). With an s3:// store the
+    # checkpoints are committed there too and run_dir is replaced by the trainer host's scratch copy
+    # (stores/checkpoints.py).
+    blob_store: str
     model_path: str
     # Empty when every episode of the step failed or was filtered: the step commits without an update.
     samples: list[SampleRef]
@@ -97,23 +113,13 @@ class TrainStepInput(Strict):
     keep_checkpoints: int = Field(default=0, ge=0)
     keep_checkpoint_every: int = Field(default=0, ge=0)
     # run.checkpoint_interval: weights and optimizer state are saved when (N + 1) is a multiple of it
-    # (or full_checkpoint: the run's last step); every other step commits its record only (replay.py).
+    # (or full_checkpoint: the run's last step); every other step commits its record only (step/replay.py).
     checkpoint_interval: int = Field(default=1, ge=1)
     full_checkpoint: bool = False
     # engines.colocate: the engines that share the trainer's GPUs, put to sleep (engines.sleep_level)
     # before it trains; the sync after the step wakes them.
     sleep_engines: list[str] = []
     engine_sleep_level: Literal[1, 2] = 2
-
-    @model_validator(mode="after")
-    def _one_store(self) -> "TrainStepInput":
-        if self.blob_store is None and self.blob_root is None:
-            raise ValueError("blob_store (or blob_root) is required")
-        return self
-
-    @property
-    def store_uri(self) -> str:
-        return self.blob_store if self.blob_store is not None else self.blob_root  # type: ignore[return-value]
 
 
 class TrainStepOutput(Strict):
@@ -160,12 +166,13 @@ class Sample(Strict):
     routed_experts: object | None = None
 
     @model_validator(mode="after")
-    def _aligned(self) -> "Sample":
+    def _aligned(self) -> Sample:
         n = len(self.response_ids)
         if len(self.loss_mask) != n or len(self.rollout_logprobs) != n:
             raise ValueError(
                 f"sample {self.episode_id}: response_ids ({n}), loss_mask ({len(self.loss_mask)}) and "
-                f"rollout_logprobs ({len(self.rollout_logprobs)}) must have the same length")
+                f"rollout_logprobs ({len(self.rollout_logprobs)}) must have the same length"
+            )
         return self
 
 
@@ -175,10 +182,11 @@ class SyncWeightsInput(Strict):
     checkpoint: str
     engines: list[str]
     # "disk": engines reload the checkpoint's directory (or pull it from an s3:// store).
-    # "ipc": the trainer's in-memory weights through shared memory on its host (weight_ipc.py).
+    # "ipc": the trainer's in-memory weights through shared memory on its host (weights/ipc.py).
     transport: Literal["disk", "ipc"] = "disk"
-    # How /pause treats in-flight requests: wait for them (default), abort them, or keep them queued.
-    pause_mode: Literal["wait", "abort", "keep"] = "wait"
+    # How /pause treats in-flight requests: wait for them, abort them, or keep them queued (the workflow
+    # always says: rollout.sync_in_flight in the async window, wait in a synchronous run).
+    pause_mode: Literal["wait", "abort", "keep"]
     # engines.colocate: the engines slept while the trainer trained; the sync wakes them.
     wake_engines: bool = False
     # ipc: the engines' dtype (model.dtype) and the size of each bucket (engines.ipc_bucket_mb).
@@ -210,6 +218,5 @@ class TrainerInfoOutput(Strict):
     transformers_version: str
     loaded_run: str | None = None
     loaded_step: int | None = None
-    # The worker's blob store (--blob-store), canonical, and its directory where it is local.
+    # The worker's blob store (--blob-store), canonical; None when it was started without one.
     blob_store: str | None = None
-    blob_root: str | None = None

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Style and house checks, run by the test command before the tests (and alone: `bash scripts/lint.sh`).
+#   Biome (TypeScript: formatter + linter, biome.json), Ruff (Python: formatter + linter, ruff.toml,
+#   run as a uv tool at a pinned version, cached), and scripts/check-words.sh (the tree speaks of itself).
+# --fix applies the formatters and the safe lint fixes instead of checking.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+[ -n "${TEMPO_RL_UV:-}" ] || { source scripts/bootstrap.sh || exit 1; }
+RUFF_VERSION=0.15.1
+ruff() { UV_CACHE_DIR="$TEMPO_RL_CACHE/uv-cache" "$TEMPO_RL_UV" tool run --quiet --from "ruff==$RUFF_VERSION" ruff "$@"; }
+status=0
+if [ "${1:-}" = --fix ]; then
+  npx biome check --write . || status=1
+  ruff format . && ruff check --fix . || status=1
+  exit $status
+fi
+echo "== lint: biome (TypeScript)"
+npx biome ci --colors=off . || status=1
+echo "== lint: ruff (Python)"
+if [ "${TEMPO_RL_OFFLINE:-}" = 1 ]; then
+  echo "ruff: skipped (TEMPO_RL_OFFLINE=1: a uv tool is not installed offline)"
+else
+  ruff format --check . || status=1
+  ruff check . || status=1
+fi
+echo "== lint: the tree speaks of itself"
+bash scripts/check-words.sh || status=1
+exit $status

@@ -1,0 +1,117 @@
+// Background processes that tempo-rl starts (Temporal dev server, vLLM engines, workers): started
+// detached in their own process group, recorded by pid, and stopped only if still ours.
+import { spawn } from 'node:child_process';
+import { openSync, readFileSync, mkdirSync } from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+
+export interface Spawned {
+  pid: number;
+  log: string;
+}
+
+export function spawnDetached(
+  cmd: string,
+  args: string[],
+  opts: { log: string; env?: NodeJS.ProcessEnv; cwd?: string },
+): Spawned {
+  mkdirSync(path.dirname(opts.log), { recursive: true });
+  const out = openSync(opts.log, 'a');
+  const child = spawn(cmd, args, {
+    detached: true,
+    stdio: ['ignore', out, out],
+    env: opts.env ?? process.env,
+    cwd: opts.cwd,
+  });
+  if (child.pid === undefined) throw new Error(`could not start ${cmd}`);
+  child.unref();
+  return { pid: child.pid, log: opts.log };
+}
+
+export function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return !processIsZombie(pid);
+  } catch {
+    return false;
+  }
+}
+
+function processIsZombie(pid: number): boolean {
+  try {
+    return /\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+/** The command line of a pid ('' when gone); used to check a recorded pid is still ours. */
+export function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').join(' ');
+  } catch {
+    return '';
+  }
+}
+
+export function portOpen(host: string, port: number, timeoutMs = 1000): Promise<boolean> {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host, port });
+    const done = (ok: boolean) => {
+      sock.destroy();
+      resolve(ok);
+    };
+    sock.setTimeout(timeoutMs, () => done(false));
+    sock.once('connect', () => done(true));
+    sock.once('error', () => done(false));
+  });
+}
+
+export async function waitFor(
+  check: () => Promise<boolean>,
+  what: string,
+  timeoutMs: number,
+  intervalMs = 250,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((r) => setTimeout(r, intervalMs));
+  }
+  throw new Error(`timed out after ${Math.round(timeoutMs / 1000)}s waiting for ${what}`);
+}
+
+/** SIGTERM the process group, then SIGKILL after a grace period. */
+export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> {
+  const signal = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-pid, sig);
+    } catch {
+      try {
+        process.kill(pid, sig);
+      } catch {
+        /* already gone */
+      }
+    }
+  };
+  signal('SIGTERM');
+  const deadline = Date.now() + graceMs;
+  while (isAlive(pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  if (!isAlive(pid)) return;
+  signal('SIGKILL');
+  // A SIGKILLed process is not gone the instant kill() returns: callers count on "stopped" meaning gone.
+  const killDeadline = Date.now() + 5_000;
+  while (isAlive(pid) && Date.now() < killDeadline) await new Promise((r) => setTimeout(r, 50));
+}
+
+/** A free loopback port, for tests. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as net.AddressInfo;
+      srv.close(() => resolve(port));
+    });
+    srv.once('error', reject);
+  });
+}

@@ -1,0 +1,175 @@
+// The embedded Temporal dev server: `temporal server start-dev` with a SQLite file in the state
+// directory, so a restart (or a SIGKILL) loses nothing.
+import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import type { TempoConfig } from '../config/schema.js';
+import { childLogger } from '../lib/log.js';
+import { stateLayout, temporalBin } from '../lib/paths.js';
+import { commandLine, isAlive, portOpen, spawnDetached, stopProcess, waitFor } from './process.js';
+
+const log = childLogger('server');
+
+export const SEARCH_ATTRIBUTES = { TempoRlStatus: 'Keyword', TempoRlStep: 'Int' } as const;
+
+export interface ServerStatus {
+  running: boolean;
+  address: string;
+  ui: string;
+  db: string;
+  pid: number | null;
+  external: boolean;
+}
+
+interface ServerRecord {
+  pid: number;
+  address: string;
+  ui: string;
+  db: string;
+}
+
+function readRecord(file: string): ServerRecord | null {
+  try {
+    return JSON.parse(readFileSync(file, 'utf8')) as ServerRecord;
+  } catch {
+    return null;
+  }
+}
+
+function ours(rec: ServerRecord | null): rec is ServerRecord {
+  return !!rec && isAlive(rec.pid) && commandLine(rec.pid).includes('start-dev');
+}
+
+export async function serverStatus(cfg: TempoConfig): Promise<ServerStatus> {
+  const paths = stateLayout(cfg.state_dir);
+  if (cfg.temporal.address) {
+    const [host, port] = cfg.temporal.address.split(':');
+    const running = await portOpen(host ?? '127.0.0.1', Number(port ?? 7233));
+    return { running, address: cfg.temporal.address, ui: '', db: '', pid: null, external: true };
+  }
+  const rec = readRecord(paths.serverRecord);
+  const address = `${cfg.server.ip}:${cfg.server.port}`;
+  const running = ours(rec) && (await portOpen(cfg.server.ip, cfg.server.port));
+  return {
+    running,
+    address,
+    ui: `http://${cfg.server.ip}:${cfg.server.ui_port}`,
+    db: paths.temporalDb,
+    pid: running ? rec!.pid : null,
+    external: false,
+  };
+}
+
+/**
+ * Whether process `pid` holds a listening TCP socket on `port` (Linux /proc; null where /proc
+ * cannot tell). A port that answers may belong to another server: that one is not ours.
+ */
+export function listensOn(pid: number, port: number): boolean | null {
+  const inodes = new Set<string>();
+  try {
+    for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+      if (!existsSync(table)) continue;
+      for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+        const f = line.trim().split(/\s+/);
+        // local_address is HEXIP:HEXPORT, st 0A is LISTEN, field 9 the socket inode
+        if (f.length > 9 && f[3] === '0A' && parseInt(f[1]!.split(':')[1]!, 16) === port) inodes.add(f[9]!);
+      }
+    }
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkOr(`/proc/${pid}/fd/${fd}`));
+      if (m && inodes.has(m[1]!)) return true;
+    }
+    return false;
+  } catch {
+    return null;
+  }
+}
+
+function readlinkOr(p: string): string {
+  try {
+    return readlinkSync(p);
+  } catch {
+    return '';
+  }
+}
+
+/** Starts the dev server unless one of ours is already running. Returns whether it started one. */
+export async function startServer(cfg: TempoConfig): Promise<{ started: boolean; status: ServerStatus }> {
+  const before = await serverStatus(cfg);
+  if (before.external) {
+    log.info({ address: before.address }, 'TEMPORAL_ADDRESS is set: using that server, starting nothing');
+    return { started: false, status: before };
+  }
+  if (before.running) return { started: false, status: before };
+  if (await portOpen(cfg.server.ip, cfg.server.port))
+    throw new Error(
+      `server.port ${cfg.server.port} is taken by a process tempo-rl did not start; set server.port or TEMPORAL_ADDRESS`,
+    );
+  if (await portOpen(cfg.server.ip, cfg.server.ui_port))
+    throw new Error(`server.ui_port ${cfg.server.ui_port} is taken by another process; set server.ui_port`);
+  const paths = stateLayout(cfg.state_dir);
+  mkdirSync(paths.server, { recursive: true });
+  const bin = temporalBin();
+  if (!existsSync(bin))
+    throw new Error(`temporal binary not found at ${bin}: run scripts/bootstrap.sh (bin/tempo-rl does)`);
+  const args = [
+    'server',
+    'start-dev',
+    '--ip',
+    cfg.server.ip,
+    '--port',
+    String(cfg.server.port),
+    '--ui-port',
+    String(cfg.server.ui_port),
+    '--db-filename',
+    paths.temporalDb,
+    '--namespace',
+    cfg.temporal.namespace,
+    '--log-level',
+    'warn',
+    // WAL with synchronous=NORMAL: a commit survives a SIGKILL of any process (what the crash tests
+    // do); only an OS crash or power loss can take the last ones. Cuts each workflow task's latency.
+    '--sqlite-pragma',
+    'journal_mode=wal',
+    '--sqlite-pragma',
+    'synchronous=normal',
+    ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([k, v]) => ['--search-attribute', `${k}=${v}`]),
+  ];
+  const { pid } = spawnDetached(bin, args, { log: paths.serverLog });
+  const rec: ServerRecord = { pid, address: before.address, ui: before.ui, db: paths.temporalDb };
+  writeFileSync(paths.serverRecord, JSON.stringify(rec));
+  // Ready when our process listens on both ports; a port that answers for another process (a
+  // server started meanwhile) is not ours, and ours then dies at bind.
+  const ready = async () =>
+    (await portOpen(cfg.server.ip, cfg.server.port)) && (await portOpen(cfg.server.ip, cfg.server.ui_port));
+  try {
+    await waitFor(
+      async () => !isAlive(pid) || ((await ready()) && listensOn(pid, cfg.server.port) !== false),
+      'the Temporal server',
+      60_000,
+    );
+  } catch (err) {
+    await stopProcess(pid, 1000);
+    rmSync(paths.serverRecord, { force: true });
+    throw err;
+  }
+  if (!isAlive(pid)) {
+    rmSync(paths.serverRecord, { force: true });
+    throw new Error(
+      `the Temporal server exited at start (ports ${cfg.server.port}, ${cfg.server.ui_port}); see ${paths.serverLog}`,
+    );
+  }
+  log.info({ address: rec.address, ui: rec.ui, db: rec.db }, 'Temporal server started');
+  return { started: true, status: await serverStatus(cfg) };
+}
+
+/** Stops only the process this state directory recorded. */
+export async function stopServer(cfg: TempoConfig): Promise<boolean> {
+  const paths = stateLayout(cfg.state_dir);
+  const rec = readRecord(paths.serverRecord);
+  if (!ours(rec)) {
+    rmSync(paths.serverRecord, { force: true });
+    return false;
+  }
+  await stopProcess(rec.pid);
+  rmSync(paths.serverRecord, { force: true });
+  return true;
+}

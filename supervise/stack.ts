@@ -1,0 +1,201 @@
+// Brings up what a training run needs and is not running yet — the embedded Temporal server, the
+// engines, the rollout and trainer workers — and stops exactly what it started. Workers are this
+// stack's (its state dir's): they poll its own task queues (config/schema.ts stackTaskQueue).
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import type { TempoConfig } from '../config/schema.js';
+import { engineStatuses, startEngines, stopEngines } from './engines.js';
+import { childLogger } from '../lib/log.js';
+import { REPO_ROOT, stateLayout } from '../lib/paths.js';
+import { commandLine, isAlive, spawnDetached, stopProcess } from './process.js';
+import { serverStatus, startServer, stopServer } from './server.js';
+import { activeTrainerPid, trainerCommand } from './trainer-process.js';
+
+const log = childLogger('stack');
+export const WORKER_KINDS = ['rollout', 'trainer'] as const;
+export type WorkerKind = (typeof WORKER_KINDS)[number];
+// What a worker's command line holds, so that a recorded pid reused by another process is not "ours".
+const WORKER_COMMAND = { rollout: 'worker rollout', trainer: 'trainer.worker' } as const;
+
+function workerRecordPath(cfg: TempoConfig, kind: WorkerKind): string {
+  return path.join(stateLayout(cfg.state_dir).workers, `${kind}.json`);
+}
+
+interface WorkerRecord {
+  pid: number;
+  /** Every process of the kind: the trainer's standbys beside the first (run.trainer_standbys). */
+  pids?: number[];
+  log: string;
+  task_queue?: string;
+}
+
+const ours = (pid: number, kind: WorkerKind) => isAlive(pid) && commandLine(pid).includes(WORKER_COMMAND[kind]);
+
+function readWorkerRecord(cfg: TempoConfig, kind: WorkerKind): WorkerRecord | null {
+  try {
+    return JSON.parse(readFileSync(workerRecordPath(cfg, kind), 'utf8')) as WorkerRecord;
+  } catch {
+    return null;
+  }
+}
+
+/** The live processes of a kind this stack started (the trainer's standbys too). */
+function workerPids(cfg: TempoConfig, kind: WorkerKind): number[] {
+  const rec = readWorkerRecord(cfg, kind);
+  return rec ? (rec.pids ?? [rec.pid]).filter((pid) => ours(pid, kind)) : [];
+}
+
+/** A live process of the kind (the active trainer when it is one of ours), or null. */
+export function workerPid(cfg: TempoConfig, kind: WorkerKind): number | null {
+  const pids = workerPids(cfg, kind);
+  const active = kind === 'trainer' ? activeTrainerPid(cfg) : null;
+  return active !== null && pids.includes(active) ? active : (pids[0] ?? null);
+}
+
+export interface WorkerStatus {
+  kind: WorkerKind;
+  running: boolean;
+  /** The active process (the trainer holding its lock). */
+  pid: number | null;
+  /** The kind's other live processes: the trainer's standbys. */
+  standby_pids: number[];
+  task_queue: string;
+  log: string | null;
+}
+
+/** This stack's background workers: running or not, and the queue each polls (or would poll). */
+export function workerStatuses(cfg: TempoConfig): WorkerStatus[] {
+  return WORKER_KINDS.map((kind) => {
+    const pid = workerPid(cfg, kind);
+    const rec = pid ? readWorkerRecord(cfg, kind) : null;
+    return {
+      kind,
+      running: pid !== null,
+      pid,
+      standby_pids: workerPids(cfg, kind).filter((p) => p !== pid),
+      task_queue: rec?.task_queue ?? cfg.temporal.task_queues[kind],
+      log: rec?.log ?? null,
+    };
+  });
+}
+
+/** Starts a worker as a background process; the config travels as a resolved JSON (valid YAML) file. */
+export function startWorker(cfg: TempoConfig, kind: WorkerKind): number {
+  const dir = stateLayout(cfg.state_dir).workers;
+  mkdirSync(dir, { recursive: true });
+  const cfgFile = path.join(dir, 'config.json');
+  writeFileSync(cfgFile, JSON.stringify(cfg));
+  const logFile = path.join(dir, `${kind}.log`);
+  const spawn = () =>
+    kind === 'rollout'
+      ? spawnDetached(
+          process.execPath,
+          ['--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), '-c', cfgFile, 'worker', 'rollout'],
+          { log: logFile, cwd: REPO_ROOT },
+        )
+      : (() => {
+          const { cmd, args, env } = trainerCommand(cfg);
+          return spawnDetached(cmd, args, { log: logFile, env, cwd: REPO_ROOT });
+        })();
+  const count = kind === 'trainer' ? 1 + cfg.run.trainer_standbys : 1;
+  const pids = Array.from({ length: count }, () => spawn().pid);
+  const rec: WorkerRecord = { pid: pids[0]!, pids, log: logFile, task_queue: cfg.temporal.task_queues[kind] };
+  writeFileSync(workerRecordPath(cfg, kind), JSON.stringify(rec));
+  log.info({ kind, pids, log: logFile, task_queue: rec.task_queue }, 'worker started');
+  return pids[0]!;
+}
+
+export async function stopWorker(
+  cfg: TempoConfig,
+  kind: WorkerKind,
+  signal: 'graceful' | 'kill' = 'graceful',
+): Promise<boolean> {
+  // Standbys first: stopping the active trainer first would hand its lock to one of them.
+  const active = workerPid(cfg, kind);
+  const pids = workerPids(cfg, kind).sort((a, b) => Number(a === active) - Number(b === active));
+  rmSync(workerRecordPath(cfg, kind), { force: true });
+  for (const pid of pids) {
+    if (signal === 'kill') process.kill(-pid, 'SIGKILL');
+    else await stopProcess(pid, 15_000);
+  }
+  return pids.length > 0;
+}
+
+/** Stops this stack's background workers; returns the kinds that were running. */
+export async function stopWorkers(cfg: TempoConfig): Promise<WorkerKind[]> {
+  const stopped = await Promise.all(WORKER_KINDS.map(async (kind) => ((await stopWorker(cfg, kind)) ? kind : null)));
+  return stopped.filter((k): k is WorkerKind => k !== null);
+}
+
+export interface Started {
+  server: boolean;
+  engines: boolean;
+  rollout: boolean;
+  trainer: boolean;
+}
+
+export async function ensureStack(cfg: TempoConfig): Promise<Started> {
+  const started: Started = { server: false, engines: false, rollout: false, trainer: false };
+  if (!(await serverStatus(cfg)).running) started.server = (await startServer(cfg)).started;
+  // The workers boot (imports, the workflow bundle) while the engines do: neither needs the other to
+  // start, and an engine's start leaves a core idle much of the time (measured: the demo's start-up).
+  for (const kind of WORKER_KINDS) {
+    if (!workerPid(cfg, kind)) {
+      startWorker(cfg, kind);
+      started[kind] = true;
+    }
+  }
+  if (!cfg.engines.urls.length) {
+    const statuses = await engineStatuses(cfg);
+    try {
+      if (!statuses.length || statuses.some((s) => !s.healthy)) started.engines = (await startEngines(cfg)).started > 0;
+    } catch (err) {
+      // No engines: the workers started for them would only wait.
+      for (const kind of WORKER_KINDS) if (started[kind]) await stopWorker(cfg, kind);
+      throw err;
+    }
+  }
+  return started;
+}
+
+/** Stops what `started` holds (workers first, the server last); returns what was still running then. */
+export async function stopStarted(cfg: TempoConfig, started: Started): Promise<string[]> {
+  const stopped: Started = { server: false, engines: false, rollout: false, trainer: false };
+  if (started.rollout) stopped.rollout = await stopWorker(cfg, 'rollout');
+  if (started.trainer) stopped.trainer = await stopWorker(cfg, 'trainer');
+  if (started.engines) stopped.engines = (await stopEngines(cfg)) > 0;
+  if (started.server) stopped.server = await stopServer(cfg);
+  return describeStarted(stopped);
+}
+
+const STARTED_NAMES = {
+  server: 'Temporal server',
+  engines: 'engines',
+  rollout: 'rollout worker',
+  trainer: 'trainer worker',
+} as const;
+
+/** The names of what `started` holds, for messages. */
+export function describeStarted(started: Started): string[] {
+  return (Object.keys(STARTED_NAMES) as Array<keyof Started>).filter((k) => started[k]).map((k) => STARTED_NAMES[k]);
+}
+
+/**
+ * Until the returned function is called, Ctrl-C or SIGTERM stops what `started` holds before the
+ * process exits: a foreground run's background workers must not outlive it and take the next
+ * stack's tasks.
+ */
+export function stopStartedOnSignal(cfg: TempoConfig, started: Started): () => void {
+  const onSignal = (sig: NodeJS.Signals) => {
+    process.stderr.write(
+      `\n${sig}: stopping what this command started (${describeStarted(started).join(', ') || 'nothing'})\n`,
+    );
+    void stopStarted(cfg, started).finally(() => process.exit(sig === 'SIGINT' ? 130 : 143));
+  };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  return () => {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  };
+}

@@ -1,0 +1,79 @@
+// Test support: a real Temporal dev server (own port, own SQLite file) and real workers.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Worker } from '@temporalio/worker';
+import { loadConfig } from '../config/load.js';
+import type { TempoConfig } from '../config/schema.js';
+import { startServer, stopServer } from '../supervise/server.js';
+import { freePort } from '../supervise/process.js';
+import { REPO_ROOT } from '../lib/paths.js';
+import { trainerCommand } from '../supervise/trainer-process.js';
+import { createRolloutWorker } from '../workers/rollout-worker.js';
+import { TEST_WORKFLOWS_PATH } from './test-workflows.js';
+import { removeTestState } from './state.js';
+import type { RolloutDeps } from '../activities/index.js';
+
+export interface TestServer {
+  cfg: TempoConfig;
+  stateDir: string;
+  stop(): Promise<void>;
+}
+
+/** A fresh dev server on free ports with its SQLite file in a temp state dir (removed by stop() when
+ *  created here). */
+export async function startTestServer(sets: string[] = [], stateDir?: string): Promise<TestServer> {
+  const dir = stateDir ?? mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-test-'));
+  const [port, ui] = [await freePort(), await freePort()];
+  const env = { ...process.env };
+  delete env.TEMPORAL_ADDRESS;
+  const cfg = loadConfig({
+    env,
+    sets: [`state_dir=${dir}`, `server.port=${port}`, `server.ui_port=${ui}`, ...sets],
+  });
+  await startServer(cfg);
+  return {
+    cfg,
+    stateDir: dir,
+    stop: async () => {
+      await stopServer(cfg);
+      if (!stateDir) removeTestState(dir);
+    },
+  };
+}
+
+export interface RunningWorker {
+  worker: Worker;
+  done: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startRolloutWorker(cfg: TempoConfig, deps?: RolloutDeps): Promise<RunningWorker> {
+  const worker = await createRolloutWorker(cfg, deps, TEST_WORKFLOWS_PATH);
+  const done = worker.run();
+  return {
+    worker,
+    done,
+    stop: async () => {
+      if (worker.getState() === 'RUNNING') worker.shutdown();
+      await done.catch(() => undefined);
+    },
+  };
+}
+
+/** The Python trainer worker as a child process (SIGKILL-able). */
+export function startTrainerWorker(cfg: TempoConfig): ChildProcess {
+  const { cmd, args, env } = trainerCommand(cfg);
+  const child = spawn(cmd, args, { env, cwd: REPO_ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
+  return child;
+}
+
+export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.kill(signal);
+  const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+  await exited;
+  clearTimeout(timer);
+}

@@ -1,0 +1,26 @@
+// A test-only workflow (bundled by the tests' workers, never the production one): one TS activity
+// (the rollout task queue) and one Python activity (the trainer task queue), results checked against
+// the shared contract — which worker of which stack answered.
+import { proxyActivities } from '@temporalio/workflow';
+import { RolloutInfo, TrainerInfo } from '../../lib/contract.js';
+import type { RolloutActivities } from '../../protocol/activities.js';
+
+export interface RoundTripInput {
+  trainer_task_queue: string;
+}
+
+export interface RoundTripResult {
+  rollout: RolloutInfo;
+  trainer: TrainerInfo;
+}
+
+const rollout = proxyActivities<RolloutActivities>({ startToCloseTimeout: '1 minute' });
+
+export async function roundTrip(input: RoundTripInput): Promise<RoundTripResult> {
+  const trainer = proxyActivities<{ trainer_info(arg: Record<string, never>): Promise<unknown> }>({
+    taskQueue: input.trainer_task_queue,
+    startToCloseTimeout: '2 minutes',
+  });
+  const [r, t] = await Promise.all([rollout.rolloutInfo(), trainer.trainer_info({})]);
+  return { rollout: RolloutInfo.parse(r), trainer: TrainerInfo.parse(t) };
+}

@@ -1,0 +1,126 @@
+"""Packed micro-batches: several samples in one row, each attending only to itself.
+
+A padded micro-batch of GRPO samples (responses of 50 to 4000 tokens) spends a third or more of its
+tokens on padding, and its padding mask sends SDPA to a slower kernel. A packed one concatenates its
+samples into a single row of at most `micro_batch_tokens` tokens:
+
+- bins are filled first-fit-decreasing by length (a sample longer than the budget goes alone);
+- position ids restart at 0 with each sample — for Qwen-VL models the 3-row M-RoPE ids of each
+  sample through the model's own get_rope_index, under a 4th row of text positions, which is how
+  transformers tells the samples apart (masking_utils.find_packed_sequence_indices);
+- attention stays inside each sample through torch's variable-length flash attention on a GPU
+  (varlen_attention.py, no L×L mask). The trainer packs only there (model.packs): a CPU pads, since
+  transformers' packed-sequence mask under SDPA costs T² for the whole row; that path is what the CPU
+  tests check the packed rows with;
+- each distinct image (same blob) is encoded once per micro-batch, however many samples of its
+  group show it, and its features are placed at every sample's placeholders (gradients add up).
+
+Log-probabilities and gradients equal those of the padded path (tests/python/test_packing.py)."""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from typing import TYPE_CHECKING
+
+import torch
+
+from . import varlen_attention
+
+if TYPE_CHECKING:
+    from .policy import TrainSample
+
+
+def pack_micro_batches(samples: list[TrainSample], token_budget: int) -> list[list[TrainSample]]:
+    """Bins of samples whose summed length stays within the budget, first-fit decreasing; inside a
+    bin the samples keep their order in `samples`."""
+    order = sorted(range(len(samples)), key=lambda i: -samples[i].n_tokens)
+    bins: list[list[int]] = []
+    room: list[int] = []
+    for i in order:
+        n = samples[i].n_tokens
+        fit = next((b for b, left in enumerate(room) if n <= left), None)
+        if fit is None:
+            bins.append([i])
+            room.append(token_budget - n)
+        else:
+            bins[fit].append(i)
+            room[fit] -= n
+    return [[samples[i] for i in sorted(b)] for b in bins]
+
+
+def _is_vlm(model) -> bool:
+    return hasattr(model.config, "vision_config")
+
+
+def _mrope_positions(model, s: TrainSample) -> torch.Tensor:
+    """(3, 1, L) M-RoPE position ids of one sample, as the padded batch computes them (on the CPU)."""
+    ids = torch.tensor(s.input_ids)[None]
+    image_token = model.config.image_token_id
+    grid = s.vision.image_grid_thw if s.vision is not None else None
+    positions, _ = model.model.get_rope_index(
+        input_ids=ids,
+        mm_token_type_ids=(ids == image_token).to(torch.int32),
+        image_grid_thw=grid,
+        attention_mask=torch.ones_like(ids),
+    )
+    return positions
+
+
+def _image_features(model, batch: list[TrainSample], device: torch.device):
+    """The vision encoder run once per distinct image of the batch, its outputs listed per placeholder
+    block in the row's order (what Qwen3-VL's forward takes as mm_encoder_outputs)."""
+    keys, pixels, grids, occurrences = {}, [], [], []
+    for s in batch:
+        if s.vision is None:
+            continue
+        rows = s.vision.image_grid_thw.prod(-1).tolist()
+        image_keys = s.image_keys or tuple((id(s), j) for j in range(len(rows)))
+        for key, px, grid in zip(image_keys, s.vision.pixel_values.split(rows), s.vision.image_grid_thw, strict=False):
+            if key not in keys:
+                keys[key] = len(keys)
+                pixels.append(px)
+                grids.append(grid)
+            occurrences.append(keys[key])
+    if not occurrences:
+        return None
+    out = model.model.get_image_features(
+        torch.cat(pixels).to(device, model.dtype), torch.stack(grids).to(device), return_dict=True
+    )
+    out.pooler_output = tuple(out.pooler_output[j] for j in occurrences)
+    out.deepstack_features = [tuple(layer[j] for j in occurrences) for layer in out.deepstack_features]
+    return out
+
+
+def _encodes_once(model) -> bool:
+    """Images encoded ahead of the forward, once each: when the model takes encoder outputs (recent
+    transformers) and its weights are not gathered only inside its forward (FSDP: sharding.py)."""
+    if getattr(model, "encodes_images_in_forward", False):
+        return False
+    return "mm_encoder_outputs" in inspect.signature(model.model.forward).parameters
+
+
+def packed_inputs(model, batch: list[TrainSample], device: torch.device) -> tuple[dict, list[int]]:
+    """The keyword arguments of `model.model` for the batch as one packed row, and each sample's
+    offset in that row."""
+    lengths = [s.n_tokens for s in batch]
+    offsets = [0, *itertools.accumulate(lengths)]
+    ids = torch.tensor(list(itertools.chain.from_iterable(s.input_ids for s in batch)))[None]
+    text_positions = torch.cat([torch.arange(n) for n in lengths])[None]
+    # No KV cache: with one, transformers would not look for sample boundaries in the position ids.
+    kwargs: dict = {"input_ids": ids.to(device), "use_cache": False}
+    if _is_vlm(model):
+        mrope = torch.cat([_mrope_positions(model, s) for s in batch], dim=-1)
+        kwargs["position_ids"] = torch.cat([text_positions[None], mrope]).to(device)
+        if any(s.vision is not None for s in batch):
+            if _encodes_once(model):
+                kwargs["mm_encoder_outputs"] = {"image": _image_features(model, batch, device)}
+            else:  # every sample's images through the encoder, inside the forward
+                visions = [s.vision for s in batch if s.vision is not None]
+                kwargs["pixel_values"] = torch.cat([v.pixel_values for v in visions]).to(device, model.dtype)
+                kwargs["image_grid_thw"] = torch.cat([v.image_grid_thw for v in visions]).to(device)
+    else:
+        kwargs["position_ids"] = text_positions.to(device)
+    if varlen_attention.in_use(model):
+        kwargs.update(varlen_attention.sequence_bounds(lengths, device))
+    return kwargs, offsets[:-1]

@@ -1,0 +1,1 @@
+"""One GRPO (or SFT) step, exactly once: train_step.py, and what it is made of."""

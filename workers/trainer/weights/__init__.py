@@ -1,0 +1,1 @@
+"""New weights into the engines: the phased sync (sync.py) and the in-memory `ipc` transport (ipc.py)."""
