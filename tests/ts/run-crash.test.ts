@@ -16,12 +16,12 @@ import { runHistories, waitForProgress, type RunFixture } from '../../testing/ru
 
 after(() => console.log(`recovery times (s): ${JSON.stringify(recoveries)}`));
 
-test('SIGKILL of the rollout worker in step 0 and of the Temporal server in step 1: the run finishes from its history', {
+test('SIGKILL of the rollout worker in step 0 and of the Temporal server in step 1 mid-rollout: the run finishes from its history', {
   timeout: 900_000,
 }, async () => {
   await runWithCrash('rollout-server', async (fx, runId) => {
     await killRolloutWorker(fx, runId, 0);
-    await killTemporalServer(fx, runId, 1);
+    await killTemporalServer(fx, runId, 1, 'rollout');
   });
 });
 
