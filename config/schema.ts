@@ -411,6 +411,11 @@ export const TempoConfig = z
         message: `makes rows that environment ${env.name} (rollout.environment) cannot take; its tasks: ${env.syntheticTasks.join(', ')}`,
       });
   })
+  .refine((c) => c.model.warm_start === 'none' || c.rollout.environment === 'geo3k', {
+    path: ['model', 'warm_start'],
+    message:
+      "tool_transcripts trains on calc_score transcripts, the geo3k environment's tool: it needs rollout.environment geo3k",
+  })
   .refine((c) => c.algorithm !== 'sft' || c.sft.path !== '', {
     path: ['sft', 'path'],
     message: 'is required when algorithm is sft (a JSONL of SFT records: tempo-rl data sft-transcripts or sft-export)',

@@ -55,11 +55,20 @@ test('the warm start is built with the SFT config, itself without a warm start, 
   assert.equal(sft.model.path, '');
 });
 
-test('without model.warm_start a config trains model.path as it is; both together are refused', async () => {
+test('without model.warm_start a config trains model.path as it is; with a model.path or another environment it is refused', async () => {
   const plain = loadConfig({ file: DEMO_CONFIG, env: {}, sets: ['model.warm_start=none'] });
   assert.equal((await withWarmStart(noClient, plain, noBuild)).cfg, plain);
   assert.throws(
     () => loadConfig({ file: DEMO_CONFIG, env: {}, sets: ['model.path=/models/mine'] }),
     /model\.warm_start[\s\S]*model\.path must be empty/,
+  );
+  assert.throws(
+    () =>
+      loadConfig({
+        file: DEMO_CONFIG,
+        env: {},
+        sets: ['rollout.environment=arithmetic', 'dataset.synthetic_task=arithmetic'],
+      }),
+    /model\.warm_start[\s\S]*needs rollout\.environment geo3k/,
   );
 });
