@@ -98,16 +98,7 @@ export function register(program: Command): void {
             tokenizerDir(),
             ...(opts.force ? ['--force'] : []),
           ];
-          const res = spawnSync(pythonBin(), args, {
-            cwd: REPO_ROOT,
-            env: pythonEnv(),
-            stdio: ['ignore', 'ignore', 'inherit'],
-          });
-          if (res.error) throw res.error;
-          // 2: it refused --out and said why on stderr
-          if (res.status === 2)
-            throw Object.assign(new Error(`model tiny: nothing written to ${out}`), { exitCode: 2 });
-          if (res.status !== 0) throw new Error(`the tiny model generator failed (exit ${res.status})`);
+          runGenerator('tiny', args, out);
           const written = recordedSeed(out, moe);
           if (written !== seed)
             throw new Error(`model tiny: ${out} holds seed ${written ?? 'unknown'}, not the requested ${seed}`);
@@ -165,16 +156,7 @@ export function register(program: Command): void {
             ...(opts.device ? ['--device', opts.device] : []),
             ...(opts.force ? ['--force'] : []),
           ];
-          // stderr passes through: the generator says how long the weights took, or why it refused --out
-          const res = spawnSync(pythonBin(), args, {
-            cwd: REPO_ROOT,
-            env: pythonEnv(),
-            stdio: ['ignore', 'ignore', 'inherit'],
-          });
-          if (res.error) throw res.error;
-          if (res.status === 2)
-            throw Object.assign(new Error(`model shaped: nothing written to ${out}`), { exitCode: 2 });
-          if (res.status !== 0) throw new Error(`the shaped model generator failed (exit ${res.status})`);
+          runGenerator('shaped', args, out);
           const written = recordedShaped(out);
           if (!written || written.shape !== opts.shape || written.seed !== seed || written.dtype !== opts.dtype)
             throw new Error(
@@ -185,4 +167,17 @@ export function register(program: Command): void {
         },
       ),
     );
+}
+
+/** Runs a model generator (`python -m trainer.generators.…`). Its stderr passes through: it says how
+ *  long the weights took, or why it refused --out (exit 2, a usage error here too). */
+function runGenerator(kind: 'tiny' | 'shaped', args: string[], out: string): void {
+  const res = spawnSync(pythonBin(), args, {
+    cwd: REPO_ROOT,
+    env: pythonEnv(),
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  if (res.error) throw res.error;
+  if (res.status === 2) throw Object.assign(new Error(`model ${kind}: nothing written to ${out}`), { exitCode: 2 });
+  if (res.status !== 0) throw new Error(`the ${kind} model generator failed (exit ${res.status})`);
 }

