@@ -224,10 +224,26 @@ export async function directEpisode(acts: Acts, input: EpisodeInput, times?: Act
 
 /** The no-op engine of part (b): the tests' EngineDouble answering at once; turn 1 a wrong calc_score
  *  call, turn 2 (after the environment's "incorrect") \boxed{60}. */
-export function noOpEngine(): EngineDouble {
-  return new EngineDouble((req) =>
+/** `latencyMs` [lo, hi]: each turn answers after lo…hi ms, the same for the same request seed (so the
+ *  workflow and the direct loop wait alike): a GPU engine's time without its compute. The child worker
+ *  (bench/overhead-worker.ts) reads it from BENCH_ENGINE_LATENCY_MS ("lo-hi"). */
+export function noOpEngine(latencyMs = latencyFromEnv()): EngineDouble {
+  const engine = new EngineDouble((req) =>
     decode(req.token_ids).includes('incorrect') ? { text: 'then it is \\boxed{60}' } : { text: toolCall('7') },
   );
+  if (!latencyMs) return engine;
+  const [lo, hi] = latencyMs;
+  const generate = engine.generate.bind(engine);
+  engine.generate = async (req) => {
+    await new Promise((r) => setTimeout(r, lo + (Math.abs(req.sampling.seed ?? 0) % (hi - lo + 1))));
+    return generate(req);
+  };
+  return engine;
+}
+
+function latencyFromEnv(): [number, number] | undefined {
+  const m = /^(\d+)-(\d+)$/.exec(process.env.BENCH_ENGINE_LATENCY_MS ?? '');
+  return m ? [Number(m[1]), Number(m[2])] : undefined;
 }
 
 export const NO_OP_IMAGE_PROCESSOR = { patch_size: 16, merge_size: 2, min_pixels: 1024, max_pixels: 16384 }; // 64×64 → 4 tokens

@@ -14,11 +14,14 @@
 //   (b) The no-op engine (tests' EngineDouble: instant answers; turn 1 a wrong calc_score call, turn 2
 //       \boxed{60}): N 2-turn episodes at high concurrency through the workflow, counted exactly from
 //       every history: activities/s and workflow tasks/s the embedded dev server sustains (and the same
-//       episodes through the direct loop, for scale).
+//       episodes through the direct loop, for scale), the control plane's CPU (server + worker) per
+//       episode, turn and durable record, and the ratio workflow ÷ direct. --b-latency lo-hi: each
+//       turn answers after lo…hi ms (1000-4000: a GPU engine's time per turn, the regime users run in).
 //
 //   node --import tsx bench/overhead.ts [--part a|b|ab] [--concurrency 4,32,128] [--turns 1,3] [--reps 3]
 //        [--batch-factor 1] [--policy tiny|warm] [--warm DIR] [--max-response-len 512]
-//        [--b-episodes 512] [--b-concurrency 64,256] [--worker child|inproc] [--quiet-wait 90] [--out FILE]
+//        [--b-episodes 512] [--b-concurrency 64,256] [--b-latency lo-hi] [--worker child|inproc]
+//        [--quiet-wait 90] [--out FILE]
 //
 // --worker child (default): the rollout worker is a process of its own (bench/overhead-worker.ts, the
 // production createRolloutWorker), as `tempo-rl worker rollout` runs; inproc: in this process.
@@ -30,17 +33,7 @@
 // and by everyone else's (the machine is shared); "LOADED" marks a 1-minute load average above 2.5.
 // Raw numbers: bench/results/overhead-<date>.json (a second run the same day merges its part in).
 import { spawn } from 'node:child_process';
-import {
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  statSync,
-  writeFileSync,
-} from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -50,11 +43,12 @@ import { createActivities, type RolloutActivities, type RolloutDeps } from '../a
 import { loadImageProcessorSpec } from '../activities/render.js';
 import { vllmEpisodeEngines } from '../activities/vllm-episode-engines.js';
 import { loadConfig } from '../config/load.js';
+import { cachedWarmStart } from '../cli/warm-start.js';
 import { RolloutConfig, type TempoConfig } from '../config/schema.js';
 import { LocalBlobStore } from '../stores/blobstore.js';
 import { buildMessages } from '../lib/data/prompt.js';
 import { readEngineRecords, startEngines, stopEngines } from '../supervise/engines.js';
-import { cacheDir, REPO_ROOT, stateLayout, tinyModelDir } from '../lib/paths.js';
+import { REPO_ROOT, stateLayout, tinyModelDir } from '../lib/paths.js';
 import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
 import { freePort } from '../supervise/process.js';
 import { connectClient } from '../lib/temporal.js';
@@ -97,6 +91,8 @@ const { values: args } = parseArgs({
     'max-response-len': { type: 'string', default: '512' },
     'b-episodes': { type: 'string', default: '512' },
     'b-concurrency': { type: 'string', default: '64,256' },
+    /** "lo-hi": the no-op engine answers each turn after lo…hi ms (GPU-like time without compute). */
+    'b-latency': { type: 'string' },
     worker: { type: 'string', default: 'child' },
     'quiet-wait': { type: 'string', default: '90' },
     'noisy-cores': { type: 'string', default: '0.25' },
@@ -125,6 +121,10 @@ const WORD_IDS = [
 ];
 const print = (s = '') => process.stdout.write(`${s}\n`);
 
+const noWarmStart = (): never => {
+  throw new Error('no warm-started tiny model in the cache: run `tempo-rl demo` once, or pass --warm DIR');
+};
+
 // ---- clean-up of everything started here, also on SIGINT/SIGTERM ----
 const cleanups: Array<() => Promise<unknown>> = [];
 async function cleanupAll(): Promise<void> {
@@ -144,17 +144,6 @@ function envWithoutTemporal(): NodeJS.ProcessEnv {
 }
 
 /** The newest warm-started tiny model in the cache (they all write calc_score tool calls). */
-function newestWarmModel(): string {
-  const dir = path.join(cacheDir(), 'models');
-  const warm = readdirSync(dir)
-    .filter((n) => n.startsWith('tiny-qwen3vl-warm-') && existsSync(path.join(dir, n, '.complete')))
-    .map((n) => ({ p: path.join(dir, n), t: statSync(path.join(dir, n, '.complete')).mtimeMs }))
-    .sort((a, b) => b.t - a.t);
-  if (!warm.length)
-    throw new Error('no warm-started tiny model in the cache: run `tempo-rl demo` once, or pass --warm DIR');
-  return warm[0]!.p;
-}
-
 /** Runs fn over items with at most `limit` in flight (a sliding window). */
 async function windowed<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
   const out: R[] = new Array(items.length);
@@ -354,7 +343,7 @@ const fmtTimes = (t: ActivityTimes) =>
 // ---------------------------------------------------------------- (a)
 async function partA(): Promise<Record<string, unknown>> {
   const policy = args.policy === 'warm' ? 'warm' : 'tiny';
-  const warm = policy === 'warm' ? path.resolve(args.warm ?? newestWarmModel()) : tinyModelDir();
+  const warm = policy === 'warm' ? path.resolve(args.warm ?? cachedWarmStart() ?? noWarmStart()) : tinyModelDir();
   const concs = nums(args.concurrency);
   const turnsList = nums(args.turns);
   const reps = Number(args.reps);
@@ -592,9 +581,11 @@ async function partA(): Promise<Record<string, unknown>> {
 
 // ---------------------------------------------------------------- (b)
 async function partB(): Promise<Record<string, unknown>> {
+  const workerProc = args.worker === 'inproc' ? 'bench+worker (node)' : 'rollout worker (node)';
   const n = Number(args['b-episodes']);
   const concs = nums(args['b-concurrency']);
-  // The direct loop's own no-op engine; the worker (child process) has one of its own.
+  // The direct loop's own no-op engine; the worker (child process) has one of its own, with the same latency.
+  if (args['b-latency']) process.env.BENCH_ENGINE_LATENCY_MS = args['b-latency'];
   const engine = noOpEngine();
   // As testing/episode-engine-double.ts's harness: a 64×64 image (4 tokens) in each prompt.
   const stack = await startStack([`rollout.concurrency=${Math.max(...concs)}`], 'double', async () => ({
@@ -658,9 +649,18 @@ async function partB(): Promise<Record<string, unknown>> {
     print(
       `  no-op conc ${conc} direct:   ${n} episodes ${d.wall_s.toFixed(2)} s, ${directActs} activities, ${fmtLoad(d.load)}`,
     );
+    const turns = m.value.reduce((a, e) => a + e.summary.turns, 0);
+    const controlCpuS = (m.load.cpu_s['temporal server'] ?? 0) + (m.load.cpu_s[workerProc] ?? 0);
     rows.push({
       concurrency: conc,
       episodes: n,
+      ratio_workflow_over_direct: round(m.wall_s / d.wall_s, 3),
+      /** Server + rollout worker CPU per episode, per turn and per durable record (an activity or a workflow task). */
+      control_cpu_ms: {
+        per_episode: round((1000 * controlCpuS) / n, 2),
+        per_turn: round((1000 * controlCpuS) / turns, 2),
+        per_record: round((1000 * controlCpuS) / (totalActs + totalWft), 2),
+      },
       workflow: {
         wall_s: round(m.wall_s),
         episodes_per_s: round(n / m.wall_s, 1),
@@ -685,6 +685,10 @@ async function partB(): Promise<Record<string, unknown>> {
     });
   }
   const one = (rows[0]!.workflow as Record<string, any>).history;
+  for (const r of rows)
+    print(
+      `  conc ${r.concurrency}: workflow ÷ direct ${r.ratio_workflow_over_direct}; control-plane CPU (server + worker) ms per episode / turn / durable record: ${Object.values(r.control_cpu_ms as Record<string, number>).join(' / ')}`,
+    );
   const perTask = (w: Record<string, any>, proc: string) =>
     round((1000 * (w.load.cpu_s[proc] ?? 0)) / (w.activities + w.workflow_tasks), 2);
   const lines = [
@@ -716,6 +720,7 @@ async function partB(): Promise<Record<string, unknown>> {
     command: COMMAND,
     cores: os.availableParallelism(),
     engine: 'EngineDouble (testing/episode-engine-double.ts)',
+    engine_latency_ms: args['b-latency'] ?? '0',
     worker_activity_slots: 2 * Math.max(...concs),
     rows,
     noisy_runs: noisyRuns,

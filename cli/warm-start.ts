@@ -3,7 +3,7 @@
 // durable run machinery as any SFT run (tempo-rl train with algorithm: sft), then exported from the
 // run's last checkpoint into the cache, keyed by everything that shapes it; later calls find it there.
 import { createHash } from 'node:crypto';
-import { existsSync, promises as fs, readFileSync } from 'node:fs';
+import { existsSync, promises as fs, readdirSync, readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { loadConfig } from '../config/load.js';
@@ -95,6 +95,17 @@ export function warmStartKey(rl: TempoConfig): string {
   );
   for (const f of WARM_START_SOURCES) h.update(readFileSync(path.join(REPO_ROOT, f)));
   return h.digest('hex').slice(0, 16);
+}
+
+/** The newest complete warm start in the cache (any key), or null. */
+export function cachedWarmStart(): string | null {
+  const dir = path.join(cacheDir(), 'models');
+  if (!existsSync(dir)) return null;
+  const warm = readdirSync(dir)
+    .filter((n) => n.startsWith('tiny-qwen3vl-warm-') && existsSync(path.join(dir, n, '.complete')))
+    .map((n) => ({ p: path.join(dir, n), t: statSync(path.join(dir, n, '.complete')).mtimeMs }))
+    .sort((a, b) => b.t - a.t);
+  return warm[0]?.p ?? null;
 }
 
 export function warmStartDir(key: string): string {

@@ -304,6 +304,10 @@ export const SftConfig = z
 export const RunConfig = z
   .strictObject({
     steps: positiveInt.default(3),
+    /** The same run bit for bit, killed or not (docs/certification.md): engines that tempo-rl starts
+     *  batch one sequence at a time without prefix caching, the trainer runs deterministic algorithms
+     *  from a seeded step, and the async window samples step s from exactly the weights of step s − k. */
+    deterministic: z.boolean().default(false),
     /** Also evaluate the starting weights before step 0 (needs eval_interval > 0): the "before" of a run. */
     eval_at_start: z.boolean().default(false),
     /** Keep the weights of the newest k full checkpoints only (k ≥ 2; meta.json of every step stays for the audit). 0: keep all. */
@@ -432,6 +436,10 @@ export const TempoConfig = z
   .superRefine((c, ctx) => {
     for (const issue of weightTransportIssues(c)) ctx.addIssue({ code: 'custom', ...issue });
   })
+  .superRefine((c, ctx) => {
+    const why = c.run.deterministic ? nondeterministicEngineArg(c.engines.extra_args) : null;
+    if (why) ctx.addIssue({ code: 'custom', path: ['engines', 'extra_args'], message: why });
+  })
   // vLLM 0.32 returns routed experts only from its Model Runner V2, which on CPU needs Triton's CPU
   // backend (not on PyPI): a CPU engine started for replay exits at start. Engines given by URL may be GPU ones.
   .refine((c) => !c.rollout.routing_replay || c.model.num_gpus > 0 || c.engines.urls.length > 0, {
@@ -448,6 +456,14 @@ export const TempoConfig = z
         message: `needs a mixture-of-experts model, and ${dense}`,
       });
   });
+
+/** Engine arguments run.deterministic cannot keep (it starts engines with one sequence a batch and no
+ *  prefix caching: a request's tokens must not depend on what else the engine holds). */
+function nondeterministicEngineArg(args: string[]): string | null {
+  const at = args.findIndex((a) => /^--(max-num-seqs|enable-prefix-caching|enable-chunked-prefill)(=|$)/.test(a));
+  if (at < 0) return null;
+  return `${args[at]} cannot be given with run.deterministic: true, which starts the engines with --max-num-seqs 1, --no-enable-prefix-caching and --no-enable-chunked-prefill so that a request's tokens do not depend on what else is batched (docs/certification.md)`;
+}
 
 /** Why the model is known to be dense, or null: the generated tiny model (model.path empty) is; a local
  *  directory is if its config.json names no experts. A Hugging Face id cannot be told offline: the

@@ -79,6 +79,10 @@ export const TrainStepInput = z.strictObject({
   /** engines.colocate: the engines on the trainer's GPUs, put to sleep (at engines.sleep_level) before it trains. */
   sleep_engines: z.array(z.string()).optional(),
   engine_sleep_level: z.union([z.literal(1), z.literal(2)]).optional(),
+  /** run.deterministic: deterministic algorithms from a generator seeded by (seed, step). */
+  deterministic: z.boolean().optional(),
+  /** rollout.seed, the run's seed. */
+  seed: z.number().int().optional(),
 });
 export type TrainStepInput = z.infer<typeof TrainStepInput>;
 

@@ -57,6 +57,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       eval_prompts: cfg.run.eval_prompts,
       steps_per_workflow_run: cfg.run.steps_per_workflow_run,
       seed: r.seed,
+      deterministic: cfg.run.deterministic,
       episode,
       // Eval episodes run between a sync and the next: on exactly the weights evaluated.
       eval_episode: {

@@ -1,7 +1,7 @@
 // The trainingRun workflow's contract: its state (which is also its input, so a new run continues
 // exactly where the last stopped), its updates, its query and its search attributes. Pure: it imports
 // nothing from workflows/ or activities/ (both use it), only types from lib/ and config/.
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineUpdate, type Sinks } from '@temporalio/workflow';
 import { defineSearchAttributeKey } from '@temporalio/common';
 import type { DataCursor } from '../lib/prompt-order.js';
 import type { TrainHyper } from '../lib/contract.js';
@@ -12,6 +12,12 @@ import type { SftBatchResult } from './activities.js';
 export const TRAINING_RUN_WORKFLOW_TYPE = 'trainingRun';
 export const STATUS_ATTR = defineSearchAttributeKey('TempoRlStatus', 'KEYWORD');
 export const STEP_ATTR = defineSearchAttributeKey('TempoRlStep', 'INT');
+
+/** What a run's workflow tells its worker outside its history: the points the code names, where a
+ *  certification run may SIGKILL the worker (supervise/kill-points.ts). */
+export interface RunSinks extends Sinks {
+  killPoints: { reach(name: string): void };
+}
 
 export type RunStatus = 'running' | 'pausing' | 'paused' | 'stopping' | 'stopped' | 'completed' | 'failed';
 
@@ -45,6 +51,9 @@ export interface RunPlan {
   eval_prompts: number;
   steps_per_workflow_run: number;
   seed: number;
+  /** run.deterministic: the async window samples step s from exactly the weights of step s − k (its
+   *  sync waits for those episodes), and the trainer seeds and fixes each step (docs/certification.md). */
+  deterministic: boolean;
   episode: EpisodeSettings;
   eval_episode: EpisodeSettings;
   hyper: TrainHyper;

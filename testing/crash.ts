@@ -1,13 +1,11 @@
 // Crash tests of real training runs (run-crash.test.ts, long/run-crash.test.ts): a run on a fixture of
 // its own, SIGKILLs mid-run, and the exactly-once checks of the finished run.
 import path from 'node:path';
-import { runHandle, startOrContinueRun } from '../cli/run-client.js';
-import { waitFor } from '../supervise/process.js';
+import { runHandle } from '../cli/run-client.js';
 import { serverStatus, startServer } from '../supervise/server.js';
 import { connectClient } from '../lib/temporal.js';
 import type { RunProgress, RunResult } from '../protocol/training-run.js';
-import { readyTrainerStandbys } from '../supervise/trainer-process.js';
-import { checkExactlyOnce, startRunFixture, waitForProgress, type RunFixture } from './run.js';
+import { checkExactlyOnce, startRunFixture, startWhenReady, waitForProgress, type RunFixture } from './run.js';
 
 /** Kill → the run moving again, per component, in seconds (each file prints its own). */
 export const recoveries: Record<string, number> = {};
@@ -24,14 +22,7 @@ export async function runWithCrash(
   const fx = await startRunFixture(opts.sets);
   try {
     const runId = `crash-${name}`;
-    // The run starts once the stack is whole: its standby trainers ready (imports done, on the lock).
-    await waitFor(
-      async () => readyTrainerStandbys(fx.cfg).length >= fx.cfg.run.trainer_standbys,
-      'the standby trainers to be ready',
-      600_000,
-      100,
-    );
-    await startOrContinueRun(fx.client, fx.cfg, runId);
+    await startWhenReady(fx, runId);
     await crash(fx, runId);
     const client = await connectClient(fx.cfg);
     const result = (await runHandle(client, runId).result()) as RunResult;
@@ -67,7 +58,7 @@ export async function killRolloutWorker(fx: RunFixture, runId: string, step: num
 }
 
 /** SIGKILLs the Temporal server once the run is in `step` (in `phase` when given; mid-turn when it is
- *  rolling out), restarts it, and waits until the run moves again. fx.client is stale afterwards. */
+ *  rolling out), restarts it, and waits until the run moves again (fx.client is connected anew). */
 export async function killTemporalServer(fx: RunFixture, runId: string, step: number, phase?: string): Promise<void> {
   const at = await waitForProgress(
     fx.client,
@@ -84,17 +75,14 @@ export async function killTemporalServer(fx: RunFixture, runId: string, step: nu
   const t0 = Date.now();
   await sleep(1000);
   await startServer(fx.cfg);
-  const client = await connectClient(fx.cfg);
-  try {
-    const before = await waitForProgress(client, runId, () => true, 'the server to answer');
-    await waitForProgress(
-      client,
-      runId,
-      (p) => p.episodes_done > before.episodes_done || p.phase !== before.phase || p.step > before.step,
-      'progress after the restart',
-    );
-  } finally {
-    await client.connection.close().catch(() => undefined);
-  }
+  await fx.client.connection.close().catch(() => undefined);
+  fx.client = await connectClient(fx.cfg);
+  const before = await waitForProgress(fx.client, runId, () => true, 'the server to answer');
+  await waitForProgress(
+    fx.client,
+    runId,
+    (p) => p.episodes_done > before.episodes_done || p.phase !== before.phase || p.step > before.step,
+    'progress after the restart',
+  );
   recoveries.temporal_server = (Date.now() - t0) / 1000;
 }

@@ -33,3 +33,15 @@ export function loadHistoryFixture(file: string): { workflowId: string; history:
   const raw = JSON.parse(readFileSync(file, 'utf8')) as { workflow_id: string; history: object };
   return { workflowId: raw.workflow_id, history: HistoryType.fromObject(raw.history) as History };
 }
+
+/** Every run of a workflow that continued as new, oldest first, as fixtures `<name>-<i>`. */
+export async function recordHistoryChain(client: Client, workflowId: string, name: string): Promise<void> {
+  if (process.env.TEMPO_RL_RECORD_HISTORIES !== '1') return;
+  const runs: string[] = [];
+  for (let run: string | undefined = (await client.workflow.getHandle(workflowId).describe()).runId; run; ) {
+    runs.unshift(run);
+    const history = await client.workflow.getHandle(workflowId, run).fetchHistory();
+    run = history.events?.[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+  }
+  for (const [i, run] of runs.entries()) await recordHistory(client, workflowId, `${name}-${i}`, run);
+}

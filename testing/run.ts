@@ -8,10 +8,10 @@ import YAML from 'yaml';
 import type { Client } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
 import { REPO_ROOT } from '../lib/paths.js';
-import { runProgress } from '../cli/run-client.js';
+import { runProgress, startOrContinueRun } from '../cli/run-client.js';
 import { connectClient } from '../lib/temporal.js';
 import { waitFor } from '../supervise/process.js';
-import { activeTrainerPid, trainerCommand } from '../supervise/trainer-process.js';
+import { activeTrainerPid, readyTrainerStandbys, trainerCommand } from '../supervise/trainer-process.js';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { trainingRunWorkflowId, type RunProgress, type RunResult } from '../protocol/training-run.js';
 import { readStepRecords } from '../activities/run.js';
@@ -57,7 +57,12 @@ export const SMALL_RUN = [
 export async function startRunFixture(
   sets: string[] = [],
   given?: TestEngines,
-  opts: { trainerStateDir?: () => string } = {},
+  opts: {
+    trainerStateDir?: () => string;
+    /** More environment for the rollout worker and the trainer processes, given the stack's config. */
+    workerEnv?: (cfg: TempoConfig) => NodeJS.ProcessEnv;
+    trainerEnv?: (cfg: TempoConfig) => NodeJS.ProcessEnv;
+  } = {},
 ): Promise<RunFixture> {
   const engines = given ?? (await testEngines(1));
   const server = await startTestServer([...SMALL_RUN, `engines.urls=${JSON.stringify(engines.urls)}`, ...sets]);
@@ -66,7 +71,7 @@ export async function startRunFixture(
   mkdirSync(workerDir, { recursive: true });
   const cfgFile = path.join(workerDir, 'config.json');
   writeFileSync(cfgFile, JSON.stringify(cfg));
-  const env = { ...process.env, TEMPORAL_ADDRESS: '' };
+  const env = { ...process.env, TEMPORAL_ADDRESS: '', ...opts.workerEnv?.(cfg) };
   const startRollout = () =>
     spawn(
       process.execPath,
@@ -83,7 +88,11 @@ export async function startRunFixture(
       args,
       env: tenv,
     } = trainerCommand(opts.trainerStateDir ? { ...cfg, state_dir: opts.trainerStateDir() } : cfg);
-    return spawn(cmd, args, { cwd: REPO_ROOT, env: tenv, stdio: ['ignore', 'ignore', 'inherit'] });
+    return spawn(cmd, args, {
+      cwd: REPO_ROOT,
+      env: { ...tenv, ...opts.trainerEnv?.(cfg) },
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
   };
   const fx: RunFixture = {
     server,
@@ -109,6 +118,17 @@ export async function startRunFixture(
     },
   };
   return fx;
+}
+
+/** Starts run `runId` once the stack is whole: its standby trainers ready (imports done, on the lock). */
+export async function startWhenReady(fx: RunFixture, runId: string): Promise<void> {
+  await waitFor(
+    async () => readyTrainerStandbys(fx.cfg).length >= fx.cfg.run.trainer_standbys,
+    'the standby trainers to be ready',
+    600_000,
+    100,
+  );
+  await startOrContinueRun(fx.client, fx.cfg, runId);
 }
 
 /** A run fixture on the demo's settings (configs/cpu-tiny.yaml: dataset, rollout, grpo, run and the

@@ -5,6 +5,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { Worker } from '@temporalio/worker';
 import type { TempoConfig } from '../config/schema.js';
 import { InflightLedger, WORKER_DIED } from './inflight.js';
+import { KillPoints, killPointsFromEnv } from '../supervise/kill-points.js';
+import type { RunSinks } from '../protocol/training-run.js';
+import type { InjectedSinks } from '@temporalio/worker';
 import { cachedWorkflowBundle } from './workflow-bundle.js';
 import { childLogger } from '../lib/log.js';
 import { stateLayout } from '../lib/paths.js';
@@ -51,6 +54,10 @@ export async function createRolloutWorker(
   const failedOver = failOverDeadWorkers(cfg, ledger).catch((err) =>
     log.warn({ err: (err as Error).message }, "could not fail over dead workers' activities"),
   );
+  const kills = new KillPoints(killPointsFromEnv());
+  const sinks: InjectedSinks<RunSinks> = {
+    killPoints: { reach: { fn: (info, name) => kills.reach(name, info.workflowId) } },
+  };
   const connection = await connectWorker(cfg);
   const worker = await Worker.create({
     connection,
@@ -58,7 +65,8 @@ export async function createRolloutWorker(
     taskQueue: cfg.temporal.task_queues.rollout,
     workflowBundle: await cachedWorkflowBundle(workflowsPath),
     activities: createActivities(deps),
-    interceptors: { activity: [ledger.interceptor()] },
+    interceptors: { activity: [ledger.interceptor(), ...(kills.points.length ? [kills.interceptor()] : [])] },
+    sinks,
     maxConcurrentActivityTaskExecutions: Math.max(4, cfg.rollout.concurrency * 2),
     stickyQueueScheduleToStartTimeout: STICKY_TIMEOUT,
   });

@@ -42,6 +42,8 @@ export class WindowRunner {
   /** The step whose batch waitFor is waiting for (null: none). */
   private waitingFor: number | null = null;
   private pump: Promise<void> | null = null;
+  /** drain() is waiting: every episode the current weights may start is started, paused or not. */
+  private draining = false;
 
   constructor(
     private readonly state: RunState,
@@ -117,6 +119,22 @@ export class WindowRunner {
     }
   }
 
+  /** Waits until every episode of every batch in the window has reported (run.deterministic: before a
+   *  weight sync, so that no episode sees two versions of the weights). */
+  async drain(): Promise<void> {
+    const ids = () => this.window.batches.flatMap((b) => batchEpisodeIds(this.state.plan, this.state.run_id, b));
+    const left = () => ids().filter((id) => !this.window.finished[id]).length;
+    this.draining = true; // a pause or stop waits for these too: they must run on these weights
+    try {
+      while (left() > 0) {
+        const before = left();
+        if (!(await condition(() => left() !== before, RECONCILE_MS))) await this.reconcile();
+      }
+    } finally {
+      this.draining = false;
+    }
+  }
+
   /** The batch's summaries (in episode order), and the batch leaves the window. */
   take(step: number): { batch: WindowBatch; summaries: EpisodeSummary[] } {
     const w = this.window;
@@ -175,8 +193,12 @@ export class WindowRunner {
   /** Episodes to start now: a pause or a stop holds back all but the batch a step is waiting for
    *  (the step finishes before the run pauses or stops). */
   private startable(): Array<{ id: string; input: EpisodeInput }> {
-    const q = this.queued();
-    if (!this.holding()) return q;
+    const { plan, weight_version } = this.state;
+    // run.deterministic: step s's episodes start on the weights of step s − k exactly (drain() keeps
+    // those weights on the engines until they finish).
+    const k = plan.episode.max_staleness ?? 0;
+    const q = this.queued().filter((e) => !plan.deterministic || e.input.step - k <= weight_version);
+    if (!this.holding() || this.draining) return q;
     return this.waitingFor === null ? [] : q.filter((e) => e.input.step === this.waitingFor);
   }
 

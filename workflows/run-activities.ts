@@ -4,9 +4,24 @@ import { proxyActivities } from '@temporalio/workflow';
 import type { SyncWeightsInput, SyncWeightsOutput, TrainStepInput, TrainStepOutput } from '../lib/contract.js';
 import type { RolloutActivities } from '../protocol/activities.js';
 
-export const rolloutActs = proxyActivities<RolloutActivities>({
-  startToCloseTimeout: '10 minutes',
-  retry: { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 20 },
+const retry = { initialInterval: '1 second', maximumInterval: '30 seconds', maximumAttempts: 20 };
+const slow = proxyActivities<RolloutActivities>({ startToCloseTimeout: '10 minutes', retry });
+// A task the server handed out just before it died (or whose result it never heard) is retried only
+// after its timeout: these finish in milliseconds, so a Temporal server restart costs seconds, not 10 minutes.
+const QUICK: Partial<Record<keyof RolloutActivities, RolloutActivities[keyof RolloutActivities]>> = (() => {
+  const quick = proxyActivities<RolloutActivities>({ startToCloseTimeout: '30 seconds', retry });
+  const listing = proxyActivities<RolloutActivities>({ startToCloseTimeout: '2 minutes', retry });
+  return {
+    listEngines: quick.listEngines,
+    recordStep: quick.recordStep,
+    rolloutInfo: quick.rolloutInfo,
+    episodeOutcomes: listing.episodeOutcomes,
+  };
+})();
+
+/** The rollout worker's activities as a run calls them, each with its timeout. */
+export const rolloutActs = new Proxy({} as RolloutActivities, {
+  get: (_, name: keyof RolloutActivities) => QUICK[name] ?? slow[name],
 });
 
 export interface TrainerActivities {

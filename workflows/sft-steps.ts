@@ -53,6 +53,8 @@ export class SftSteps implements StepSource {
       );
   }
 
+  async beforeSync(): Promise<void> {}
+
   async close(): Promise<void> {}
 
   /** A step's records as samples: rendered ahead while the step before trained, or now. */

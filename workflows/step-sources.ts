@@ -26,6 +26,8 @@ export type StepOutcome = { train: TrainBatch } | { redo: true } | { end: RunSta
 
 export interface StepSource {
   next(): Promise<StepOutcome>;
+  /** After the step trained, before the new weights reach the engines. */
+  beforeSync(): Promise<void>;
   /** Before continue-as-new: nothing left half-issued, and what the next run takes over is in the state. */
   suspend(): Promise<void>;
   /** At the end of the run. */
@@ -44,6 +46,7 @@ interface Rollout {
   /** The step's episodes; null: paused now (cancelled), the step is redone. */
   batch(): Promise<Rolled | null>;
   metrics(summaries: EpisodeSummary[]): Record<string, number>;
+  beforeSync(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -91,6 +94,8 @@ export class SyncRollout implements Rollout {
     return {};
   }
 
+  async beforeSync(): Promise<void> {}
+
   async close(): Promise<void> {}
 }
 
@@ -116,6 +121,11 @@ export class WindowRollout implements Rollout {
 
   metrics(summaries: EpisodeSummary[]): Record<string, number> {
     return stalenessMetrics(summaries, this.run.state.weight_version);
+  }
+
+  /** run.deterministic: the window's episodes finish on the weights they started on. */
+  async beforeSync(): Promise<void> {
+    if (this.run.plan.deterministic) await this.window.drain();
   }
 
   close(): Promise<void> {
@@ -171,6 +181,10 @@ export class RolloutSteps implements StepSource {
     this.run.progress.phase = 'idle';
     await condition(() => this.run.stopRequested, (plan.empty_step_wait_s ?? 30) * tries * 1000);
     return this.run.stopRequested ? { end: 'stopped' } : { redo: true };
+  }
+
+  beforeSync(): Promise<void> {
+    return this.rollout.beforeSync();
   }
 
   suspend(): Promise<void> {

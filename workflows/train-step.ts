@@ -15,6 +15,8 @@ export async function trainAndRecord(
   trainer: TrainerActivities,
   batch: TrainBatch,
   stepStarted: number,
+  /** Before the new weights reach the engines (the step source's). */
+  beforeSync: () => Promise<void>,
 ): Promise<void> {
   const { state, plan, progress } = run;
   const rolloutSeconds = secondsSince(stepStarted);
@@ -23,6 +25,8 @@ export async function trainAndRecord(
   const trained = await trainStep(run, trainer, batch);
   const trainSeconds = secondsSince(trainStarted);
   const evalNow = plan.eval_interval > 0 && !!state.dataset!.eval_ref && (state.step + 1) % plan.eval_interval === 0;
+  progress.phase = 'rollout';
+  await beforeSync();
   progress.phase = 'sync';
   const syncStarted = Date.now();
   // SFT samples nothing from the engines between its steps: they need its weights only for an eval
@@ -85,6 +89,7 @@ async function trainStep(run: TrainingRun, trainer: TrainerActivities, batch: Tr
       ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}),
     },
     data_cursor: batch.dataAfter,
+    ...(plan.deterministic ? { deterministic: true, seed: plan.seed } : {}),
     ...(plan.algorithm === 'sft' ? { algorithm: 'sft' as const } : {}),
     ...(plan.keep_checkpoints ? { keep_checkpoints: plan.keep_checkpoints } : {}),
     ...(plan.keep_checkpoint_every ? { keep_checkpoint_every: plan.keep_checkpoint_every } : {}),

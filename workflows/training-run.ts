@@ -3,8 +3,8 @@
 // → weight sync → record metrics → eval every k steps → continue-as-new with the run state.
 // Deterministic: every I/O is an activity; prompt order is the pure lib/prompt-order.ts. The run's
 // state and its message handlers are one object (workflows/training-run-state.ts).
-import { allHandlersFinished, condition, continueAsNew, workflowInfo } from '@temporalio/workflow';
-import type { RunResult, RunState } from '../protocol/training-run.js';
+import { allHandlersFinished, condition, continueAsNew, proxySinks, workflowInfo } from '@temporalio/workflow';
+import type { RunResult, RunSinks, RunState } from '../protocol/training-run.js';
 import { runEval } from './episode-children.js';
 import { rolloutActs as acts, trainerActs, type TrainerActivities } from './run-activities.js';
 import { prefixed } from './sft-metrics.js';
@@ -45,7 +45,7 @@ export async function trainingRun(initial: RunState): Promise<RunResult> {
     const outcome = await source.next();
     if ('end' in outcome) return finish(outcome.end, outcome.reason);
     if ('redo' in outcome) continue;
-    await trainAndRecord(run, trainer, outcome.train, stepStarted);
+    await trainAndRecord(run, trainer, outcome.train, stepStarted, () => source.beforeSync());
     if (run.stopRequested) return finish('stopped');
     await maybeContinueAsNew(run, source);
   }
@@ -98,6 +98,7 @@ async function maybeContinueAsNew(run: TrainingRun, source: StepSource): Promise
     return;
   await source.suspend();
   await condition(allHandlersFinished);
+  proxySinks<RunSinks>().killPoints.reach('continue_as_new');
   await continueAsNew<typeof trainingRun>(state);
 }
 

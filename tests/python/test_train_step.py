@@ -201,3 +201,29 @@ def test_a_step_of_text_only_samples_trains(make_input, samples):
     trainer = Trainer(device="cpu")
     out = trainer.train_step(TrainStepInput.model_validate(make_input(refs)))
     assert out.weight_version == 1 and out.metrics["train/n_samples"] == 4 and out.metrics["train/grad_norm"] > 0
+
+
+def test_a_deterministic_step_runs_under_deterministic_algorithms_and_gives_the_same_weights(
+    make_input, mixed_refs, monkeypatch
+):
+    """run.deterministic: the step runs with deterministic algorithms from a seeded generator (and the
+    process's setting is restored after it); two runs of it in fresh trainers commit equal weights."""
+    seen = []
+    real = Trainer._apply
+
+    def spy(self, state, inp, progress):
+        seen.append((torch.are_deterministic_algorithms_enabled(), torch.initial_seed()))
+        return real(self, state, inp, progress)
+
+    monkeypatch.setattr(Trainer, "_apply", spy)
+    outs = []
+    for run in ("det-a", "det-b"):
+        inp = make_input(mixed_refs, run_dir=Path(make_input(mixed_refs)["run_dir"]).parent / run)
+        outs.append(
+            Trainer(device="cpu").train_step(TrainStepInput.model_validate({**inp, "deterministic": True, "seed": 7}))
+        )
+    assert [s[0] for s in seen] == [True, True] and seen[0][1] == seen[1][1]
+    assert not torch.are_deterministic_algorithms_enabled()
+    wa, wb = (load_file(Path(o.checkpoint) / "model.safetensors") for o in outs)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert outs[0].metrics["train/loss"] == outs[1].metrics["train/loss"]

@@ -138,6 +138,18 @@ function refusal(...sets: string[]): string | null {
   }
 }
 
+test('run.deterministic: engine arguments that batch or cache across requests are refused, naming the argument', () => {
+  for (const arg of ['--max-num-seqs', '--enable-prefix-caching', '--enable-chunked-prefill=true']) {
+    const msg = refusal(
+      'run.deterministic=true',
+      `engines.extra_args=${JSON.stringify([arg, ...(arg === '--max-num-seqs' ? ['8'] : [])])}`,
+    );
+    assert.ok(msg?.includes('engines.extra_args') && msg.includes(arg), `${arg}: ${msg}`);
+  }
+  assert.equal(refusal('run.deterministic=false', 'engines.extra_args=["--max-num-seqs","8"]'), null);
+  assert.equal(refusal('run.deterministic=true', 'engines.extra_args=["--max-model-len","2048"]'), null);
+});
+
 /** The leaves of a loaded config tree, as dotted keys. */
 function leafKeys(node: unknown, trail: string[] = []): string[] {
   if (typeof node !== 'object' || node === null || Array.isArray(node)) return [trail.join('.')];

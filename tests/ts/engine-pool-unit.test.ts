@@ -146,6 +146,23 @@ describe('engine pool with fake engines', () => {
 });
 
 describe('engine command line and metrics parsing', () => {
+  test('run.deterministic: CPU engines batch one sequence without prefix caching; GPU engines run batch-invariant', () => {
+    const base = ['state_dir=/tmp/x', 'model.path=/m', 'run.deterministic=true'];
+    const cpu = loadConfig({ env: {}, sets: base });
+    const cpuArgs = engineArgs(cpu, 8123).join(' ');
+    assert.match(cpuArgs, /--max-num-seqs 1 --no-enable-prefix-caching/);
+    assert.match(cpuArgs, /--no-enable-chunked-prefill/);
+    assert.equal(engineEnv(cpu, {}).VLLM_BATCH_INVARIANT, undefined);
+    const gpu = loadConfig({ env: {}, sets: [...base, 'model.num_gpus=1', 'run.trainer_standbys=0'] });
+    const gpuArgs = engineArgs(gpu, 8123).join(' ');
+    assert.doesNotMatch(gpuArgs, /--max-num-seqs/, 'GPU engines keep batching');
+    assert.match(gpuArgs, /--no-enable-prefix-caching --no-enable-chunked-prefill/);
+    assert.equal(engineEnv(gpu, {}).VLLM_BATCH_INVARIANT, '1');
+    assert.equal(engineEnv(gpu, {}).VLLM_USE_FLASHINFER_SAMPLER, '0');
+    const plain = loadConfig({ env: {}, sets: ['state_dir=/tmp/x', 'model.path=/m'] });
+    assert.doesNotMatch(engineArgs(plain, 8123).join(' '), /--max-num-seqs|--no-enable-prefix-caching/);
+  });
+
   test('engines get the routes, logprob mode and generation config tempo-rl relies on', () => {
     const cfg = loadConfig({
       env: {},

@@ -7,10 +7,14 @@
 //   episode-worker-killed-in-turn-2: tests/ts/episode-durability.test.ts;
 //   training-run-sync-with-eval, training-run-async-window, training-run-sft-render-ahead:
 //     tests/ts/run-workflow.test.ts (stand-in trainer and engine);
-//   episode-live-*, training-run-sft: the live-engine tests (episode-live, environments-live, run-sft).
+//   episode-live-*, training-run-sft: the live-engine tests (episode-live, environments-live, run-sft);
+//   training-run-certified-sync-reference-<i> (each workflow run of a 3-step run, with an eval and
+//     continue-as-new after each step), episode-certified-sync-reference: the deterministic reference
+//     run of bench/certify.ts (the 3-step run of the matrix); the async ones: …-async-reference-….
 // To record again after an intended change:
 //   TEMPO_RL_RECORD_HISTORIES=1 node --import tsx --test --test-concurrency=1 tests/ts/episode-workflow.test.ts \
 //     tests/ts/episode-durability.test.ts tests/ts/run-workflow.test.ts
+//   TEMPO_RL_RECORD_HISTORIES=1 node --import tsx bench/certify.ts both --references
 // then run this test, and say in the commit that the histories were recorded again.
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';

@@ -133,6 +133,27 @@ test('async window: the next batch runs while a step trains, at most one version
   await recordHistory(h.client, trainingRunWorkflowId('async'), 'training-run-async-window', runs[1]!.runId);
 });
 
+test('async window with run.deterministic: step s is sampled by the weights of step s − 1 exactly, still while step s − 1 trains', {
+  timeout: 120_000,
+}, async () => {
+  h.latency.train_ms = 400;
+  try {
+    await h.start(h.plan('async-det', [...ASYNC, 'run.steps=4', 'rollout.concurrency=8', 'run.deterministic=true']));
+    assert.equal((await h.result('async-det')).status, 'completed');
+  } finally {
+    h.latency.train_ms = 50;
+  }
+  const gens = h.trace.generates.filter((g) => g.episode_id.startsWith('async-det/'));
+  for (const g of gens)
+    assert.equal(g.weight_version, Math.max(0, parseEpisodeId(g.episode_id).step - 1), `${g.episode_id}'s weights`);
+  const trains = h.trace.trains.filter((t) => t.samples.some((x) => x.includes('/async-det/')));
+  const overlapped = trains.filter((t) =>
+    gens.some((g) => parseEpisodeId(g.episode_id).step === t.step + 1 && g.start < t.end),
+  );
+  assert.ok(overlapped.length >= 2, `the next batch ran during train steps ${overlapped.map((t) => t.step)}`);
+  await checkExactlyOnce('async-det', 4);
+});
+
 test('async window: pause now is refused without an event; pause, stop and continue lose and repeat nothing', {
   timeout: 120_000,
 }, async () => {

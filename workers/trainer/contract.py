@@ -120,6 +120,9 @@ class TrainStepInput(Strict):
     # before it trains; the sync after the step wakes them.
     sleep_engines: list[str] = []
     engine_sleep_level: Literal[1, 2] = 2
+    # run.deterministic: deterministic algorithms from a generator seeded by (seed, step) (step/determinism.py).
+    deterministic: bool = False
+    seed: int = 0
 
 
 class TrainStepOutput(Strict):

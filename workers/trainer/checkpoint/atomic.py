@@ -29,6 +29,7 @@ from typing import Protocol
 
 import torch
 
+from ..kill_points import process_kill_points
 from ..model.moe_layout import to_checkpoint_layout
 
 META = "meta.json"
@@ -178,6 +179,7 @@ def save_checkpoint(
         }
         write_meta(tmp, meta)  # the commit record, last
         _fsync_tree(tmp)
+        process_kill_points().reach("checkpoint_commit", "start")
         if store is not None and (won := store.publish("checkpoints", step, tmp, meta))["attempt"] != meta["attempt"]:
             shutil.rmtree(tmp, ignore_errors=True)
             return store.materialize(step, won)
@@ -190,6 +192,7 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _fsync(final.parent)
+    process_kill_points().reach("checkpoint_commit", "end")
     check_complete(final)
     remove_dead_temporaries(run_dir)
     return final

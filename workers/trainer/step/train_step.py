@@ -56,6 +56,7 @@ from .gradients import (
     with_old_logprobs,
 )
 from .grpo import ContractError, group_advantages
+from .determinism import deterministic_step
 from .heartbeat import Heartbeater
 from ..model.policy import TrainSample, VisionProcessor, load_policy, pick_device, prepare_sample
 from .metrics import finite_metrics, read_metrics
@@ -124,7 +125,9 @@ class Trainer:
         state = TrainerState(inp.run_id, full, inp.model_path, model, optimizer, self._vision(model, inp.model_path))
         for step in range(full + 1, want + 1):
             progress.heartbeat({"phase": "replaying", "step": step, "from_full_checkpoint": full})
-            self._apply(state, replay.recorded_input(inp.run_dir, step), progress)
+            recorded = replay.recorded_input(inp.run_dir, step)
+            with deterministic_step(recorded.deterministic, recorded.seed, step):
+                self._apply(state, recorded, progress)
             state.step = step
             self.replayed[0] += 1
             if not replay.digests_match(replay.param_digest(model), replay.recorded_digest(inp.run_dir, step)):
@@ -223,6 +226,10 @@ class Trainer:
         return self._train_uncommitted(inp, progress)
 
     def _train_uncommitted(self, inp: TrainStepInput, progress: Progress) -> TrainStepOutput:
+        with deterministic_step(inp.deterministic, inp.seed, inp.step):
+            return self._train_from_state(inp, progress)
+
+    def _train_from_state(self, inp: TrainStepInput, progress: Progress) -> TrainStepOutput:
         progress.heartbeat({"phase": "loading_state", "step": inp.step})
         state = self.ensure_state(inp, progress)
         if not inp.samples:

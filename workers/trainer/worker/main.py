@@ -141,7 +141,7 @@ async def run(
             activities=activities.all(),
             activity_executor=pool,
             max_concurrent_activities=ACTIVITY_SLOTS,
-            interceptors=[ledger.interceptor()] if ledger is not None else [],
+            interceptors=_interceptors(ledger),
         )
         if lock is not None and not await _active(lock, stop):
             log.info("standby stopped")
@@ -231,3 +231,11 @@ def main(argv: list[str] | None = None) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _interceptors(ledger: InflightLedger | None) -> list:
+    """The in-flight ledger's, and the kill points' when TEMPO_RL_KILL_AT names some (docs/certification.md)."""
+    from ..kill_points import process_kill_points
+
+    kills = process_kill_points()
+    return [i for i in (ledger.interceptor() if ledger else None, kills.interceptor() if kills.points else None) if i]

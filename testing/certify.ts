@@ -1,0 +1,257 @@
+// Kill-and-resume certification (docs/certification.md): a deterministic run (run.deterministic) with
+// SIGKILLs at named points — inside the rollout worker and the trainer through their kill points
+// (supervise/kill-points.ts), the Temporal server from outside — whose dead processes are started again
+// until it finishes; then the finished run's fingerprint (episode ids, every sample's tokens, logprobs
+// and reward, each step's metrics, the final weights) against an uninterrupted reference run's.
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import path from 'node:path';
+import type { Client } from '@temporalio/client';
+import type { TempoConfig } from '../config/schema.js';
+import { runHandle, runProgress } from '../cli/run-client.js';
+import { openConfiguredBlobStore } from '../lib/blob-store-config.js';
+import { connectClient } from '../lib/temporal.js';
+import { episodeWorkflowId } from '../protocol/episode.js';
+import { type RunResult, trainingRunWorkflowId } from '../protocol/training-run.js';
+import { recordHistory, recordHistoryChain } from './history-fixtures.js';
+import { readStepRecords } from '../activities/run.js';
+import { KILL_AT_ENV, type KillPoint } from '../supervise/kill-points.js';
+import { serverStatus, startServer } from '../supervise/server.js';
+import { stateLayout } from '../lib/paths.js';
+import type { TestEngines } from './engines.js';
+import { checkExactlyOnce, startRunFixture, startWhenReady, type RunFixture } from './run.js';
+
+/** A kill at a point of a worker's code: `who` names the process kind that reaches the point; `server`:
+ *  that process SIGKILLs the Temporal server there instead of itself. */
+export type WorkerKill = Omit<KillPoint, 'once' | 'nth' | 'pid_file'> & {
+  nth?: number;
+  who: 'rollout' | 'trainer';
+  server?: boolean;
+};
+export interface KillPlan {
+  name: string;
+  kills: WorkerKill[];
+}
+
+export interface Fingerprint {
+  steps: Array<{ episodes: string[]; trained: string[]; metrics: Record<string, number> }>;
+  /** Episode id → sha256 of its stored sample (tokens, masks, logprobs, reward, turns; engine URLs left out). */
+  samples: Record<string, string>;
+  /** sha256 of the final checkpoint's weights. */
+  weights: string;
+}
+
+export interface KillOutcome {
+  label: string;
+  fired: boolean;
+  /** SIGKILL → the run moving again (its step, phase or finished episodes changed), in seconds. */
+  recovered_s: number | null;
+}
+
+export interface CertifiedRun {
+  fingerprint: Fingerprint;
+  outcomes: KillOutcome[];
+  seconds: number;
+}
+
+/** Metrics that measure the machine or the recovery itself, not the run: left out of the comparison. */
+export function comparedMetric(name: string): boolean {
+  return !/^(perf|sync)\//.test(name) && !/(seconds|_time)$/.test(name) && !/^train\/replay/.test(name);
+}
+
+export function killLabel(k: WorkerKill): string {
+  const at = `${k.point} ${k.phase}${k.after_ms !== undefined ? ` +${k.after_ms}ms` : ''}${k.nth && k.nth > 1 ? ` #${k.nth}` : ''}${k.match ? ` [${k.match}]` : ''}`;
+  return k.server ? `server, at ${k.who} ${at}` : `${k.who} ${at}`;
+}
+
+const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
+
+export async function fingerprint(fx: RunFixture, runId: string): Promise<Fingerprint> {
+  const runDir = path.join(fx.cfg.state_dir, 'runs', runId);
+  const records = await readStepRecords(runDir);
+  const store = await openConfiguredBlobStore(fx.cfg);
+  const samples: Record<string, string> = {};
+  for (const r of records)
+    for (const e of r.episodes) {
+      const sample = await store.getJson<{ turns: Array<Record<string, unknown>> }>(
+        store.namedRef(`samples/${e.episode_id}.json`),
+      );
+      for (const t of sample.turns) delete t.engine;
+      samples[e.episode_id] = sha256(JSON.stringify(sample));
+    }
+  const ckpts = readdirSync(path.join(runDir, 'checkpoints'))
+    .filter((n) => /^step-\d+$/.test(n))
+    .sort();
+  const last = path.join(runDir, 'checkpoints', ckpts[ckpts.length - 1]!);
+  const weightFiles = readdirSync(last)
+    .filter((n) => n.endsWith('.safetensors'))
+    .sort();
+  return {
+    steps: records.map((r) => ({
+      episodes: r.episodes.map((e) => e.episode_id),
+      trained: r.episodes.filter((e) => e.trained).map((e) => e.episode_id),
+      metrics: Object.fromEntries(Object.entries(r.metrics).filter(([k]) => comparedMetric(k))),
+    })),
+    samples,
+    weights: sha256(weightFiles.map((f) => sha256(readFileSync(path.join(last, f)))).join('|')),
+  };
+}
+
+/** What differs between two fingerprints, one line each (empty: identical). */
+export function differences(ref: Fingerprint, got: Fingerprint): string[] {
+  const out: string[] = [];
+  if (ref.steps.length !== got.steps.length) out.push(`steps: ${ref.steps.length} vs ${got.steps.length}`);
+  ref.steps.forEach((a, i) => {
+    const b = got.steps[i];
+    if (!b) return;
+    if (JSON.stringify(a.episodes) !== JSON.stringify(b.episodes)) out.push(`step ${i}: other episode ids`);
+    if (JSON.stringify(a.trained) !== JSON.stringify(b.trained)) out.push(`step ${i}: other trained episodes`);
+    for (const k of new Set([...Object.keys(a.metrics), ...Object.keys(b.metrics)]))
+      if (!Object.is(a.metrics[k], b.metrics[k])) out.push(`step ${i}: ${k} ${a.metrics[k]} vs ${b.metrics[k]}`);
+  });
+  for (const id of new Set([...Object.keys(ref.samples), ...Object.keys(got.samples)]))
+    if (ref.samples[id] !== got.samples[id]) out.push(`sample ${id}: other content`);
+  if (ref.weights !== got.weights) out.push('final weights: other digest');
+  return out;
+}
+
+/** Polls the run's progress, reconnecting across server restarts; notes when it last changed. */
+class ProgressWatch {
+  changes: number[] = [];
+  private key = '';
+  private client: Client | null = null;
+
+  constructor(
+    private readonly fx: RunFixture,
+    private readonly runId: string,
+  ) {}
+
+  async poll(): Promise<void> {
+    try {
+      this.client ??= await connectClient(this.fx.cfg);
+      const p = await runProgress(this.client, this.runId);
+      const key = `${p.step}|${p.phase}|${p.episodes_done}`;
+      if (key !== this.key) {
+        this.key = key;
+        this.changes.push(Date.now());
+      }
+    } catch {
+      await this.client?.connection.close().catch(() => undefined);
+      this.client = null;
+    }
+  }
+
+  /** Polls until stop(), on its own: a query waits while no worker hosts the run, and the restarts must not. */
+  private running: Promise<void> | null = null;
+  private stopped = false;
+  start(): void {
+    this.running = (async () => {
+      while (!this.stopped) {
+        await this.poll();
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    })();
+  }
+
+  recoveredAfter(t: number): number | null {
+    const next = this.changes.find((c) => c > t);
+    return next === undefined ? null : (next - t) / 1000;
+  }
+
+  async close(): Promise<void> {
+    this.stopped = true;
+    await this.client?.connection.close().catch(() => undefined);
+    await this.running;
+  }
+}
+
+/** Restarts the fixture's workers that died; returns when the run has a result. */
+async function superviseUntilDone(fx: RunFixture, runId: string, watch: ProgressWatch) {
+  const dead = (c: { exitCode: number | null; signalCode: string | null }) =>
+    c.exitCode !== null || c.signalCode !== null;
+  let done = false;
+  const result = (async () => {
+    const client = await connectClient(fx.cfg);
+    try {
+      for (;;) {
+        try {
+          return (await runHandle(client, runId).result()) as RunResult;
+        } catch (err) {
+          // The server is being restarted: its client reconnects by itself.
+          const text = `${err} ${(err as { cause?: unknown }).cause ?? ''}`;
+          if (!/connect|unavailable|transport|deadline/i.test(text)) throw err;
+          await new Promise((r) => setTimeout(r, 500));
+        }
+      }
+    } finally {
+      done = true;
+      await client.connection.close().catch(() => undefined);
+    }
+  })();
+  watch.start();
+  while (!done) {
+    if (!(await serverStatus(fx.cfg)).running) await startServer(fx.cfg);
+    if (dead(fx.rollout)) fx.rollout = fx.startRollout();
+    fx.trainers.forEach((t, i) => {
+      if (dead(t)) fx.trainers[i] = fx.startTrainer();
+    });
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return result;
+}
+
+/** One run of `plan` on its own server and state (the engines are the caller's), checked exactly-once
+ *  and fingerprinted. Every run of a certification uses the same run id: its seeds derive from it.
+ *  `recordAs`: the name of the replay fixtures its histories become. */
+export async function certifyRun(
+  engines: TestEngines,
+  sets: string[],
+  plan: KillPlan,
+  opts: { runId?: string; recordAs?: string } = {},
+): Promise<CertifiedRun> {
+  const runId = opts.runId ?? 'certify';
+  const t0 = Date.now();
+  const killDir = path.join(process.env.TMPDIR ?? '/tmp', `tempo-rl-kills-${process.pid}-${plan.name}-${t0}`);
+  mkdirSync(killDir, { recursive: true });
+  const points = plan.kills.map((k, i) => ({ ...k, nth: k.nth ?? 1, once: path.join(killDir, `${i}.fired`) }));
+  const forKind = (who: WorkerKill['who']) => (cfg: TempoConfig) => ({
+    [KILL_AT_ENV]: JSON.stringify(
+      points
+        .filter((p) => p.who === who)
+        .map(({ who: _, server, ...p }) => (server ? { ...p, pid_file: stateLayout(cfg.state_dir).serverRecord } : p)),
+    ),
+  });
+  const fx = await startRunFixture(['run.deterministic=true', ...sets], engines, {
+    workerEnv: forKind('rollout'),
+    trainerEnv: forKind('trainer'),
+  });
+  const watch = new ProgressWatch(fx, runId);
+  try {
+    await startWhenReady(fx, runId);
+    const result = await superviseUntilDone(fx, runId, watch);
+    const client = await connectClient(fx.cfg);
+    try {
+      await checkExactlyOnce(client, fx.cfg, runId, result);
+      // A reference run can be the replay fixtures' source (with TEMPO_RL_RECORD_HISTORIES=1).
+      if (opts.recordAs) {
+        await recordHistoryChain(client, trainingRunWorkflowId(runId), `training-run-certified-${opts.recordAs}`);
+        await recordHistory(client, episodeWorkflowId(`${runId}/1/0/0`), `episode-certified-${opts.recordAs}`);
+      }
+    } finally {
+      await client.connection.close().catch(() => undefined);
+    }
+    // A point's file is created the moment before its SIGKILL.
+    const outcomes: KillOutcome[] = points.map((p) => {
+      const fired = existsSync(p.once);
+      return {
+        label: killLabel(p),
+        fired,
+        recovered_s: fired ? watch.recoveredAfter(statSync(p.once).mtimeMs) : null,
+      };
+    });
+    return { fingerprint: await fingerprint(fx, runId), outcomes, seconds: (Date.now() - t0) / 1000 };
+  } finally {
+    await watch.close();
+    await fx.close();
+  }
+}
