@@ -50,7 +50,7 @@ const out = path.join(
   REPO_ROOT,
   'bench',
   'results',
-  `certify-${new Date().toISOString().slice(0, 10)}${flags.warm ? '-warm' : ''}.json`,
+  `certify-${new Date().toISOString().slice(0, 10)}${flags.warm ? '-warm' : ''}${only ? `-${only.join('-')}` : ''}.json`,
 );
 mkdirSync(path.dirname(out), { recursive: true });
 writeFileSync(out, `${JSON.stringify({ seconds: (Date.now() - t0) / 1000, rows, diffs }, null, 1)}\n`);

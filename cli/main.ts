@@ -24,6 +24,7 @@ const commands: Record<string, string> = {
   demo: './demo-command.js',
   report: './report-command.js',
   pack: './pack-command.js',
+  ui: './ui-command.js',
 };
 
 const program = new Command('tempo-rl')

@@ -279,19 +279,26 @@ export function normalizeEpisodeId(id: string): string {
   }
 }
 
-export async function auditEpisode(client: Client, store: BlobStore, episode: string): Promise<EpisodeAudit> {
-  const episodeId = normalizeEpisodeId(episode);
-  parseEpisodeId(episodeId);
-  let history: History;
+/** The history of an episode's workflow (an id as parseEpisodeId reads it); none is an EpisodeNotFound. */
+export async function episodeHistory(client: Client, episodeId: string): Promise<History> {
   try {
-    history = await client.workflow.getHandle(episodeWorkflowId(episodeId)).fetchHistory();
+    return await client.workflow.getHandle(episodeWorkflowId(episodeId)).fetchHistory();
   } catch (err) {
     // fetchHistory reports a missing workflow as gRPC NOT_FOUND (5), not as WorkflowNotFoundError
     if (err instanceof WorkflowNotFoundError || (err as { code?: unknown }).code === 5)
-      throw new Error(`no episode ${JSON.stringify(episodeId)} (no workflow ${episodeWorkflowId(episodeId)})`);
+      throw new EpisodeNotFound(
+        `no episode ${JSON.stringify(episodeId)} (no workflow ${episodeWorkflowId(episodeId)})`,
+      );
     throw err;
   }
-  return auditFromHistory(episodeId, history, store);
+}
+
+export class EpisodeNotFound extends Error {}
+
+export async function auditEpisode(client: Client, store: BlobStore, episode: string): Promise<EpisodeAudit> {
+  const episodeId = normalizeEpisodeId(episode);
+  parseEpisodeId(episodeId);
+  return auditFromHistory(episodeId, await episodeHistory(client, episodeId), store);
 }
 
 export interface EpisodeListEntry {

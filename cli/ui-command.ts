@@ -1,0 +1,97 @@
+// tempo-rl ui [--port N] [--host H]: a local, read-only web page of the runs, their steps, GRPO groups
+// and episodes (ui/). Runs until Ctrl-C; the embedded Temporal server is started for the look-ups if
+// it is down, and stopped again on exit.
+import type { Client } from '@temporalio/client';
+import type { Command } from 'commander';
+import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
+import { childLogger } from '../lib/log.js';
+import { modelPath } from '../lib/run-plan.js';
+import type { TempoConfig } from '../config/schema.js';
+import { serverStatus, startServer, stopServer } from '../supervise/server.js';
+import { checkHost, startUi } from '../ui/server.js';
+import { tokenDecoders } from '../ui/tokens.js';
+import { connectToRuns } from './run-client.js';
+import { action, configFrom } from './common.js';
+
+const log = childLogger('ui');
+export const DEFAULT_UI_PORT = 8288;
+
+function parsePort(value: string): number {
+  // digits only: Number() would read '' as 0 and '1e3' as 1000
+  const port = /^\d{1,5}$/.test(value) ? Number(value) : Number.NaN;
+  if (!(port >= 0 && port <= 65535))
+    throw Object.assign(
+      new Error(`--port ${JSON.stringify(value)}: expected an integer from 0 (any free port) to 65535`),
+      {
+        exitCode: 2,
+      },
+    );
+  return port;
+}
+
+/** The embedded server if it is down (the histories live in its SQLite file), and a client; with no
+ *  server to be had, null: the pages then show what the step records hold. */
+async function temporalForLookups(
+  cfg: TempoConfig,
+): Promise<{ client: Client | null; started: boolean; ui: string | null }> {
+  let started = false;
+  try {
+    if (!cfg.temporal.address && !(await serverStatus(cfg)).running) started = (await startServer(cfg)).started;
+    const client = await connectToRuns(cfg);
+    const ui = (await serverStatus(cfg)).ui || null;
+    return { client, started, ui };
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, 'no Temporal server: the pages show the step records only');
+    return { client: null, started, ui: null };
+  }
+}
+
+/** Resolves on the first SIGINT or SIGTERM. */
+function interrupted(): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      process.off('SIGINT', done);
+      process.off('SIGTERM', done);
+      resolve();
+    };
+    process.on('SIGINT', done);
+    process.on('SIGTERM', done);
+  });
+}
+
+export function register(program: Command): void {
+  program
+    .command('ui')
+    .description('a local, read-only web page of the runs, steps, GRPO groups and episodes')
+    .option('--port <n>', `port to listen on (0: any free port)`, String(DEFAULT_UI_PORT))
+    .option('--host <h>', 'address to listen on (the browser must use this name)', '127.0.0.1')
+    .action(
+      action(async (opts: { port: string; host: string }, cmd: Command) => {
+        const port = parsePort(opts.port);
+        const host = checkHost(opts.host);
+        const cfg = configFrom(cmd);
+        const temporal = await temporalForLookups(cfg);
+        const store = await openConfiguredBlobStore(cfg);
+        const decoders = tokenDecoders();
+        try {
+          const ui = await startUi(
+            {
+              cfg,
+              client: temporal.client,
+              store,
+              decoder: (dir) => decoders(dir ?? modelPath(cfg)),
+              temporalUi: temporal.ui,
+            },
+            { host, port },
+          );
+          process.stdout.write(`tempo-rl ui: ${ui.url}  (Ctrl-C stops it)\n`);
+          await interrupted();
+          await ui.close();
+        } finally {
+          closeBlobStore(store);
+          await temporal.client?.connection.close();
+          if (temporal.started) await stopServer(cfg);
+        }
+      }),
+    );
+}
