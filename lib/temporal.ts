@@ -1,6 +1,6 @@
 // Connections to the Temporal server from the config (embedded dev server or any cluster/Cloud).
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import type { NativeConnection } from '@temporalio/worker';
 import { type TempoConfig, tlsInUse } from '../config/schema.js';
 import { readConfigBytes } from './config-file.js';
 
@@ -40,6 +40,8 @@ export async function connectClient(cfg: TempoConfig): Promise<Client> {
   return new Client({ connection, namespace: cfg.temporal.namespace });
 }
 
+/** The worker side's connection; @temporalio/worker (its native core) loads only in a worker process. */
 export async function connectWorker(cfg: TempoConfig): Promise<NativeConnection> {
+  const { NativeConnection } = await import('@temporalio/worker');
   return NativeConnection.connect(connectionOptions(cfg));
 }

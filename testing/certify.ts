@@ -4,7 +4,7 @@
 // until it finishes; then the finished run's fingerprint (episode ids, every sample's tokens, logprobs
 // and reward, each step's metrics, the final weights) against an uninterrupted reference run's.
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
@@ -158,10 +158,11 @@ class ProgressWatch {
     return next === undefined ? null : (next - t) / 1000;
   }
 
+  /** Its last poll first: a connection closed under a call in retry throws from the retry's timer. */
   async close(): Promise<void> {
     this.stopped = true;
-    await this.client?.connection.close().catch(() => undefined);
     await this.running;
+    await this.client?.connection.close().catch(() => undefined);
   }
 }
 
@@ -253,5 +254,6 @@ export async function certifyRun(
   } finally {
     await watch.close();
     await fx.close();
+    rmSync(killDir, { recursive: true, force: true });
   }
 }

@@ -2,7 +2,8 @@
 // whitelist of node types, functions and constants (never mathjs' import/createUnit/evaluate), then
 // compare values: exactly (rationals as bigint fractions, everything else to 64 significant digits),
 // or, when asked, by the rounding a decimal shows or within an absolute tolerance.
-import { all, create, type BigNumber, type MathNode } from 'mathjs';
+import type { BigNumber, MathNode } from 'mathjs';
+import { mathjs } from './mathjs.js';
 import { compareNumbers, sameValue, type Compare, type Value } from './compare.js';
 import { exactValue, NoValueError, TooLargeError, type Rational } from './exact.js';
 import { LatexError, latexToMathjs } from './latex.js';
@@ -11,7 +12,7 @@ import type { GradeOptions } from './options.js';
 export type { Compare } from './compare.js';
 
 // BigNumber literals keep every digit an answer writes; precision 64 leaves float error far behind.
-const math = create(all!, { number: 'BigNumber', precision: 64 });
+const math = () => mathjs('BigNumber');
 
 const ALLOWED_FUNCTIONS = new Set([
   'sqrt',
@@ -39,7 +40,8 @@ const ALLOWED_FUNCTIONS = new Set([
   'abs',
   'pow',
 ]);
-const CONSTANTS: Record<string, unknown> = { pi: math.pi, e: math.e, Infinity: math.bignumber(Infinity) };
+let constants: Record<string, unknown> | undefined;
+const CONSTANTS = () => (constants ??= { pi: math().pi, e: math().e, Infinity: math().bignumber(Infinity) });
 const OPERATORS = new Set(['add', 'subtract', 'multiply', 'divide', 'unaryMinus', 'unaryPlus', 'pow']);
 const MAX_EXPRESSION_CHARS = 2000;
 /**
@@ -70,7 +72,7 @@ function checkNode(node: MathNode, variables: Set<string>): string | null {
     switch (n.type) {
       case 'ConstantNode': {
         const v = (n as unknown as { value: unknown }).value;
-        if (!math.isBigNumber(v) && typeof v !== 'number') problem = 'non-numeric constant';
+        if (!math().isBigNumber(v) && typeof v !== 'number') problem = 'non-numeric constant';
         return;
       }
       case 'ParenthesisNode':
@@ -89,7 +91,7 @@ function checkNode(node: MathNode, variables: Set<string>): string | null {
         const name = (n as unknown as { name: string }).name;
         const isCallee = parent?.type === 'FunctionNode' && (parent as unknown as { fn: MathNode }).fn === n;
         if (isCallee) return;
-        if (!(name in CONSTANTS)) {
+        if (!(name in CONSTANTS())) {
           if (!/^[A-Za-z][A-Za-z0-9_]{0,15}$/.test(name)) problem = `bad symbol ${name}`;
           else variables.add(name);
         }
@@ -107,7 +109,7 @@ function isInfinityNode(n: MathNode): boolean {
   if (n.type === 'SymbolNode') return (n as unknown as { name: string }).name === 'Infinity';
   if (n.type !== 'ConstantNode') return false;
   const v = (n as unknown as { value: unknown }).value;
-  return typeof v === 'number' ? !Number.isFinite(v) : math.isBigNumber(v) && !v.isFinite();
+  return typeof v === 'number' ? !Number.isFinite(v) : math().isBigNumber(v) && !v.isFinite();
 }
 
 function tooDeep(text: string): string | null {
@@ -133,7 +135,7 @@ export function parseAnswer(text: string): Parsed {
     return { ok: false, text, reason: `brackets nested more than ${MAX_NESTING} deep are not graded` };
   let node: MathNode;
   try {
-    node = math.parse(expr);
+    node = math().parse(expr);
   } catch (err) {
     return { ok: false, text, reason: `cannot parse "${expr.slice(0, 80)}": ${(err as Error).message}` };
   }
@@ -148,14 +150,14 @@ export function parseAnswer(text: string): Parsed {
 function evaluateAt(p: Parsed & { ok: true }, scope: Record<string, BigNumber>): Value {
   let v: unknown;
   try {
-    v = p.node.compile().evaluate({ ...CONSTANTS, ...scope });
+    v = p.node.compile().evaluate({ ...CONSTANTS(), ...scope });
   } catch (err) {
     return { kind: 'none', reason: `cannot evaluate: ${(err as Error).message}` };
   }
   let real: BigNumber | null = null;
-  if (math.isBigNumber(v)) real = v;
-  else if (typeof v === 'number') real = math.bignumber(v);
-  else if (math.isComplex(v) && Math.abs(v.im) <= 1e-12 * Math.max(1, Math.abs(v.re))) real = math.bignumber(v.re);
+  if (math().isBigNumber(v)) real = v;
+  else if (typeof v === 'number') real = math().bignumber(v);
+  else if (math().isComplex(v) && Math.abs(v.im) <= 1e-12 * Math.max(1, Math.abs(v.re))) real = math().bignumber(v.re);
   if (real === null || real.isNaN()) return { kind: 'none', reason: 'no real value' };
   if (real.isFinite()) return { kind: 'finite', value: real };
   // ∞ is a value only where the answer writes it; elsewhere it is an overflow (10^(10^20)) or 1/0.
@@ -204,7 +206,10 @@ export function scalarsEquivalent(
   for (let k = 0; k < SAMPLE_POINTS.length; k++) {
     const scope: Record<string, BigNumber> = {};
     answer.variables.forEach(
-      (v, i) => (scope[v] = math.bignumber(SAMPLE_POINTS[(k + i) % SAMPLE_POINTS.length]!).plus(i)),
+      (v, i) =>
+        (scope[v] = math()
+          .bignumber(SAMPLE_POINTS[(k + i) % SAMPLE_POINTS.length]!)
+          .plus(i)),
     );
     const a = evaluateAt(answer, scope);
     const b = evaluateAt(label, scope);

@@ -1,8 +1,6 @@
 // A label in the ascii form of Geo3K (5*sqrt(3), 13*pi/9) written as LaTeX (5\sqrt{3}, \frac{13\pi}{9}),
 // the way a model is expected to answer. Used by the SFT export and the reward tests.
-import { all, create } from 'mathjs';
-
-const math = create(all!, { number: 'number' });
+import { mathjs } from './mathjs.js';
 
 export function labelToLatex(label: string): string {
   const tuple = /^\((.*)\)$/s.exec(label.trim());
@@ -12,7 +10,7 @@ export function labelToLatex(label: string): string {
       .split(/\s*,\s*/)
       .join(', ')})`;
   try {
-    return math
+    return mathjs('number')
       .parse(label)
       .toTex({ parenthesis: 'auto', implicit: 'hide' })
       .replace(/\\cdot(?=\\pi|\\sqrt|\\left|\\sin|\\cos|\\tan)/g, '')
