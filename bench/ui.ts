@@ -20,6 +20,7 @@ import type { StepRecord } from '../protocol/activities.js';
 import { LocalBlobStore, writeFileAtomic } from '../stores/blobstore.js';
 import { decode, encode, toolCall } from '../testing/episode-engine-double.js';
 import { startUi } from '../ui/server.js';
+import { CHROMIUM, CHROMIUM_ARGS } from '../testing/chromium.js';
 
 const { values } = parseArgs({
   options: {
@@ -37,7 +38,6 @@ const [STEPS, PROMPTS, SAMPLES, TURNS] = [values.steps, values.prompts, values.s
   number,
 ];
 const RUN = 'bench';
-const CHROMIUM = '/usr/bin/chromium';
 
 /** One sample as the store step writes it: each turn a calc_score call, the feedback after it. */
 function sampleOf(step: number, prompt: number, sample: number, label: string, image: string): Sample {
@@ -183,16 +183,7 @@ try {
   else {
     const browser = await chromium.launch({
       executablePath: CHROMIUM,
-      args: [
-        '--headless',
-        '--no-sandbox',
-        '--disable-gpu',
-        '--disable-quic',
-        '--no-first-run',
-        '--disable-background-networking',
-        '--disable-component-update',
-        '--disable-sync',
-      ],
+      args: CHROMIUM_ARGS,
     });
     try {
       console.log('\npage load in the browser (ms, navigation until drawn): first, median of the next 3');

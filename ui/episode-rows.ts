@@ -11,6 +11,7 @@ import type { StepRecord } from '../protocol/activities.js';
 import type { UiContext } from './context.js';
 import { groupAdvantages } from './groups.js';
 import type { TokenDecoder } from './tokens.js';
+import { mapLimited } from '../lib/data/load.js';
 
 export type Outcome = 'trained' | 'filtered' | 'failed' | 'pending';
 
@@ -50,20 +51,6 @@ export interface RowSource {
 const LOAD_CONCURRENCY = 16;
 const KEPT_STEPS = 2000;
 const kept = new Map<string, Promise<IndexedRow[]>>();
-
-/** Maps `items` through `fn`, `limit` at a time, keeping their order. */
-async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out = new Array<R>(items.length);
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      out[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
-  return out;
-}
 
 /** An episode's sample blob (samples/<id>.json), or null when it has none. */
 export async function storedSample(ctx: UiContext, episodeId: string): Promise<Sample | null> {

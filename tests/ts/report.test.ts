@@ -8,6 +8,7 @@ import { test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { headlineLines, learningSummary, smoothed } from '../../lib/learning-summary.js';
 import { REPORT_PLOTS, writeReport } from '../../lib/report.js';
+import { CHROMIUM_ARGS } from '../../testing/chromium.js';
 
 const CHROMIUM = ['/usr/bin/chromium', '/usr/bin/chromium-browser', '/usr/bin/google-chrome'].find((p) =>
   existsSync(p),
@@ -96,14 +97,7 @@ test('headless Chromium renders the report', {
   const res = spawnSync(
     CHROMIUM!,
     [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
+      ...CHROMIUM_ARGS,
       `--user-data-dir=${path.join(dir, 'profile')}`,
       '--window-size=1200,900',
       `--screenshot=${png}`,

@@ -17,19 +17,9 @@ import { LocalBlobStore } from '../../stores/blobstore.js';
 import { decode, toolCall } from '../../testing/episode-engine-double.js';
 import { startStandinRuns, type StandinRuns } from '../../testing/run-standins.js';
 import { startUi, type UiServer } from '../../ui/server.js';
+import { CHROMIUM, CHROMIUM_ARGS } from '../../testing/chromium.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 const skip = existsSync(CHROMIUM) ? false : `no browser at ${CHROMIUM} (Debian's chromium package)`;
-const CHROMIUM_ARGS = [
-  '--headless',
-  '--no-sandbox',
-  '--disable-gpu',
-  '--disable-quic',
-  '--no-first-run',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 const MARKUP = '<script>window.__pwned=1</script><img src=x onerror="window.__pwned=1">';
 const RUN = 'browse';
 /** Sample 1 of prompt 1 in step 0 writes markup in each turn. */
