@@ -13,7 +13,7 @@ import { childLogger } from '../lib/log.js';
 import { checkRunId, stateLayout } from '../lib/paths.js';
 import type { EpisodePrompt, EpisodePromptsInput, StepRecord } from '../protocol/activities.js';
 import { episodeWorkflowId, type EpisodeSummary } from '../protocol/episode.js';
-import type { DatasetInfo } from '../protocol/training-run.js';
+import { type DatasetInfo, LOGPROB_DIFF, logprobDiffWarning } from '../protocol/training-run.js';
 
 export type { StepRecord };
 
@@ -125,6 +125,8 @@ export function runActivities(deps: { cfg: TempoConfig; store: BlobStore }) {
       const lines = all.map((r) => JSON.stringify({ step: r.step, weight_version: r.weight_version, ...r.metrics }));
       await writeFileAtomic(path.join(dir, 'metrics.jsonl'), `${lines.join('\n')}\n`);
       log.info({ run: rec.run_id, step: rec.step, reward: rec.metrics['rollout/raw_reward'] }, 'step recorded');
+      const drift = logprobDiffWarning(rec.step, rec.metrics);
+      if (drift) log.warn({ run: rec.run_id, step: rec.step, diff: rec.metrics[LOGPROB_DIFF] }, drift);
     },
   };
 }

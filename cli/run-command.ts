@@ -7,7 +7,7 @@ import { connectToRuns, runHandle, runIsRunning, runProgress, startOrContinueRun
 import { describeStarted, ensureStack, stopStarted, stopStartedOnSignal } from '../supervise/stack.js';
 import { connectClient } from '../lib/temporal.js';
 import { withWarmStart } from './warm-start.js';
-import type { Ack, RunProgress, RunResult } from '../protocol/training-run.js';
+import { type Ack, type RunProgress, type RunResult, logprobDiffWarning } from '../protocol/training-run.js';
 import { action, configFrom, printJson } from './common.js';
 
 function bar(done: number, total: number, width = 24): string {
@@ -36,7 +36,9 @@ export function stepSummary(step: number, m: Record<string, number>): string {
   if (m['perf/engine_sleep_seconds'] !== undefined || m['sync/wake_seconds'] !== undefined)
     parts.push(`engines sleep ${secs(m['perf/engine_sleep_seconds'])} / wake ${secs(m['sync/wake_seconds'])}`);
   const tps = (v: number | undefined) => (v === undefined ? '–' : `${Math.round(v)} tokens/s`);
-  return `step ${step} took ${secs(m['perf/step_time'])}: ${parts.join(', ')}; rollout ${tps(m['perf/rollout_tokens_per_second'])}, train ${tps(m['perf/train_tokens_per_second'])}`;
+  const line = `step ${step} took ${secs(m['perf/step_time'])}: ${parts.join(', ')}; rollout ${tps(m['perf/rollout_tokens_per_second'])}, train ${tps(m['perf/train_tokens_per_second'])}`;
+  const drift = logprobDiffWarning(step, m);
+  return drift ? `${line}\n${drift}` : line;
 }
 
 /** Follows a run until it ends: a redrawn line on a terminal, plain log lines otherwise; a line with
@@ -142,6 +144,8 @@ export function register(program: Command): void {
             metrics: p.metrics,
           });
         process.stdout.write(`${runId}: ${p.status}\n${progressLine(p)}\n`);
+        const drift = p.step > 0 ? logprobDiffWarning(p.step - 1, p.metrics) : null;
+        if (drift) process.stdout.write(`${drift}\n`);
         for (const [k, v] of Object.entries(p.metrics)) process.stdout.write(`  ${k} = ${v}\n`);
       }),
     );

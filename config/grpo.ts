@@ -67,6 +67,13 @@ export const GrpoFields = z.strictObject({
   /** The workflow leaves out of the train step every group whose rewards are all equal (its
    *  advantages are all 0); the samples left out are counted in rollout/zero_std_dropped. */
   zero_std_filter: z.boolean().default(false),
+  /** The step's mean |trainer − engine| logprob of the sampled tokens (train/train_rollout_logprob_abs_diff)
+   *  above which the run warns that engine and trainer disagree (a compiled or quantised engine drifting,
+   *  a wrong dtype or chat template): train/logprob_diff_alarm 1 in the step's metrics, a warning in the
+   *  run's log, on the train command's step line and in `tempo-rl status`. In bf16 a healthy engine is
+   *  0.002–0.025 (docs/engines.md "CUDA graphs"); with rollout.max_staleness > 0 the value also holds the
+   *  policy's own change. 0: off. */
+  max_logprob_diff: z.number().nonnegative().default(0.05),
 });
 
 /** The upper clip bound is checked against the lower one in the config and on the wire. */
@@ -80,7 +87,7 @@ export const epsClipOrdered: [
 
 export const GrpoConfig = GrpoFields.refine(...epsClipOrdered).prefault({});
 
-/** The keys of `grpo` the trainer receives (lr_warmup_steps, lr_schedule and zero_std_filter are the workflow's). */
+/** The keys of `grpo` the trainer receives (lr_warmup_steps, lr_schedule, zero_std_filter and max_logprob_diff are the workflow's). */
 export const TRAIN_HYPER_KEYS = {
   lr: true,
   weight_decay: true,

@@ -180,6 +180,11 @@ export const EnginesConfig = z
     health_interval_s: seconds().positive().default(5),
     startup_timeout_s: seconds().positive().default(600),
     extra_args: z.array(z.string()).default([]),
+    /** GPU engines: run the model compiled with CUDA graphs (vLLM's default) or eagerly (--enforce-eager).
+     *  auto: CUDA graphs where the installed vLLM release is measured to keep the trainer's logprobs for
+     *  the model's family (workers/tempo_engine/compat.py GRAPH_PARITY, docs/engines.md "CUDA graphs"),
+     *  eager elsewhere and with run.deterministic. CPU engines always run eagerly. */
+    cuda_graphs: z.union([z.literal('auto'), z.boolean()]).default('auto'),
     /** GPU engines only: the share of each GPU's memory an engine takes (vLLM's --gpu-memory-utilization;
      *  its weights, activations and KV cache). Absent: vLLM's default (0.9). Colocated with the trainer,
      *  the rest is the trainer's (docs/engines.md "Colocation"). */
@@ -437,6 +442,10 @@ export const TempoConfig = z
     for (const issue of weightTransportIssues(c)) ctx.addIssue({ code: 'custom', ...issue });
   })
   .superRefine((c, ctx) => {
+    const why = cudaGraphsProblem(c);
+    if (why) ctx.addIssue({ code: 'custom', path: ['engines', 'cuda_graphs'], message: why });
+  })
+  .superRefine((c, ctx) => {
     const why = c.run.deterministic ? nondeterministicEngineArg(c.engines.extra_args) : null;
     if (why) ctx.addIssue({ code: 'custom', path: ['engines', 'extra_args'], message: why });
   })
@@ -456,6 +465,25 @@ export const TempoConfig = z
         message: `needs a mixture-of-experts model, and ${dense}`,
       });
   });
+
+/** Why engines.cuda_graphs cannot be honoured as set, or null. */
+function cudaGraphsProblem(c: {
+  model: { num_gpus: number };
+  engines: { urls: string[]; cuda_graphs: 'auto' | boolean; extra_args: string[] };
+  run: { deterministic: boolean };
+}): string | null {
+  const g = c.engines.cuda_graphs;
+  if (g === 'auto') return null;
+  if (c.engines.urls.length > 0)
+    return `is ${g}, but tempo-rl starts no engine when engines.urls is set (start those engines with or without --enforce-eager yourself)`;
+  if (g && c.model.num_gpus === 0)
+    return 'is true, but CPU engines (model.num_gpus 0) run eagerly: CUDA graphs need GPU engines';
+  if (g && c.run.deterministic)
+    return "is true with run.deterministic: the certified GPU mode (vLLM's batch-invariant kernels) is measured eager only; leave it auto";
+  if (c.engines.extra_args.some((a) => /^--(no-)?enforce[-_]eager(=|$)/.test(a)))
+    return 'is set and engines.extra_args also gives --enforce-eager: choose with engines.cuda_graphs only';
+  return null;
+}
 
 /** Engine arguments run.deterministic cannot keep (it starts engines with one sequence a batch and no
  *  prefix caching: a request's tokens must not depend on what else the engine holds). */

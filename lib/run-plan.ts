@@ -53,6 +53,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       n_samples_per_prompt: r.n_samples_per_prompt,
       concurrency: r.concurrency,
       zero_std_filter: g.zero_std_filter,
+      max_logprob_diff: g.max_logprob_diff,
       eval_interval: cfg.run.eval_interval,
       eval_prompts: cfg.run.eval_prompts,
       steps_per_workflow_run: cfg.run.steps_per_workflow_run,

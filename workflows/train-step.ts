@@ -1,6 +1,7 @@
 // A training run's step after its batch: train (Python), weight sync, eval every k steps, the step
 // record; then the run state advances.
 import type { TrainStepOutput } from '../lib/contract.js';
+import { LOGPROB_DIFF, LOGPROB_DIFF_ALARM } from '../protocol/training-run.js';
 import { runEval } from './episode-children.js';
 import { rolloutActs as acts, type TrainerActivities } from './run-activities.js';
 import { scheduledLr } from './sft-metrics.js';
@@ -54,6 +55,9 @@ export async function trainAndRecord(
   };
   metrics['perf/rollout_tokens_per_second'] =
     (metrics['rollout/total_response_tokens'] ?? 0) / Math.max(rolloutSeconds, 1e-9);
+  const diff = metrics[LOGPROB_DIFF];
+  if (plan.max_logprob_diff > 0 && diff !== undefined)
+    metrics[LOGPROB_DIFF_ALARM] = diff > plan.max_logprob_diff ? 1 : 0;
   await acts.recordStep({
     run_id: state.run_id,
     step: state.step,

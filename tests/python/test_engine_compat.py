@@ -42,6 +42,31 @@ def test_labels_living_in_one_api_server_refuse_several():
     assert compat.adapt([*ARGV, "--api-server-count", "2"], V032)[-1] == "2", "native labels: any count"
 
 
+def _model_dir(tmp_path, model_type: str) -> str:
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    return str(tmp_path)
+
+
+def test_cuda_graphs_auto_only_where_parity_was_measured(tmp_path):
+    qwen = ["--model", _model_dir(tmp_path, "qwen3_vl"), compat.CUDA_GRAPHS_FLAG, "auto"]
+    out, said = compat.execution(qwen, "0.26.0")
+    assert "--enforce-eager" not in out and compat.CUDA_GRAPHS_FLAG not in out and "auto" not in out
+    assert said.startswith("CUDA graphs") and "measured" in said
+    out, said = compat.execution(qwen, "0.27.1")
+    assert out[-1] == "--enforce-eager" and "no parity measurement for vLLM 0.27 × qwen3_vl" in said
+    moe = ["--model", _model_dir(tmp_path, "qwen3_vl_moe"), compat.CUDA_GRAPHS_FLAG, "auto"]
+    assert compat.execution(moe, "0.26.0")[0][-1] == "--enforce-eager", "an unmeasured family runs eager"
+
+
+def test_cuda_graphs_on_and_off_are_obeyed_and_no_flag_changes_nothing(tmp_path):
+    base = ["--model", _model_dir(tmp_path, "llama")]
+    assert compat.execution([*base, compat.CUDA_GRAPHS_FLAG, "on"], "0.26.0")[0] == base
+    assert compat.execution([*base, compat.CUDA_GRAPHS_FLAG, "off"], "0.26.0")[0] == [*base, "--enforce-eager"]
+    assert compat.execution([*ARGV, "--enforce-eager"], "0.32.0") == ([*ARGV, "--enforce-eager"], "")
+    with pytest.raises(SystemExit, match="expected auto, on or off"):
+        compat.execution([*base, compat.CUDA_GRAPHS_FLAG, "maybe"], "0.26.0")
+
+
 # Every flag supervise/engines.ts `engineArgs` can pass (CPU and GPU, replay, sleep mode, the extension).
 TEMPO_RL_ARGV = [
     "--model",

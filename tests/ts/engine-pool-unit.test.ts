@@ -163,6 +163,31 @@ describe('engine command line and metrics parsing', () => {
     assert.doesNotMatch(engineArgs(plain, 8123).join(' '), /--max-num-seqs|--no-enable-prefix-caching/);
   });
 
+  test('engines.cuda_graphs: CPU engines eager; GPU engines hand the choice to the entry point (eager when deterministic)', () => {
+    const base = ['state_dir=/tmp/x', 'model.path=/m'];
+    const gpu = [...base, 'model.num_gpus=1', 'run.trainer_standbys=0'];
+    const args = (sets: string[]) => engineArgs(loadConfig({ env: {}, sets }), 8123).join(' ');
+    assert.match(args(base), /--enforce-eager/);
+    assert.doesNotMatch(args(base), /--tempo-rl-cuda-graphs/);
+    assert.match(args(gpu), /--tempo-rl-cuda-graphs auto/);
+    assert.doesNotMatch(args(gpu), /--enforce-eager/, 'compat.py adds it where graphs are not measured');
+    assert.match(args([...gpu, 'engines.cuda_graphs=false']), /--tempo-rl-cuda-graphs off/);
+    assert.match(args([...gpu, 'engines.cuda_graphs=true']), /--tempo-rl-cuda-graphs on/);
+    assert.match(args([...gpu, 'run.deterministic=true']), /--tempo-rl-cuda-graphs off/);
+    const refused = (sets: string[], why: RegExp) =>
+      assert.throws(
+        () => loadConfig({ env: {}, sets }),
+        (e: Error) => /engines\.cuda_graphs/.test(e.message) && why.test(e.message),
+      );
+    refused([...base, 'engines.cuda_graphs=true'], /CPU engines .* run eagerly/);
+    refused([...gpu, 'engines.cuda_graphs=true', 'run.deterministic=true'], /measured eager only/);
+    refused(
+      [...gpu, 'engines.cuda_graphs=false', 'engines.extra_args=["--enforce_eager"]'],
+      /choose with engines\.cuda_graphs/,
+    );
+    refused([...base, 'engines.urls=["http://h:1"]', 'engines.cuda_graphs=false'], /starts no engine/);
+  });
+
   test('engines get the routes, logprob mode and generation config tempo-rl relies on', () => {
     const cfg = loadConfig({
       env: {},

@@ -73,6 +73,11 @@ test('synchronous run: eval before and after, every sample trained once', { time
   assert.equal(records[0]!.metrics['eval_start/reward'] !== undefined, true, 'the start-of-run eval is in step 0');
   assert.equal(records[2]!.metrics['eval/n'], 2);
   assert.equal(records[0]!.metrics['rollout/staleness_max'], undefined, 'no staleness metrics in synchronous mode');
+  assert.deepEqual(
+    records.map((x) => x.metrics['train/logprob_diff_alarm']),
+    [0, 1, 1],
+    'a train/rollout logprob |diff| above grpo.max_logprob_diff raises the alarm from the step it happens',
+  );
   // Synchronous: every generate call of step s ran on weights s, and the sync waits for nothing.
   for (const g of h.trace.generates.filter((x) => x.episode_id.startsWith('sync/')))
     assert.equal(g.weight_version, parseEpisodeId(g.episode_id).step);

@@ -11,6 +11,12 @@ the same way on each (docs/engines.md "vLLM releases"):
 | render and token-in/token-out routes | need --enable-scale-out | always on: the flag is dropped |
 | weight-version labels | vLLM's own | labels.py's middleware (same routes, same field) |
 | vision-tower attention | vLLM's choice | TORCH_SDPA where the wheel lacks FlashAttention 2 |
+
+It also settles a GPU engine's execution (`--tempo-rl-cuda-graphs auto|on|off`, from engines.cuda_graphs):
+CUDA graphs (vLLM's default) or `--enforce-eager`. auto takes CUDA graphs only where GRAPH_PARITY holds a
+measurement for the installed release and the model's family: a compiled model that drifts from the
+trainer's logprobs (vLLM #43617: Qwen3-VL's deepstack under torch.compile, 0.14 mean |Δlogprob| before it
+was fixed) would train on wrong importance ratios without any error.
 """
 
 from __future__ import annotations
@@ -153,6 +159,45 @@ def launcher(release: Release) -> Callable[[], None]:
     return old_main
 
 
+CUDA_GRAPHS_FLAG = "--tempo-rl-cuda-graphs"
+# (vLLM release "major.minor", model_type of config.json) → the measurement that says CUDA graphs keep the
+# trainer's logprobs there (bench/logprob-parity.py, mean |Δlogprob| of sampled tokens, bf16, eager vs graphs;
+# docs/engines.md "CUDA graphs"). Only what was measured is listed.
+GRAPH_PARITY: dict[tuple[str, str], str] = {
+    ("0.26", "qwen3_vl"): "H100, Qwen3-VL-2B shape: 0.0192 with CUDA graphs vs 0.0240 eager",
+}
+
+
+def _model_type(argv: list[str]) -> str | None:
+    """config.json's model_type of the served model (a local directory), or None."""
+    import json
+
+    path = _flag_value(argv, "--model")
+    try:
+        return json.loads((Path(path) / "config.json").read_text())["model_type"] if path else None
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def execution(argv: list[str], version: str) -> tuple[list[str], str]:
+    """The command line without tempo-rl's --tempo-rl-cuda-graphs flag, --enforce-eager added where the
+    engine runs eagerly, and the sentence the engine logs about its choice."""
+    choice = _flag_value(argv, CUDA_GRAPHS_FLAG)
+    out = [a for i, a in enumerate(argv) if a != CUDA_GRAPHS_FLAG and (i == 0 or argv[i - 1] != CUDA_GRAPHS_FLAG)]
+    if choice is None:
+        return out, ""
+    if choice not in ("auto", "on", "off"):
+        raise CompatError(f"{CUDA_GRAPHS_FLAG} {choice}: expected auto, on or off")
+    release = ".".join(version.split(".")[:2])
+    family = _model_type(out)
+    measured = GRAPH_PARITY.get((release, family or ""))
+    if choice == "on" or (choice == "auto" and measured):
+        why = f"measured: {measured}" if measured else "engines.cuda_graphs true"
+        return out, f"CUDA graphs (vLLM {version}, {family}; {why})"
+    why = "engines.cuda_graphs false" if choice == "off" else f"no parity measurement for vLLM {release} × {family}"
+    return [*out, "--enforce-eager"], f'eager ({why}; docs/engines.md "CUDA graphs")'
+
+
 def runner_env(argv: list[str], release: Release, env: dict[str, str]) -> dict[str, str]:
     """The model runner routed experts need: vLLM 0.32 captures them in its Model Runner V2 only (and
     refuses to start without it); 0.26's V2 runner cannot capture them yet (it refuses with it). A
@@ -165,8 +210,13 @@ def runner_env(argv: list[str], release: Release, env: dict[str, str]) -> dict[s
 def run(argv: list[str] | None = None) -> None:
     import os
 
+    import vllm
+
     release = installed()
-    args = adapt(sys.argv[1:] if argv is None else argv, release)
+    args, said = execution(sys.argv[1:] if argv is None else argv, vllm.__version__)
+    if said:
+        print(f"tempo-rl engine: {said}", file=sys.stderr, flush=True)
+    args = adapt(args, release)
     os.environ.update(runner_env(args, release, dict(os.environ)))
     sys.argv = [sys.argv[0], *args]
     launcher(release)()
