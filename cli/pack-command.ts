@@ -1,7 +1,7 @@
 // tempo-rl pack offline --out FILE [--python-version V] [--host-packages FILE] [--wheel SPEC]...
 //   [--no-wheels] [--node PATH] [--compression xz|gzip|none] [--force] [--json]
 // One tar file with what a linux-x64 GPU host without network needs to run tempo-rl (cli/offline-pack.ts).
-import { readConfigText } from '../lib/config-file.js';
+import { CONFIG_FILE, readBoundedText } from '../lib/bounded-file.js';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
@@ -52,7 +52,7 @@ function parseOptions(raw: unknown): Options {
 function hostPackages(file: string | undefined): Map<string, string | undefined> {
   if (!file) return new Map();
   try {
-    return parseHostPackages(readConfigText(file));
+    return parseHostPackages(readBoundedText(file, CONFIG_FILE));
   } catch (err) {
     throw usage(`--host-packages ${file}: ${(err as Error).message}`);
   }

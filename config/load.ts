@@ -12,7 +12,7 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { blobStoreUri, parseBlobStoreUri } from '../stores/blobstore.js';
-import { ConfigFileError, readConfigText } from '../lib/config-file.js';
+import { CONFIG_FILE, readBoundedText, UnreadableFile } from '../lib/bounded-file.js';
 import { ConfigError, parseBoolVar, parserMessage } from './errors.js';
 import { temporalEnvOverrides } from './temporal-env.js';
 
@@ -261,9 +261,9 @@ export interface LoadOptions {
 export function readYamlFile(file: string, warn: (msg: string) => void = (m) => process.stderr.write(`${m}\n`)): Tree {
   let text: string;
   try {
-    text = readConfigText(file);
+    text = readBoundedText(file, CONFIG_FILE);
   } catch (err) {
-    if (err instanceof ConfigFileError) throw new ConfigError(`config: ${err.message}`);
+    if (err instanceof UnreadableFile) throw new ConfigError(`config: ${err.message}`);
     throw err;
   }
   const doc = YAML.parseDocument(text);

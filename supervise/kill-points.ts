@@ -4,10 +4,11 @@
 // where it means to. Each point fires once across every process that reads it: the first to reach it
 // creates its `once` file, and the process started in place of the dead one finds it there.
 // The trainer reads the same variable (workers/trainer/kill_points.py).
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { Context } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { z } from 'zod';
+import { readJsonRecord } from '../lib/bounded-file.js';
 
 export const KILL_AT_ENV = 'TEMPO_RL_KILL_AT';
 
@@ -59,7 +60,7 @@ function claim(p: KillPoint): boolean {
 
 function die(p: KillPoint): void {
   if (!claim(p)) return;
-  const pid = p.pid_file ? Number(JSON.parse(readFileSync(p.pid_file, 'utf8')).pid) : process.pid;
+  const pid = p.pid_file ? Number((readJsonRecord(p.pid_file) as { pid?: unknown }).pid) : process.pid;
   process.stderr.write(`kill point ${p.point} ${p.phase} (#${p.nth}): SIGKILL of process ${pid}\n`);
   process.kill(pid, 'SIGKILL');
 }

@@ -1,7 +1,7 @@
 // Brings up what a training run needs and is not running yet — the embedded Temporal server, the
 // engines, the rollout and trainer workers — and stops exactly what it started. Workers are this
 // stack's (its state dir's): they poll its own task queues (config/schema.ts stackTaskQueue).
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
 import { engineStatuses, startEngines, stopEngines } from './engines.js';
@@ -10,6 +10,7 @@ import { REPO_ROOT, stateLayout } from '../lib/paths.js';
 import { commandLine, isAlive, spawnDetached, stopProcess } from './process.js';
 import { serverStatus, startServer, stopServer } from './server.js';
 import { activeTrainerPid, trainerCommand } from './trainer-process.js';
+import { readJsonRecord } from '../lib/bounded-file.js';
 
 const log = childLogger('stack');
 export const WORKER_KINDS = ['rollout', 'trainer'] as const;
@@ -33,7 +34,7 @@ const ours = (pid: number, kind: WorkerKind) => isAlive(pid) && commandLine(pid)
 
 function readWorkerRecord(cfg: TempoConfig, kind: WorkerKind): WorkerRecord | null {
   try {
-    return JSON.parse(readFileSync(workerRecordPath(cfg, kind), 'utf8')) as WorkerRecord;
+    return readJsonRecord(workerRecordPath(cfg, kind)) as WorkerRecord;
   } catch {
     return null;
   }

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import type { Server } from 'node:http';
 import { serve } from '@hono/node-server';
 import { Hono } from 'hono';
+import { UnreadableFile } from '../lib/bounded-file.js';
 import { childLogger } from '../lib/log.js';
 import { apiRoutes } from './api.js';
 import { UiError, type UiContext } from './context.js';
@@ -36,6 +37,8 @@ export function checkHost(host: string): string {
 /** The status and message of an error a handler threw. */
 function errorResponse(err: unknown): { status: 400 | 403 | 404 | 405 | 500; error: string } {
   if (err instanceof UiError) return { status: err.status, error: err.message };
+  // a record of the state dir that cannot be read: the server's side, named
+  if (err instanceof UnreadableFile) return { status: 500, error: err.message };
   const e = err as Error & { exitCode?: number };
   // exit code 2: a usage error (a bad run id from checkRunId)
   if (e?.exitCode === 2) return { status: 400, error: e.message };
