@@ -6,6 +6,7 @@ import { detachedStart, recordDetachedStart, stopDetachedStart } from './detache
 import { connectToRuns, runHandle, runIsRunning, runProgress, startOrContinueRun, controlRun } from './run-client.js';
 import { describeStarted, ensureStack, stopStarted, stopStartedOnSignal } from '../supervise/stack.js';
 import { connectClient } from '../lib/temporal.js';
+import { checkRunId } from '../lib/paths.js';
 import { withWarmStart } from './warm-start.js';
 import type { Ack, RunProgress, RunResult } from '../protocol/training-run.js';
 import { action, configFrom, printJson } from './common.js';
@@ -84,8 +85,8 @@ export function register(program: Command): void {
     .description('start (or continue) a GRPO training run; starts the server, engines and workers that are not running')
     .action(
       action(async (file: string, opts: { runId?: string; detach?: boolean; json?: boolean }, cmd: Command) => {
+        const runId = checkRunId(opts.runId ?? `run-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`);
         const cfg = configFrom(cmd, file);
-        const runId = opts.runId ?? `run-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`;
         const started = await ensureStack(cfg);
         const disarmSignalStop = stopStartedOnSignal(cfg, started);
         let detached = false;
@@ -131,6 +132,7 @@ export function register(program: Command): void {
     .description('step, status and last metrics of a run')
     .action(
       action(async (runId: string, opts: { json?: boolean }, cmd: Command) => {
+        checkRunId(runId);
         const cfg = configFrom(cmd);
         const p = await runProgress(await connectToRuns(cfg), runId);
         if (opts.json)
@@ -154,6 +156,7 @@ export function register(program: Command): void {
     )
     .action(
       action(async (runId: string, opts: { json?: boolean }, cmd: Command) => {
+        checkRunId(runId);
         const cfg = configFrom(cmd);
         const client = await connectToRuns(cfg);
         const detached = detachedStart(cfg, runId) !== null;
@@ -189,6 +192,7 @@ export function register(program: Command): void {
     if (what === 'pause') c.option('--now', 'cancel in-flight episodes at once (the step is redone on resume)');
     c.description(what === 'pause' ? 'pause a run after the current step (or --now)' : 'resume a paused run').action(
       action(async (runId: string, opts: { json?: boolean; now?: boolean }, cmd: Command) => {
+        checkRunId(runId);
         const cfg = configFrom(cmd);
         const ack = await controlRun(
           await connectToRuns(cfg),
