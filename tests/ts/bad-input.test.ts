@@ -147,7 +147,8 @@ test('run.deterministic: engine arguments that batch or cache across requests ar
     assert.ok(msg?.includes('engines.extra_args') && msg.includes(arg), `${arg}: ${msg}`);
   }
   assert.equal(refusal('run.deterministic=false', 'engines.extra_args=["--max-num-seqs","8"]'), null);
-  assert.equal(refusal('run.deterministic=true', 'engines.extra_args=["--max-model-len","2048"]'), null);
+  assert.equal(refusal('run.deterministic=true', 'engines.extra_args=["--kv-cache-memory-bytes","2147483648"]'), null);
+  assert.equal(refusal('run.deterministic=true', 'engines.extra_args=["--no-enable-prefix-caching"]'), null);
 });
 
 /** The leaves of a loaded config tree, as dotted keys. */
