@@ -4,7 +4,9 @@ import type { Command } from 'commander';
 import type { TempoConfig } from '../config/schema.js';
 import { detachedStart, recordDetachedStart, stopDetachedStart } from './detached-run.js';
 import { connectToRuns, runHandle, runIsRunning, runProgress, startOrContinueRun, controlRun } from './run-client.js';
+import { StackProblem } from '../supervise/preflight.js';
 import { describeStarted, ensureStack, stopStarted, stopStartedOnSignal } from '../supervise/stack.js';
+import { watchStack } from '../supervise/watch.js';
 import { connectClient } from '../lib/temporal.js';
 import { checkRunId } from '../lib/paths.js';
 import { withWarmStart } from './warm-start.js';
@@ -67,9 +69,18 @@ export async function followRun(cfg: TempoConfig, runId: string): Promise<RunRes
     },
     tty ? 500 : 5000,
   );
+  // A run is durable, but a command following it must not wait forever on a dead worker or a silent
+  // engine (supervise/watch.ts): it names the problem and exits non-zero; the run goes on once fixed.
+  const watch = watchStack(cfg, { warn: (line) => process.stderr.write(`${tty ? '\r\x1b[K' : ''}${line}\n`) });
   try {
-    return (await handle.result()) as RunResult;
+    return (await Promise.race([handle.result(), watch.failed])) as RunResult;
+  } catch (err) {
+    if (!(err instanceof StackProblem)) throw err;
+    throw new StackProblem(
+      `${err.message}\nrun ${runId} stays in Temporal as it is: once this is fixed, \`tempo-rl train CONFIG --run-id ${runId}\` continues it (\`tempo-rl stop ${runId}\` stops it)`,
+    );
   } finally {
+    watch.stop();
     clearInterval(timer);
     if (tty) process.stderr.write('\n');
   }

@@ -220,3 +220,22 @@ export function readPrefix(file: string, n: number): Buffer {
     throw asUnreadable(err, file);
   }
 }
+
+/** The last `lines` lines of a log (its last 16 KiB at most), or a note that there is none. */
+export function readTail(file: string, lines: number): string {
+  try {
+    const fd = openSync(file, OPEN_FLAGS);
+    try {
+      const st = fstatSync(fd);
+      refuseUnlessRegular(st, file, { maxBytes: Number.MAX_SAFE_INTEGER, what: 'a log' });
+      const n = Math.min(st.size, 16 * 1024);
+      const buf = Buffer.alloc(n);
+      const got = readSync(fd, buf, 0, n, st.size - n);
+      return buf.subarray(0, got).toString('utf8').trimEnd().split('\n').slice(-lines).join('\n') || '(empty)';
+    } finally {
+      closeSync(fd);
+    }
+  } catch (err) {
+    return `(no log: ${asUnreadable(err, file).reason})`;
+  }
+}

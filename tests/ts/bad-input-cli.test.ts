@@ -478,6 +478,87 @@ const CLI_ROWS: CliRow[] = [
     args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.clip=1')),
     exit: 0,
   },
+  // ── engines.extra_args read as vLLM reads them (config/engine-args.ts)
+  {
+    kind: 'run.deterministic with --max_num_seqs (vLLM reads --max-num-seqs)',
+    args: () => check(...set('run.deterministic=true', 'engines.extra_args=["--max_num_seqs", "8"]')),
+    exit: 2,
+    says: [/engines\.extra_args\.0/, /--max_num_seqs \(vLLM reads it as --max-num-seqs\)/, /run\.deterministic/],
+  },
+  {
+    kind: 'run.deterministic with --enable_prefix_caching',
+    args: () => check(...set('run.deterministic=true', 'engines.extra_args=["--enable_prefix_caching"]')),
+    exit: 2,
+    says: [/engines\.extra_args\.0/, /--enable-prefix-caching/, /run\.deterministic/],
+  },
+  {
+    kind: 'run.deterministic with --max-num-se 8 (an abbreviation argparse expands)',
+    args: () => check(...set('run.deterministic=true', 'engines.extra_args=["--max-num-se", "8"]')),
+    exit: 2,
+    says: [/--max-num-se \(vLLM reads it as --max-num-seqs\)/],
+  },
+  {
+    kind: 'run.deterministic with --max-num-seqs=8',
+    args: () => check(...set('run.deterministic=true', 'engines.extra_args=["--max-num-seqs=8"]')),
+    exit: 2,
+    says: [/--max-num-seqs=8 cannot be given with run\.deterministic/],
+  },
+  {
+    kind: 'engines.extra_args --host 0.0.0.0 (a dev-mode engine on every interface)',
+    args: () => check(...set('engines.extra_args=["--host", "0.0.0.0"]')),
+    exit: 2,
+    says: [/engines\.extra_args\.0: --host is tempo-rl's to set/, /127\.0\.0\.1/],
+  },
+  {
+    kind: 'engines.extra_args --served_model_name=x, --worker-extension-cls, --model, --port, --seed, --logprobs-mode',
+    args: () =>
+      check(
+        ...set(
+          'engines.extra_args=["--served_model_name=x", "--worker-extension-cls", "m.C", "--model", "m", "--port=9", "--seed", "1", "--logprobs-mode", "raw_logprobs"]',
+        ),
+      ),
+    exit: 2,
+    says: [
+      /extra_args\.0: --served_model_name=x \(vLLM reads it as --served-model-name\)/,
+      /extra_args\.1: --worker-extension-cls/,
+      /extra_args\.3: --model/,
+      /extra_args\.5: --port=9/,
+      /extra_args\.6: --seed/,
+      /extra_args\.8: --logprobs-mode/,
+    ],
+  },
+  {
+    kind: 'engines.extra_args --api-key is redacted by config check',
+    args: () => check(...set('engines.extra_args=["--api-key", "sekrit-engine", "--api_key=sekrit-two"]')),
+    exit: 0,
+    never: [/sekrit-engine/, /sekrit-two/],
+    check: (r) => assert.deepEqual(JSON.parse(r.stdout).engines.extra_args, ['--api-key', '***', '--api_key=***']),
+  },
+  {
+    kind: 'engines.extra_args with a bare number: the hint says to quote it',
+    args: () => check(...set('engines.extra_args=["--max-num-batched-tokens", 8192]')),
+    exit: 2,
+    says: [/engines\.extra_args\.1/, /given number 8192 \(write it in quotes, "8192"/],
+  },
+  {
+    kind: 'engines.sleep_level 3 names 1 and 2',
+    args: () => check(...set('engines.sleep_level=3')),
+    exit: 2,
+    says: [/engines\.sleep_level: must be 1 .* or 2 /, /given number 3/],
+  },
+  {
+    kind: 'engines.sleep_level without engines.colocate (nothing sleeps)',
+    args: () => check(...set('engines.sleep_level=1')),
+    exit: 2,
+    says: [/engines\.sleep_level: is for colocated engines/, /given number 1/],
+  },
+  {
+    kind: 'engines.ipc_bucket_mb 1e12 suggests no value that is refused',
+    args: () => check(...set('engines.ipc_bucket_mb=1e12')),
+    exit: 2,
+    says: [/engines\.ipc_bucket_mb/, /given 1e12/, /at most 65536/],
+    never: [/write 1000000000000/],
+  },
   // ── config-like files that are not regular files: refused at once, never waited on
   {
     kind: 'config check of a FIFO',
@@ -923,6 +1004,84 @@ const CLI_ROWS: CliRow[] = [
     says: [/127\.0\.0\.1:1 /, /TEMPORAL_ADDRESS/],
   },
 
+  // ── a run's stack, checked before anything starts (supervise/preflight.ts)
+  {
+    kind: 'train with a malformed TEMPO_RL_KILL_AT: refused before anything starts',
+    args: async () => [
+      'train',
+      path.join(REPO_ROOT, 'configs/cpu-tiny.yaml'),
+      ...set(
+        'engines.urls=["http://127.0.0.1:9"]',
+        `server.port=${await freePort()}`,
+        `server.ui_port=${await freePort()}`,
+      ),
+    ],
+    env: { TEMPO_RL_KILL_AT: '[{"point": "generateTurn", "phase": "start"' },
+    exit: 2,
+    maxSeconds: 30,
+    says: [/TEMPO_RL_KILL_AT is not JSON/, /nothing was started/],
+  },
+  {
+    kind: 'train with a kill point no worker reaches (it would never fire)',
+    args: async () => [
+      'train',
+      path.join(REPO_ROOT, 'configs/cpu-tiny.yaml'),
+      ...set(
+        'engines.urls=["http://127.0.0.1:9"]',
+        `server.port=${await freePort()}`,
+        `server.ui_port=${await freePort()}`,
+      ),
+    ],
+    env: { TEMPO_RL_KILL_AT: '[{"point": "generate_turn", "phase": "start", "once": "/tmp/never"}]' },
+    exit: 2,
+    maxSeconds: 30,
+    says: [/point "generate_turn" is reached by no worker/],
+  },
+  {
+    kind: 'train with engines.urls that do not answer: named, nothing started',
+    args: async () => [
+      'train',
+      path.join(REPO_ROOT, 'configs/cpu-tiny.yaml'),
+      ...set(
+        `engines.urls=["http://127.0.0.1:${await freePort()}"]`,
+        `server.port=${await freePort()}`,
+        `server.ui_port=${await freePort()}`,
+      ),
+    ],
+    exit: 1,
+    maxSeconds: 30,
+    says: [
+      /engines\.urls: http:\/\/127\.0\.0\.1:\d+ does not answer \(GET \/health: ECONNREFUSED\); nothing was started/,
+    ],
+  },
+  {
+    kind: 'engine start with model.num_gpus 1 where CUDA_VISIBLE_DEVICES shows none',
+    args: () => ['engine', 'start', ...set('model.num_gpus=1', 'run.trainer_standbys=0')],
+    env: { CUDA_VISIBLE_DEVICES: '' },
+    exit: 2,
+    maxSeconds: 30,
+    says: [/model\.num_gpus is 1, but this machine shows no GPU/, /CUDA_VISIBLE_DEVICES=""/],
+  },
+  {
+    kind: 'status of a run id that climbs out of the runs folder',
+    args: () => ['status', '../x'],
+    exit: 2,
+    says: [/run id "\.\.\/x"/],
+  },
+  {
+    kind: 'pause of a run id with an escape sequence: printed escaped',
+    args: () => ['pause', 'r\u001b[2J'],
+    exit: 2,
+    says: [/run id "r\\u001b\[2J"/],
+    never: [/\u001b/],
+  },
+  {
+    kind: 'an unknown command with an escape sequence: printed escaped',
+    args: () => ['\u001b]0;owned\u0007'],
+    exit: 2,
+    says: [/unknown command '\\u001b\]0;owned\\u0007'/],
+    never: [/\u001b/, /\u0007/],
+  },
   // ── report: its run id names a folder, its --out a file
   {
     kind: 'report of a run id that climbs out of the runs folder',
