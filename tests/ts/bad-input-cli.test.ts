@@ -1082,6 +1082,37 @@ const CLI_ROWS: CliRow[] = [
     says: [/unknown command '\\u001b\]0;owned\\u0007'/],
     never: [/\u001b/, /\u0007/],
   },
+  // ── tempo-rl ui --host: compared as addresses, refused before anything starts
+  ...['0', '::0', '0:0:0:0:0:0:0:0'].map(
+    (host): CliRow => ({
+      kind: `ui --host ${host} (every interface)`,
+      args: async () => [
+        'ui',
+        '--host',
+        host,
+        '--port',
+        '0',
+        ...set(`server.port=${await freePort()}`, `server.ui_port=${await freePort()}`),
+      ],
+      exit: 2,
+      maxSeconds: 20,
+      says: [new RegExp(`--host "${host}" is (0\\.0\\.0\\.0|::), every interface`)],
+      never: [/tempo-rl ui: http/],
+    }),
+  ),
+  {
+    kind: 'ui --host of a name that does not resolve: a sentence, before any server starts',
+    args: async () => [
+      'ui',
+      '--host',
+      'nosuch.invalid',
+      ...set(`server.port=${await freePort()}`, `server.ui_port=${await freePort()}`),
+    ],
+    exit: 2,
+    maxSeconds: 20,
+    says: [/--host "nosuch\.invalid": no such host/],
+    never: [/Temporal server started/],
+  },
   // ── report: its run id names a folder, its --out a file
   {
     kind: 'report of a run id that climbs out of the runs folder',
