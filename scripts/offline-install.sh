@@ -5,6 +5,8 @@
 # writes DIR/env.sh; once that is sourced, bin/tempo-rl runs on the packed Node and temporal binary,
 # and bootstrap (TEMPO_RL_OFFLINE=1) installs nothing. Run again, it redoes the same.
 # TEMPO_RL_HOST_PYTHON: the host's Python (default: python3 on PATH).
+# Checked first, in words sh reads too: under sh (dash) the next line is an error in dash's words.
+[ -n "${BASH_VERSION:-}" ] || { echo "offline-install.sh: run it with bash (bash DIR/tempo-rl/scripts/offline-install.sh, or as the executable it is), not sh" >&2; exit 2; }
 set -euo pipefail
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ROOT="$DIR/tempo-rl"
