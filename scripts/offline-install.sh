@@ -22,6 +22,16 @@ PY="$(command -v "${TEMPO_RL_HOST_PYTHON:-python3}")" || fail "no ${TEMPO_RL_HOS
 want="$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("pythonVersion") or "")' "$DIR/offline-pack.json")"
 have="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 [ -z "$want" ] || [ "$want" = "$have" ] || fail "the pack's wheels are for Python $want, but $PY is Python $have (pack again with --python-version $have)"
+# ...and for a glibc level: a host with an older one cannot load them (pack again with its --glibc).
+glibc_problem="$("$PY" - "$DIR/offline-pack.json" <<'PY'
+import json, platform, sys
+want = json.load(open(sys.argv[1])).get("glibc")
+name, have = platform.libc_ver()
+if want and name == "glibc" and tuple(map(int, have.split("."))) < tuple(map(int, want.split("."))):
+    print(f"the pack's wheels need glibc {want} or later, and this host has {have} (pack again with --glibc {have})")
+PY
+)"
+[ -z "$glibc_problem" ] || fail "$glibc_problem"
 
 # --target, not the host's site-packages: nothing the host has is replaced, and removing DIR undoes it all.
 rm -rf "$DIR/python-site"
