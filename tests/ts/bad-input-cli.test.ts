@@ -1086,6 +1086,21 @@ const CLI_ROWS: CliRow[] = [
     says: [/unknown command '\\u001b\]0;owned\\u0007'/],
     never: [/\u001b/, /\u0007/],
   },
+  {
+    kind: 'worker trainer with no Temporal server: a sentence, not a traceback',
+    args: async () => ['worker', 'trainer', ...set(`server.port=${await freePort()}`)],
+    exit: 1,
+    maxSeconds: 30,
+    says: [/no Temporal server answers at 127\.0\.0\.1:\d+/],
+    never: [/Traceback/],
+  },
+  {
+    kind: 'config check of model.num_gpus 1 where CUDA_VISIBLE_DEVICES shows none: a warning',
+    args: () => check(...set('model.num_gpus=1', 'run.trainer_standbys=0')),
+    env: { CUDA_VISIBLE_DEVICES: '' },
+    exit: 0,
+    says: [/warning: model\.num_gpus is 1, but this machine shows 0/],
+  },
   // ── tempo-rl ui --host: compared as addresses, refused before anything starts
   ...['0', '::0', '0:0:0:0:0:0:0:0'].map(
     (host): CliRow => ({
