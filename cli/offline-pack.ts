@@ -71,7 +71,7 @@ async function listTree(dir: string, skipDir: (rel: string) => boolean = () => f
 /** bootstrap.sh's stamp: the first 16 hex digits of the SHA-256 of the files, one after the other. */
 export function stampOf(...files: string[]): string {
   const h = createHash('sha256');
-  for (const f of files) h.update(readBoundedBytes(f, CONFIG_FILE));
+  for (const f of files) h.update(readBoundedBytes(f, RECORD_FILE));
   return h.digest('hex').slice(0, 16);
 }
 
