@@ -259,7 +259,7 @@ export function formatIssues(error: z.ZodError, given: unknown, source: string):
     // `--set engines.extra_args=["--max-num-seqs", 8]`: YAML reads 8 as a number
     const quote =
       issue.code === 'invalid_type' && issue.expected === 'string' && typeof value === 'number'
-        ? ` (write it in quotes, "${value}": a bare number is read as a number)`
+        ? ` (write it in quotes${secret ? '' : `, "${value}"`}: a bare number is read as a number)`
         : '';
     return `  ${where}: ${issue.message}; given ${secret ? kindOf(value) : typeName(value)}${quote}`;
   });
