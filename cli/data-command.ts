@@ -87,7 +87,7 @@ export function register(program: Command): void {
     .description('write a synthetic geometry dataset with known answers into a new or empty folder')
     .action(
       action(async (opts: { out: string; n: number; seed: number; force?: boolean; json?: boolean }) => {
-        const out = path.resolve(opts.out);
+        const out = checkOutputLocation(opts.out);
         const counts = await writeSyntheticDataset(out, opts.n, opts.seed, { force: opts.force });
         if (opts.json) printJson({ out, ...counts });
         else process.stdout.write(`wrote ${counts.train} train and ${counts.test} test rows to ${out}\n`);

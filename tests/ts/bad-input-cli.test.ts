@@ -1382,6 +1382,12 @@ const CLI_ROWS: CliRow[] = [
       says: [/mine\.jsonl": exists and is not an SFT JSONL file tempo-rl wrote/],
     });
     rows.push({
+      kind: 'data synth --out "" (not the working directory)',
+      args: () => ['data', 'synth', '--out', '', '--n', '2'],
+      exit: 2,
+      says: [/--out "": empty/],
+    });
+    rows.push({
       kind: 'data sft-export --out "" (not the working directory)',
       args: () => ['data', 'sft-export', '--out', ''],
       exit: 2,
