@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { engineFlagValue, findEngineFlags } from '../config/engine-args.js';
+import { readJsonRecord } from '../lib/bounded-file.js';
 import type { TempoConfig } from '../config/schema.js';
 import { childLogger } from '../lib/log.js';
 import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
@@ -224,7 +225,7 @@ export function readEngineRecords(cfg: TempoConfig): EngineRecord[] {
     .filter((f) => /^engine-\d+\.json$/.test(f))
     .flatMap((f) => {
       try {
-        return [EngineRecord.parse(JSON.parse(readFileSync(path.join(dir, f), 'utf8')))];
+        return [EngineRecord.parse(readJsonRecord(path.join(dir, f)))];
       } catch {
         return [];
       }
