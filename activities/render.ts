@@ -1,8 +1,3 @@
-// Step "render": the first conversation → prompt token ids + multimodal features (once per
-// episode), and an observation → its token suffix from the engine's own chat template, stitched
-// onto the episode's trajectory. Features, prompt ids and the trajectory go to the blob store; the
-// history keeps the references and counts.
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { ApplicationFailure } from '@temporalio/common';
 import sharp from 'sharp';
@@ -21,6 +16,7 @@ import type {
 import type { EpisodeMessage } from '../protocol/episode.js';
 import type { EngineConventions, EpisodeEngines } from './episode-engines.js';
 import { loadTrajectory, saveTrajectory } from './trajectory-store.js';
+import { MODEL_JSON_FILE, readBoundedText } from '../lib/bounded-file.js';
 
 export interface ImageProcessorSpec {
   patch_size: number;
@@ -56,7 +52,7 @@ const PreprocessorConfig = z.object({
 export function loadImageProcessorSpec(modelDir: string): ImageProcessorSpec | null {
   try {
     const raw = PreprocessorConfig.parse(
-      JSON.parse(readFileSync(path.join(modelDir, 'preprocessor_config.json'), 'utf8')),
+      JSON.parse(readBoundedText(path.join(modelDir, 'preprocessor_config.json'), MODEL_JSON_FILE)),
     );
     const min = raw.min_pixels ?? raw.size?.shortest_edge;
     const max = raw.max_pixels ?? raw.size?.longest_edge;

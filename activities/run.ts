@@ -14,6 +14,7 @@ import { checkRunId, stateLayout } from '../lib/paths.js';
 import type { EpisodePrompt, EpisodePromptsInput, StepRecord } from '../protocol/activities.js';
 import { episodeWorkflowId, type EpisodeSummary } from '../protocol/episode.js';
 import { type DatasetInfo, LOGPROB_DIFF, logprobDiffWarning } from '../protocol/training-run.js';
+import { readJsonRecordAsync } from '../lib/bounded-file.js';
 
 export type { StepRecord };
 
@@ -29,9 +30,7 @@ export async function readStepRecords(dir: string): Promise<StepRecord[]> {
   const names = (await fs.readdir(stepsDir).catch(() => [] as string[]))
     .filter((n) => /^step-\d+\.json$/.test(n))
     .sort();
-  return Promise.all(
-    names.map(async (n) => JSON.parse(await fs.readFile(path.join(stepsDir, n), 'utf8')) as StepRecord),
-  );
+  return Promise.all(names.map(async (n) => (await readJsonRecordAsync(path.join(stepsDir, n))) as StepRecord));
 }
 
 /** The held-out split of a run (GRPO or SFT), snapshotted once; none: eval is off, with a warning. */

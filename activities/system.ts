@@ -1,8 +1,9 @@
 // Small activities about the worker itself, used by the round-trip and durability tests.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { Context } from '@temporalio/activity';
 import type { BlobStore } from '../stores/blobstore.js';
 import type { RolloutInfo } from '../lib/contract.js';
+import { RECORD_FILE, readBoundedTextAsync } from '../lib/bounded-file.js';
 
 export function systemActivities(deps: { store: BlobStore }) {
   return {
@@ -23,7 +24,7 @@ export function systemActivities(deps: { store: BlobStore }) {
 async function waitForFile(input: { path: string; label: string }): Promise<string> {
   const ctx = Context.current();
   for (;;) {
-    if (existsSync(input.path)) return `${input.label}:${readFileSync(input.path, 'utf8').trim()}`;
+    if (existsSync(input.path)) return `${input.label}:${(await readBoundedTextAsync(input.path, RECORD_FILE)).trim()}`;
     ctx.heartbeat();
     await ctx.sleep(200);
   }

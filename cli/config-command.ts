@@ -4,6 +4,7 @@ import YAML from 'yaml';
 import { describeFinding, configFileFindings } from '../config/files.js';
 import { ConfigError, loadConfig, redact } from '../config/load.js';
 import { tlsInUse, type TempoConfig } from '../config/schema.js';
+import { visibleGpus } from '../supervise/gpus.js';
 import { action, globalFlags, printJson } from './common.js';
 
 /** Notes on stderr where the printed config would mislead: temporal.tls.enabled false while the
@@ -35,6 +36,12 @@ export function register(program: Command): void {
             `config error (files the config names):\n${errors.map((f) => `  ${describeFinding(f)}`).join('\n')}`,
           );
         for (const line of notes(cfg)) process.stderr.write(`${line}\n`);
+        // a warning only: a config is often checked away from the machine it runs on
+        const gpus = cfg.model.num_gpus > 0 ? visibleGpus() : null;
+        if (gpus && gpus.count < cfg.model.num_gpus)
+          process.stderr.write(
+            `config check: warning: model.num_gpus is ${cfg.model.num_gpus}, but this machine shows ${gpus.count} (${gpus.seen}); train and engine start refuse it here\n`,
+          );
         const shown = redact(cfg);
         if (opts.json) printJson(shown);
         else process.stdout.write(YAML.stringify(shown));

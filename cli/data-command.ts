@@ -4,7 +4,7 @@ import { type Command, InvalidArgumentError } from 'commander';
 import { LocalBlobStore } from '../stores/blobstore.js';
 import { GEO3K_REPO, downloadHfParquet } from '../lib/data/hf.js';
 import { loadDataset } from '../lib/data/load.js';
-import { writeSftJsonl, writeSftRecords } from '../lib/data/sft.js';
+import { SFT_OUTPUT, writeSftJsonl, writeSftRecords } from '../lib/data/sft.js';
 import { MAX_PER_ROW, toolTranscripts, transcriptCountProblem } from '../lib/data/transcripts.js';
 import { writeSyntheticDataset } from '../lib/data/synth.js';
 import { MAX_SYNTHETIC_ROWS } from '../config/schema.js';
@@ -28,12 +28,12 @@ function integerIn(min: number, max = Number.MAX_SAFE_INTEGER, why = ''): (v: st
 async function splitForExport(opts: { out: string; split: string; force?: boolean }, cmd: Command) {
   if (opts.split !== 'train' && opts.split !== 'eval')
     throw Object.assign(new Error(`--split ${JSON.stringify(opts.split)}: expected train or eval`), { exitCode: 2 });
-  checkOutputFile(opts.out, { force: opts.force });
+  const out = checkOutputFile(opts.out, { force: opts.force, own: SFT_OUTPUT });
   const cfg = configFrom(cmd);
   // The exported JSONL names image files, so its images are staged in the local store under the
   // state dir whatever blobs.uri says; a run reading it (sft.path) ingests them into its own store.
   const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
-  return { cfg, store, ...(await loadDataset(cfg.dataset, opts.split, store, cfg.rollout.environment)) };
+  return { cfg, store, out, ...(await loadDataset(cfg.dataset, opts.split, store, cfg.rollout.environment)) };
 }
 
 /** A commander parser for a probability, written as a decimal number (not empty: Number('') is 0). */
@@ -87,7 +87,7 @@ export function register(program: Command): void {
     .description('write a synthetic geometry dataset with known answers into a new or empty folder')
     .action(
       action(async (opts: { out: string; n: number; seed: number; force?: boolean; json?: boolean }) => {
-        const out = path.resolve(opts.out);
+        const out = checkOutputLocation(opts.out);
         const counts = await writeSyntheticDataset(out, opts.n, opts.seed, { force: opts.force });
         if (opts.json) printJson({ out, ...counts });
         else process.stdout.write(`wrote ${counts.train} train and ${counts.test} test rows to ${out}\n`);
@@ -103,10 +103,10 @@ export function register(program: Command): void {
     .description('export the configured dataset as SFT messages ending in "Answer: \\boxed{…}"')
     .action(
       action(async (opts: { out: string; split: string; force?: boolean; json?: boolean }, cmd: Command) => {
-        const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
-        const written = await writeSftJsonl(rows, store, opts.out, cfg.dataset.system_prompt, cfg.rollout.environment);
-        if (opts.json) printJson({ out: path.resolve(opts.out), rows: written, skipped });
-        else process.stdout.write(`wrote ${written} rows to ${opts.out} (${skipped.length} skipped)\n`);
+        const { cfg, store, out, rows, skipped } = await splitForExport(opts, cmd);
+        const written = await writeSftJsonl(rows, store, out, cfg.dataset.system_prompt, cfg.rollout.environment);
+        if (opts.json) printJson({ out, rows: written, skipped });
+        else process.stdout.write(`wrote ${written} rows to ${out} (${skipped.length} skipped)\n`);
       }),
     );
 
@@ -148,7 +148,7 @@ export function register(program: Command): void {
           },
           cmd: Command,
         ) => {
-          const { cfg, store, rows, skipped } = await splitForExport(opts, cmd);
+          const { cfg, store, out, rows, skipped } = await splitForExport(opts, cmd);
           if (cfg.rollout.environment !== 'geo3k')
             throw Object.assign(
               new Error(
@@ -169,11 +169,11 @@ export function register(program: Command): void {
             tolerance: cfg.rollout.reward_tolerance,
             recheck: opts.recheck,
           });
-          const written = await writeSftRecords(records, opts.out);
-          if (opts.json) printJson({ out: path.resolve(opts.out), records: written, skipped });
+          const written = await writeSftRecords(records, out);
+          if (opts.json) printJson({ out, records: written, skipped });
           else
             process.stdout.write(
-              `wrote ${written} transcripts to ${opts.out} (${skipped.length} rows skipped); train on them with --set algorithm=sft --set sft.path=${path.resolve(opts.out)}\n`,
+              `wrote ${written} transcripts to ${out} (${skipped.length} rows skipped); train on them with --set algorithm=sft --set sft.path=${out}\n`,
             );
         },
       ),

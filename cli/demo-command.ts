@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig } from '../config/load.js';
 import type { TempoConfig } from '../config/schema.js';
-import { REPO_ROOT } from '../lib/paths.js';
+import { checkRunId, REPO_ROOT } from '../lib/paths.js';
 import { headlineLines, learningSummary } from '../lib/learning-summary.js';
 import { writeReport } from '../lib/report.js';
 import { startOrContinueRun } from './run-client.js';
@@ -63,7 +63,7 @@ export function register(program: Command): void {
             'note: real Geo3K problems need arithmetic a generated tiny model cannot learn in minutes: expect the reward to stay near 0. ' +
               'The default demo (no --data) runs a task the tiny model can learn (docs/tasks.md).\n',
           );
-        const runId = opts.runId ?? `demo-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`;
+        const runId = checkRunId(opts.runId ?? `demo-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`);
         const t0 = Date.now();
         const phases: string[] = [];
         const lap = (name: string, since: number) =>

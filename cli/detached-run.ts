@@ -1,7 +1,7 @@
 // What `tempo-rl train --detach` started for a run (server, engines, workers) is recorded under the
 // state dir, so that `tempo-rl stop RUN` can stop it once the run has ended, unless other runs of
 // the same stack still need it.
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
@@ -9,6 +9,7 @@ import { stateLayout } from '../lib/paths.js';
 import { runHandle } from './run-client.js';
 import { describeStarted, stopStarted, type Started } from '../supervise/stack.js';
 import { runIdOf, TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId } from '../protocol/training-run.js';
+import { readJsonRecord } from '../lib/bounded-file.js';
 
 function recordPath(cfg: TempoConfig, runId: string): string {
   return path.join(stateLayout(cfg.state_dir).detachedRuns, `${runId}.json`);
@@ -16,7 +17,7 @@ function recordPath(cfg: TempoConfig, runId: string): string {
 
 export function detachedStart(cfg: TempoConfig, runId: string): Started | null {
   try {
-    return JSON.parse(readFileSync(recordPath(cfg, runId), 'utf8')) as Started;
+    return readJsonRecord(recordPath(cfg, runId)) as Started;
   } catch {
     return null;
   }

@@ -1,6 +1,7 @@
 // tempo-rl engine start|stop|status [--json]
 import type { Command } from 'commander';
 import { type EngineStatus, engineStatuses, startEngines, stopEngines } from '../supervise/engines.js';
+import { checkGpus } from '../supervise/gpus.js';
 import { action, configFrom, printJson } from './common.js';
 
 function describe(s: EngineStatus): string {
@@ -18,7 +19,9 @@ export function register(program: Command): void {
     .option('--json', 'one JSON object on stdout')
     .action(
       action(async (opts: { json?: boolean }, cmd: Command) => {
-        const { started, statuses } = await startEngines(configFrom(cmd));
+        const cfg = configFrom(cmd);
+        checkGpus(cfg);
+        const { started, statuses } = await startEngines(cfg);
         if (opts.json) return printJson({ started, engines: statuses });
         for (const s of statuses) console.log(describe(s));
         if (started === 0) console.log('nothing started');

@@ -34,7 +34,7 @@ async function consumedBy(cfg: TempoConfig, run: string): Promise<Map<string, nu
   return map;
 }
 import { checkRunId } from '../lib/paths.js';
-import { action, configFrom, printJson } from './common.js';
+import { action, configFrom, printable, printJson } from './common.js';
 
 function printAudit(a: EpisodeAudit): void {
   console.log(
@@ -48,8 +48,9 @@ function printAudit(a: EpisodeAudit): void {
     console.log(
       `\n── turn ${t.turn}: ${t.generated_tokens} generated${t.synthetic_eos ? ' + synthetic EOS' : ''}, ${t.observation_tokens} observation tokens, finish ${t.finish_reason}, mean logprob ${lp}, engine ${t.engine}, weights v${t.weight_version ?? '-'}${(t.generate_attempt ?? 1) > 1 ? `, attempt ${t.generate_attempt} after ${t.generate_retried_after ?? 'a failure'}` : ''}${t.env_reason ? `, env: ${t.env_reason}` : ''}`,
     );
-    console.log(t.text);
-    if (t.observation) console.log(`[observation] ${t.observation}`);
+    // the model's text and the tool's feedback, never escape sequences for the terminal
+    console.log(printable(t.text));
+    if (t.observation) console.log(`[observation] ${printable(t.observation)}`);
   }
   const inv = a.invariants;
   if (inv)

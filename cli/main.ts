@@ -1,7 +1,7 @@
 // The tempo-rl command. Each group of subcommands lives in its own module and registers itself;
 // only the module of the command being run is loaded, so small commands start fast.
 import { Command } from 'commander';
-import { failWith } from './common.js';
+import { failWith, printable } from './common.js';
 
 type Register = { register(program: Command): void };
 
@@ -36,6 +36,8 @@ const program = new Command('tempo-rl')
     (v: string, prev: string[] = []) => [...prev, v],
   )
   .showHelpAfterError()
+  // commander quotes what it did not understand as given: escape sequences there reach the terminal
+  .configureOutput({ writeErr: (text) => process.stderr.write(printable(text)) })
   // Inherited by every subcommand: usage errors exit 2, and so does a missing command (bare
   // `tempo-rl`, `tempo-rl data`: commander prints the help on stderr); asked-for help exits 0.
   .exitOverride((err) => {

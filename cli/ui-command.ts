@@ -8,7 +8,7 @@ import { childLogger } from '../lib/log.js';
 import { modelPath } from '../lib/run-plan.js';
 import type { TempoConfig } from '../config/schema.js';
 import { serverStatus, startServer, stopServer } from '../supervise/server.js';
-import { checkHost, startUi } from '../ui/server.js';
+import { resolveUiHost, startUi } from '../ui/server.js';
 import { tokenDecoders } from '../ui/tokens.js';
 import { connectToRuns } from './run-client.js';
 import { action, configFrom } from './common.js';
@@ -64,12 +64,24 @@ export function register(program: Command): void {
     .command('ui')
     .description('a local, read-only web page of the runs, steps, GRPO groups and episodes')
     .option('--port <n>', `port to listen on (0: any free port)`, String(DEFAULT_UI_PORT))
-    .option('--host <h>', 'address to listen on (the browser must use this name)', '127.0.0.1')
+    .option(
+      '--host <h>',
+      'address to listen on (the browser must use this name); loopback unless --allow-remote',
+      '127.0.0.1',
+    )
+    .option(
+      '--allow-remote',
+      'listen on a --host that is not loopback (no authentication: whoever reaches it reads every run)',
+    )
     .action(
-      action(async (opts: { port: string; host: string }, cmd: Command) => {
+      action(async (opts: { port: string; host: string; allowRemote?: boolean }, cmd: Command) => {
         const port = parsePort(opts.port);
-        const host = checkHost(opts.host);
         const cfg = configFrom(cmd);
+        // before anything is started: the Temporal server below, the blob store
+        const { host } = await resolveUiHost(opts.host, port, {
+          allowRemote: opts.allowRemote,
+          warn: (line) => process.stderr.write(`${line}\n`),
+        });
         const temporal = await temporalForLookups(cfg);
         const store = await openConfiguredBlobStore(cfg);
         const decoders = tokenDecoders();
@@ -82,7 +94,7 @@ export function register(program: Command): void {
               decoder: (dir) => decoders(dir ?? modelPath(cfg)),
               temporalUi: temporal.ui,
             },
-            { host, port },
+            { host, port, allowRemote: opts.allowRemote },
           );
           process.stdout.write(`tempo-rl ui: ${ui.url}  (Ctrl-C stops it)\n`);
           await interrupted();

@@ -184,9 +184,7 @@ export async function writeWarmStartTranscripts(
     ...(rl.dataset.kind === 'synthetic' && rl.dataset.synthetic_task === 'angle_facts' ? ANGLE_FACTS_TRANSCRIPTS : {}),
     ...overrides,
   });
-  await fs.mkdir(path.dirname(file), { recursive: true });
-  await writeSftRecords(records, `${file}.tmp`);
-  await fs.rename(`${file}.tmp`, file);
+  await writeSftRecords(records, file);
 }
 
 /** A checkpoint → a model directory (weights, config, tokenizer, processor; no optimizer state), atomically.

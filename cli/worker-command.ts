@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { stopWorkers, workerStatuses } from '../supervise/stack.js';
 import { action, configFrom, printJson } from './common.js';
+import { checkTemporalAnswers } from './run-client.js';
 
 export function register(program: Command): void {
   const worker = program
@@ -21,8 +22,10 @@ export function register(program: Command): void {
     .description('the Python trainer worker (task queue temporal.task_queues.trainer)')
     .action(
       action(async (_opts: object, cmd: Command) => {
+        const cfg = configFrom(cmd);
+        await checkTemporalAnswers(cfg);
         const { runTrainerWorker } = await import('../supervise/trainer-process.js');
-        process.exitCode = await runTrainerWorker(configFrom(cmd));
+        process.exitCode = await runTrainerWorker(cfg);
       }),
     );
   worker

@@ -12,7 +12,8 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { blobStoreUri, parseBlobStoreUri } from '../stores/blobstore.js';
-import { ConfigFileError, readConfigText } from '../lib/config-file.js';
+import { CONFIG_FILE, readBoundedText, UnreadableFile } from '../lib/bounded-file.js';
+import { redactEngineArgs } from './engine-args.js';
 import { ConfigError, parseBoolVar, parserMessage } from './errors.js';
 import { temporalEnvOverrides } from './temporal-env.js';
 
@@ -102,7 +103,15 @@ function checkIntegerText(doc: YAML.Document, base: readonly string[], where: st
         return;
       const keys = [...base, ...keyPath(ancestors, node)];
       if (!wantsInteger(keys)) return;
-      const hint = Number.isSafeInteger(node.value) ? `; write ${node.value}` : '';
+      // suggest the integer only where the key takes it (1e12 MiB is refused as too big anyway)
+      const verdict = (schemaAt(keys) as z.ZodType | undefined)?.safeParse(node.value);
+      const hint = !verdict?.success
+        ? verdict
+          ? `, and as a number it is refused: ${verdict.error.issues[0]?.message}`
+          : ''
+        : Number.isSafeInteger(node.value)
+          ? `; write ${node.value}`
+          : '';
       throw new ConfigError(
         `config: ${where}: ${keys.join('.')} is an integer, given ${node.source}, which is not written as one${hint}`,
       );
@@ -247,7 +256,12 @@ export function formatIssues(error: z.ZodError, given: unknown, source: string):
     }
     const value = valueAt(given, issue.path);
     const secret = SECRET_KEYS.has(String(issue.path[issue.path.length - 1]));
-    return `  ${where}: ${issue.message}; given ${secret ? kindOf(value) : typeName(value)}`;
+    // `--set engines.extra_args=["--max-num-seqs", 8]`: YAML reads 8 as a number
+    const quote =
+      issue.code === 'invalid_type' && issue.expected === 'string' && typeof value === 'number'
+        ? ` (write it in quotes${secret ? '' : `, "${value}"`}: a bare number is read as a number)`
+        : '';
+    return `  ${where}: ${issue.message}; given ${secret ? kindOf(value) : typeName(value)}${quote}`;
   });
   return `config error (${source}):\n${lines.join('\n')}`;
 }
@@ -261,9 +275,9 @@ export interface LoadOptions {
 export function readYamlFile(file: string, warn: (msg: string) => void = (m) => process.stderr.write(`${m}\n`)): Tree {
   let text: string;
   try {
-    text = readConfigText(file);
+    text = readBoundedText(file, CONFIG_FILE);
   } catch (err) {
-    if (err instanceof ConfigFileError) throw new ConfigError(`config: ${err.message}`);
+    if (err instanceof UnreadableFile) throw new ConfigError(`config: ${err.message}`);
     throw err;
   }
   const doc = YAML.parseDocument(text);
@@ -358,9 +372,14 @@ export function defaultStateDir(env: NodeJS.ProcessEnv = process.env): string {
   return path.join(base, 'tempo-rl');
 }
 
-/** The resolved config with secrets replaced, for printing. */
+/** The resolved config with secrets replaced, for printing (an --api-key in engines.extra_args too). */
 export function redact(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(redact);
   if (typeof value !== 'object' || value === null) return value;
-  return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_KEYS.has(k) && v ? '***' : redact(v)]));
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [
+      k,
+      SECRET_KEYS.has(k) && v ? '***' : k === 'extra_args' && Array.isArray(v) ? redactEngineArgs(v) : redact(v),
+    ]),
+  );
 }

@@ -9,6 +9,7 @@ import { DEFAULT_ENVIRONMENT, environmentNames, getEnvironment } from '../lib/en
 import { REWARD_MATCHES } from '../lib/math/options.js';
 import { BlobStoreUri } from '../stores/blobstore.js';
 import { parseUserPath, virtualFilesystemOf } from '../lib/out-path.js';
+import { engineArgProblems } from './engine-args.js';
 import { isMoeModel } from './model-dir.js';
 import {
   atMost,
@@ -158,6 +159,9 @@ export const ModelConfig = z
   })
   .prefault({});
 
+/** How colocated engines sleep when engines.sleep_level is not given. */
+export const DEFAULT_SLEEP_LEVEL = 2;
+
 export const EnginesConfig = z
   .strictObject({
     /** External engines (OpenAI-compatible vLLM servers). When set, nothing is started. */
@@ -194,8 +198,13 @@ export const EnginesConfig = z
      *  transport and a synchronous run. */
     colocate: z.boolean().default(false),
     /** How colocated engines sleep: 1 keeps their weights in host memory, 2 drops them (the ipc sync
-     *  rewrites every weight at each wake anyway, so 2 saves two copies of the weights a step). */
-    sleep_level: z.union([z.literal(1), z.literal(2)]).default(2),
+     *  rewrites every weight at each wake anyway, so 2 saves two copies of the weights a step).
+     *  Absent: DEFAULT_SLEEP_LEVEL; given, it needs engines.colocate (only colocated engines sleep). */
+    sleep_level: z
+      .union([z.literal(1), z.literal(2)], {
+        error: 'must be 1 (weights kept in host memory) or 2 (weights dropped; the default)',
+      })
+      .optional(),
     /** How new weights reach the engines: disk (they reload the checkpoint's model directory, or pull it
      *  from an s3:// blob store), ipc (the trainer's memory, through CUDA IPC on the GPUs it shares with
      *  them or /dev/shm on CPU: engines on its host), auto (ipc when colocated, else disk). nccl
@@ -446,8 +455,9 @@ export const TempoConfig = z
     if (why) ctx.addIssue({ code: 'custom', path: ['engines', 'cuda_graphs'], message: why });
   })
   .superRefine((c, ctx) => {
-    const why = c.run.deterministic ? nondeterministicEngineArg(c.engines.extra_args) : null;
-    if (why) ctx.addIssue({ code: 'custom', path: ['engines', 'extra_args'], message: why });
+    // engine flags read as vLLM reads them (config/engine-args.ts): --max_num_seqs is --max-num-seqs
+    for (const p of engineArgProblems(c.engines.extra_args, c.run.deterministic))
+      ctx.addIssue({ code: 'custom', path: ['engines', 'extra_args', p.index], message: p.message });
   })
   // vLLM 0.32 returns routed experts only from its Model Runner V2, which on CPU needs Triton's CPU
   // backend (not on PyPI): a CPU engine started for replay exits at start. Engines given by URL may be GPU ones.
@@ -469,7 +479,7 @@ export const TempoConfig = z
 /** Why engines.cuda_graphs cannot be honoured as set, or null. */
 function cudaGraphsProblem(c: {
   model: { num_gpus: number };
-  engines: { urls: string[]; cuda_graphs: 'auto' | boolean; extra_args: string[] };
+  engines: { urls: string[]; cuda_graphs: 'auto' | boolean };
   run: { deterministic: boolean };
 }): string | null {
   const g = c.engines.cuda_graphs;
@@ -480,17 +490,7 @@ function cudaGraphsProblem(c: {
     return 'is true, but CPU engines (model.num_gpus 0) run eagerly: CUDA graphs need GPU engines';
   if (g && c.run.deterministic)
     return "is true with run.deterministic: the certified GPU mode (vLLM's batch-invariant kernels) is measured eager only; leave it auto";
-  if (c.engines.extra_args.some((a) => /^--(no-)?enforce[-_]eager(=|$)/.test(a)))
-    return 'is set and engines.extra_args also gives --enforce-eager: choose with engines.cuda_graphs only';
   return null;
-}
-
-/** Engine arguments run.deterministic cannot keep (it starts engines with one sequence a batch and no
- *  prefix caching: a request's tokens must not depend on what else the engine holds). */
-function nondeterministicEngineArg(args: string[]): string | null {
-  const at = args.findIndex((a) => /^--(max-num-seqs|enable-prefix-caching|enable-chunked-prefill)(=|$)/.test(a));
-  if (at < 0) return null;
-  return `${args[at]} cannot be given with run.deterministic: true, which starts the engines with --max-num-seqs 1, --no-enable-prefix-caching and --no-enable-chunked-prefill so that a request's tokens do not depend on what else is batched (docs/certification.md)`;
 }
 
 /** Why the model is known to be dense, or null: the generated tiny model (model.path empty) is; a local
@@ -507,7 +507,13 @@ function denseModel(modelPath: string): string | null {
 type ConfigShape = {
   algorithm: string;
   model: { num_gpus: number };
-  engines: { urls: string[]; colocate: boolean; weight_transport: string; gpu_memory_utilization?: number | undefined };
+  engines: {
+    urls: string[];
+    colocate: boolean;
+    weight_transport: string;
+    gpu_memory_utilization?: number | undefined;
+    sleep_level?: 1 | 2 | undefined;
+  };
   rollout: { max_staleness: number };
 };
 
@@ -526,6 +532,11 @@ function weightTransportIssues(c: ConfigShape): Array<{ path: string[]; message:
       path: ['engines', 'gpu_memory_utilization'],
       message:
         'is for GPU engines: with model.num_gpus 0 the engines run on CPU (their KV cache is VLLM_CPU_KVCACHE_SPACE)',
+    });
+  if (e.sleep_level !== undefined && !e.colocate)
+    issues.push({
+      path: ['engines', 'sleep_level'],
+      message: 'is for colocated engines (engines.colocate: true): only they sleep while the trainer trains',
     });
   if (e.colocate) {
     if (c.model.num_gpus === 0)

@@ -5,7 +5,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { loadClientConfigProfile, type ClientConfigProfile, type ConfigDataSource } from '@temporalio/envconfig';
-import { ConfigFileError, readConfigText } from '../lib/config-file.js';
+import { CONFIG_FILE, readBoundedText, UnreadableFile } from '../lib/bounded-file.js';
 import { ConfigError, parseBoolVar, parserMessage } from './errors.js';
 
 type Tree = Record<string, unknown>;
@@ -72,7 +72,7 @@ function toTree(profile: ClientConfigProfile, where: string): Tree {
 }
 
 /**
- * The profile file's text, read by tempo-rl's one reader of config-like files (lib/config-file.ts:
+ * The profile file's text, read by tempo-rl's one reader of files (lib/bounded-file.ts:
  * a regular file of bounded size, so a FIFO or /dev/zero is refused, not waited on) and handed to
  * envconfig as data. Undefined where there is no file to read: envconfig then finds no profiles (a
  * missing default file is no error; one TEMPORAL_CONFIG_FILE names on purpose is).
@@ -80,9 +80,9 @@ function toTree(profile: ClientConfigProfile, where: string): Tree {
 function profileText(env: NodeJS.ProcessEnv, file: string | undefined): string | undefined {
   if (!file) return undefined;
   try {
-    return readConfigText(file);
+    return readBoundedText(file, CONFIG_FILE);
   } catch (err) {
-    if (!(err instanceof ConfigFileError)) throw err;
+    if (!(err instanceof UnreadableFile)) throw err;
     const named = Boolean(env.TEMPORAL_CONFIG_FILE);
     if (!named && err.reason === 'no such file') return undefined;
     throw new ConfigError(named ? `config: TEMPORAL_CONFIG_FILE=${file}: ${err.reason}` : `config: ${err.message}`);

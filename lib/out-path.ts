@@ -1,10 +1,13 @@
 // Where tempo-rl writes what a command produces (--out): never under a virtual filesystem (/proc,
-// /sys: Node's recursive mkdir spins there forever), never over what tempo-rl did not write, and
-// over what it wrote only when asked (--force). A directory output is built in a sibling temporary
-// directory and renamed into place, so a failure leaves the old output as it was.
-import { existsSync, promises as fs, statSync, statfsSync } from 'node:fs';
+// /sys: Node's recursive mkdir spins there forever), never over anything but a regular file tempo-rl
+// wrote (not a link, a device, a FIFO, a file of the user's), and over that only when asked (--force).
+// An output is built beside its place (a temporary file or directory) and renamed into it, so a
+// failure leaves the old output as it was.
+import { randomBytes } from 'node:crypto';
+import { existsSync, promises as fs, lstatSync, readlinkSync, type Stats, statSync, statfsSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { fileKind, readJsonRecordAsync } from './bounded-file.js';
 
 export class OutputRefused extends Error {
   readonly exitCode = 2;
@@ -62,9 +65,17 @@ export function parseUserPath(p: string): { path: string } | { problem: string }
   return { path: p };
 }
 
-/** Refuses a target on a virtual filesystem or below a file; returns the absolute path. */
+function refused(flag: string, target: string, why: string): OutputRefused {
+  return new OutputRefused(`${flag} ${JSON.stringify(target)}: ${why}`);
+}
+
+/** Refuses a blank, padded or control-character target, one on a virtual filesystem or below a file;
+ *  returns the absolute path. */
 export function checkOutputLocation(target: string, flag = '--out'): string {
-  const abs = path.resolve(target);
+  if (target === '') throw refused(flag, target, 'empty (it would mean the working directory); name the output');
+  const given = parseUserPath(target);
+  if ('problem' in given) throw refused(flag, target, given.problem);
+  const abs = path.resolve(given.path);
   const virtual = virtualFilesystemOf(abs);
   if (virtual)
     throw new OutputRefused(
@@ -76,14 +87,68 @@ export function checkOutputLocation(target: string, flag = '--out'): string {
   return abs;
 }
 
-/** A file output: refused if it exists (unless force) or is a directory. */
-export function checkOutputFile(target: string, opts: { force?: boolean; flag?: string } = {}): string {
+/** What is at a path, without following a link: null when nothing is. */
+function lstatOrNull(abs: string): Stats | null {
+  try {
+    return lstatSync(abs);
+  } catch {
+    return null;
+  }
+}
+
+/** How an output command tells a file it wrote before (the only regular file --force replaces). */
+export interface OwnOutput {
+  /** "an offline pack", "a tempo-rl report": what the refusal says the file is not. */
+  what: string;
+  wrote: (abs: string) => boolean;
+}
+
+/**
+ * A file output. Refused, whatever --force says: a symbolic link (to /dev/stdout, to a file elsewhere),
+ * a device, a FIFO, a socket, a directory, a name ending in `/`, and a regular file that `own` says
+ * tempo-rl did not write. A file tempo-rl wrote is replaced only with --force.
+ */
+export function checkOutputFile(
+  target: string,
+  opts: { force?: boolean; flag?: string; own?: OwnOutput } = {},
+): string {
   const flag = opts.flag ?? '--out';
+  if (/\/\.{0,2}$/.test(target) || target === '.' || target === '..')
+    throw refused(flag, target, 'names a folder; name the file to write');
+  const given = parseUserPath(target);
+  const at = 'path' in given ? path.resolve(given.path) : '';
+  const st = at ? lstatOrNull(at) : null;
+  const replaceable = 'regular files tempo-rl wrote are the only thing it replaces';
+  if (st?.isSymbolicLink()) throw refused(flag, target, `is a symbolic link (to ${readlinkSync(at)}); ${replaceable}`);
+  if (st?.isDirectory()) throw refused(flag, target, 'is a directory; name a file');
+  if (st && !st.isFile()) throw refused(flag, target, `is ${fileKind(st)}; ${replaceable}`);
   const abs = checkOutputLocation(target, flag);
-  if (!existsSync(abs)) return abs;
-  if (statSync(abs).isDirectory()) throw new OutputRefused(`${flag} ${abs} is a directory; name a file`);
+  if (!st) return abs;
+  if (opts.own && !opts.own.wrote(abs))
+    throw refused(flag, target, `exists and is not ${opts.own.what} tempo-rl wrote; refusing to replace it`);
   if (!opts.force) throw new OutputRefused(`${flag} ${abs} exists; pass --force to overwrite it`);
   return abs;
+}
+
+/**
+ * Writes a file output whole or not at all: into a sibling temporary file, then renamed over `abs`
+ * (a rename replaces the name, never writes through it). What is at `abs` then must still be nothing
+ * or a regular file (checkOutputFile checked it; the default outputs, a run's report.html, are
+ * checked here).
+ */
+export async function writeOutputFile(abs: string, data: string | Uint8Array): Promise<void> {
+  const st = lstatOrNull(abs);
+  if (st && !st.isFile())
+    throw new OutputRefused(`${abs} is ${fileKind(st)}; regular files tempo-rl wrote are the only thing it replaces`);
+  await fs.mkdir(path.dirname(abs), { recursive: true });
+  const tmp = path.join(path.dirname(abs), `.${path.basename(abs)}.tmp-${randomBytes(4).toString('hex')}`);
+  try {
+    await fs.writeFile(tmp, data, { flag: 'wx' });
+    await fs.rename(tmp, abs);
+  } catch (err) {
+    await fs.rm(tmp, { force: true });
+    throw err;
+  }
 }
 
 /** What a directory output of tempo-rl records about itself (the files it wrote). */
@@ -95,7 +160,7 @@ export interface OutputManifest {
 
 async function readManifest(dir: string, name: string): Promise<OutputManifest | null> {
   try {
-    const m = JSON.parse(await fs.readFile(path.join(dir, name), 'utf8')) as OutputManifest;
+    const m = (await readJsonRecordAsync(path.join(dir, name))) as OutputManifest;
     return Array.isArray(m.files) ? m : null;
   } catch {
     return null;

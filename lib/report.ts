@@ -2,9 +2,10 @@
 // run's metrics per step, read from <state>/runs/<run>/metrics.jsonl. Its headline is the held-out eval
 // before → after; the training reward follows as halves with their spread and a smoothed curve, since
 // one step's mean over a few dozen sampled episodes moves by ±0.1 on its own (docs/tasks.md).
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
+import { DATA_FILE, readBoundedTextAsync, readPrefix, type UnreadableFile } from './bounded-file.js';
+import { type OwnOutput, writeOutputFile } from './out-path.js';
 import { checkRunId, stateLayout } from './paths.js';
 import { headlineLines, learningSummary, smoothed } from './learning-summary.js';
 
@@ -79,9 +80,10 @@ export async function readMetrics(cfg: TempoConfig, runId: string): Promise<Row[
   const file = path.join(stateLayout(cfg.state_dir).runs, checkRunId(runId), 'metrics.jsonl');
   let text: string;
   try {
-    text = await fs.readFile(file, 'utf8');
-  } catch {
-    throw new Error(`run ${runId} has no metrics yet (${file})`);
+    text = await readBoundedTextAsync(file, DATA_FILE);
+  } catch (err) {
+    if ((err as UnreadableFile).reason === 'no such file') throw new Error(`run ${runId} has no metrics yet (${file})`);
+    throw err;
   }
   return text.split('\n').flatMap((line, i) => (line ? [metricsRow(line, file, i + 1)] : []));
 }
@@ -113,7 +115,7 @@ export function renderReport(runId: string, rows: Row[]): string {
   const table = Object.entries(last)
     .map(([k, v]) => `<tr><td>${esc(k)}</td><td>${fmt(v)}</td></tr>`)
     .join('');
-  return `<!doctype html><html><head><meta charset="utf-8"><title>tempo-rl run ${esc(runId)}</title>
+  return `${REPORT_HEAD}<title>tempo-rl run ${esc(runId)}</title>
 <style>body{font-family:system-ui,sans-serif;margin:24px;color:#111}main{display:flex;flex-wrap:wrap;gap:16px}
 figure{margin:0;border:1px solid #ddd;border-radius:6px;padding:8px}figcaption{font-weight:600;margin-bottom:4px}
 .headline{max-width:70em;margin-bottom:16px}.headline p{margin:4px 0}table{border-collapse:collapse;margin-top:24px}td{border-bottom:1px solid #eee;padding:2px 12px;font-size:13px}</style></head>
@@ -125,12 +127,27 @@ ${REPORT_PLOTS.map((p) => plot(p.key.startsWith('eval/') ? evalRows : rows, p.ke
 </main><h2>Last step</h2><table>${table}</table></body></html>`;
 }
 
+/** How every report starts: what tells a report tempo-rl wrote (the only file report --force replaces). */
+const REPORT_HEAD =
+  '<!doctype html><html><head><meta charset="utf-8"><meta name="generator" content="tempo-rl report">';
+
+export const REPORT_OUTPUT: OwnOutput = {
+  what: 'a report',
+  // the head, or that of reports written before the generator tag: the charset, then the run's title
+  wrote: (abs) => {
+    const head = readPrefix(abs, 256).toString('utf8');
+    return (
+      head.startsWith(REPORT_HEAD) ||
+      head.startsWith('<!doctype html><html><head><meta charset="utf-8"><title>tempo-rl run ')
+    );
+  },
+};
+
 /** `out`: a file the caller checked (checkOutputFile); default the run's own report.html, which
  *  tempo-rl wrote and rewrites. */
 export async function writeReport(cfg: TempoConfig, runId: string, out?: string): Promise<string> {
   const rows = await readMetrics(cfg, runId);
   const file = out ?? path.join(stateLayout(cfg.state_dir).runs, runId, 'report.html');
-  await fs.mkdir(path.dirname(file), { recursive: true });
-  await fs.writeFile(file, renderReport(runId, rows));
+  await writeOutputFile(path.resolve(file), renderReport(runId, rows));
   return file;
 }

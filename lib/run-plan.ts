@@ -2,7 +2,7 @@
 import path from 'node:path';
 import { isMoeModel } from '../config/model-dir.js';
 import { TRAIN_HYPER_KEYS } from '../config/grpo.js';
-import { type GrpoConfig, type TempoConfig, weightTransport } from '../config/schema.js';
+import { DEFAULT_SLEEP_LEVEL, type GrpoConfig, type TempoConfig, weightTransport } from '../config/schema.js';
 import type { TrainHyper } from './contract.js';
 import { getEnvironment } from './env/registry.js';
 import { configuredBlobStoreUri } from './blob-store-config.js';
@@ -99,6 +99,6 @@ function weightsPlan(cfg: TempoConfig): NonNullable<RunState['plan']['weights']>
     transport: weightTransport(cfg),
     engine_dtype: cfg.model.dtype,
     ipc_bucket_mb: cfg.engines.ipc_bucket_mb,
-    ...(cfg.engines.colocate ? { colocated_sleep_level: cfg.engines.sleep_level } : {}),
+    ...(cfg.engines.colocate ? { colocated_sleep_level: cfg.engines.sleep_level ?? DEFAULT_SLEEP_LEVEL } : {}),
   };
 }

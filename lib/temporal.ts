@@ -2,7 +2,7 @@
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { type TempoConfig, tlsInUse } from '../config/schema.js';
-import { readConfigBytes } from './config-file.js';
+import { CONFIG_FILE, readBoundedBytes } from './bounded-file.js';
 
 export function temporalAddress(cfg: TempoConfig): string {
   return cfg.temporal.address || `${cfg.server.ip}:${cfg.server.port}`;
@@ -16,7 +16,7 @@ export function usesEmbeddedServer(cfg: TempoConfig): boolean {
  *  config-like file (a regular file of bounded size: never a FIFO or /dev/zero). */
 function pem(data: string, file: string): Buffer | undefined {
   if (data) return Buffer.from(data, 'utf8');
-  return file ? readConfigBytes(file) : undefined;
+  return file ? readBoundedBytes(file, CONFIG_FILE) : undefined;
 }
 
 function connectionOptions(cfg: TempoConfig): ConnectionOptions & { apiKey?: string } {

@@ -114,8 +114,9 @@ export function parseEpisodeId(id: string): {
   sample_index: number;
 } {
   const parts = id.split('/');
-  const nums = parts.slice(-3).map(Number);
-  if (parts.length < 4 || !nums.every((n) => Number.isInteger(n) && n >= 0))
+  // digits only: Number() reads '' as 0, '0x1' as 1 and '1e3' as 1000
+  const nums = parts.slice(-3).map((p) => (/^(0|[1-9][0-9]*)$/.test(p) ? Number(p) : Number.NaN));
+  if (parts.length < 4 || parts[0] === '' || !nums.every((n) => Number.isSafeInteger(n)))
     throw new Error(`not an episode id (run/step/prompt/sample): ${JSON.stringify(id)}`);
   return { run_id: parts.slice(0, -3).join('/'), step: nums[0]!, prompt_index: nums[1]!, sample_index: nums[2]! };
 }

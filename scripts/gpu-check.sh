@@ -5,6 +5,10 @@
 #
 #   scripts/gpu-check.sh OUTDIR [PHASE ...]      phases, in order: models engines tests bench train stop
 #
+# OUTDIR (made if missing; a relative one is relative to where the script is started) and the phase
+# names are checked before anything runs; every phase runs even if one fails, and the exit status is 1
+# when one did (2 for a usage error).
+#
 # Engines (all on GPU 0, started at once, each with its KV cache size given: vLLM sizes it from the
 # whole GPU's free memory, which engines starting beside it change):
 #   p  the Qwen3-VL-2B-shaped model, colocated as configs/geo3k-multiturn-qwen3vl-2b.yaml runs it (the
@@ -13,18 +17,37 @@
 #   w  the warm-started tiny policy ($TEMPO_RL_WARM_START; else the tiny model)   port 8160
 #   m  the tiny MoE, returning routed experts                     port 8170
 # Geo3K rows come from $TEMPO_RL_GEO3K_DIR (default ../shared/data/geo3k).
+[ -n "${BASH_VERSION:-}" ] || { echo "scripts/gpu-check.sh: run it with bash (it is not sh)" >&2; exit 2; }
 set -uo pipefail
-cd "$(dirname "$0")/.."
-OUT=$(mkdir -p "${1:?usage: scripts/gpu-check.sh OUTDIR [PHASE ...]}" && cd "$1" && pwd)
+ALL_PHASES=(models engines tests bench train stop)
+usage() {
+  echo "usage: scripts/gpu-check.sh OUTDIR [PHASE ...]   (phases, in order: ${ALL_PHASES[*]})" >&2
+  [ -z "${1:-}" ] || echo "gpu-check: $1" >&2
+  exit 2
+}
+[ $# -ge 1 ] || usage
+case "$1" in
+  -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  '' | -*) usage "OUTDIR \"$1\" is not a folder name" ;;
+esac
+for phase in "${@:2}"; do
+  [[ " ${ALL_PHASES[*]} " == *" $phase "* ]] || usage "unknown phase \"$phase\""
+done
+# OUTDIR as the caller means it (relative to where it started, not to the clone this script moves to)
+case "$1" in /*) OUT=$1 ;; *) OUT=$PWD/$1 ;; esac
+made=$(mkdir -p -- "$OUT" 2>&1) && OUT=$(cd -- "$OUT" && pwd) || usage "cannot make OUTDIR \"$1\": ${made#mkdir: }"
 shift
 PHASES=("$@")
-[ ${#PHASES[@]} -gt 0 ] || PHASES=(models engines tests bench train stop)
+[ ${#PHASES[@]} -gt 0 ] || PHASES=("${ALL_PHASES[@]}")
+cd "$(dirname "$0")/.."
 source scripts/bootstrap.sh || exit 1
 PY=$TEMPO_RL_PYTHON
 STATE=${TEMPO_RL_GPU_CHECK_STATE:-$OUT/state}
 GEO3K=${TEMPO_RL_GEO3K_DIR:-$(cd .. && pwd)/shared/data/geo3k}
-mkdir -p "$STATE"
+mkdir -p -- "$STATE" || { echo "gpu-check: cannot make the state folder $STATE (TEMPO_RL_GPU_CHECK_STATE)" >&2; exit 2; }
 say() { echo "[gpu-check $(date +%T)] $*" | tee -a "$OUT/summary.log" >&2; }
+# The phases after models need its models (written to $STATE/models.env).
+need_models() { [ -n "${SHAPED:-}" ] || { say "no models: run the models phase first (or in the same call)"; return 1; }; }
 json() { "$PY" -c "import json,sys; print(json.load(sys.stdin)$1)"; }
 
 GPU=(--set model.num_gpus=1 --set model.dtype=bfloat16 --set engines.colocate=true --set engines.gpu_memory_utilization=0.05)
@@ -54,6 +77,7 @@ start_engine() {  # name, then global options (-c FILE, --set K=V)
   bin/tempo-rl --set "state_dir=$STATE/$name" "$@" engine start --json > "$OUT/engine-$name.json" 2> "$OUT/engine-$name.log"
 }
 engines() {
+  need_models || return 1
   # shellcheck disable=SC2046
   start_engine p -c "$PRODUCT_CONFIG" $(product_sets) &
   start_engine t "${GPU[@]}" --set engines.count=2 --set engines.base_port=8150 --set "$(kv 2147483648)" &
@@ -67,6 +91,7 @@ engines() {
 }
 
 tests() {
+  need_models || return 1
   local rc=0
   TEMPO_RL_TEST_GPU_ENGINE_URL=http://127.0.0.1:8160 TEMPO_RL_TEST_GPU_ENGINE_MODEL=$WARM \
     TEMPO_RL_TEST_MOE_ENGINE_URL=http://127.0.0.1:8170 TEMPO_RL_TEST_MOE_ENGINE_DTYPE=bfloat16 TEMPO_RL_TINY_MOE_MODEL=$MOE \
@@ -81,6 +106,7 @@ tests() {
 }
 
 bench() {
+  need_models || return 1
   local rc=0
   run() { local name=$1; shift; timeout 600 "$PY" "$@" --json > "$OUT/bench-$name.json" 2> "$OUT/bench-$name.log" || { rc=1; say "bench $name failed"; }; }
   # parity first: the weight-sync bench leaves perturbed weights on the engines it syncs
@@ -100,6 +126,7 @@ bench() {
 }
 
 train() {
+  need_models || return 1
   for name in t w m; do bin/tempo-rl --set "state_dir=$STATE/$name" engine stop >/dev/null 2>&1; done
   # shellcheck disable=SC2046
   TEMPO_RL_LOG_LEVEL=warn timeout 1500 bin/tempo-rl --set "state_dir=$STATE/p" $(product_sets) train "$PRODUCT_CONFIG" --run-id gpu-check --json \
@@ -115,8 +142,20 @@ stop() {
   return 0
 }
 
+failed=()
 for phase in "${PHASES[@]}"; do
   say "$phase: started"
   t0=$(date +%s)
-  if "$phase"; then say "$phase: ok ($(( $(date +%s) - t0 )) s)"; else say "$phase: FAILED ($(( $(date +%s) - t0 )) s)"; fi
+  if "$phase"; then
+    say "$phase: ok ($(($(date +%s) - t0)) s)"
+  else
+    say "$phase: FAILED ($(($(date +%s) - t0)) s)"
+    failed+=("$phase")
+  fi
 done
+if [ ${#failed[@]} -gt 0 ]; then
+  say "failed: ${failed[*]} (logs in $OUT)"
+  exit 1
+fi
+say "every phase ok"
+

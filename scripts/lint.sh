@@ -17,8 +17,12 @@ fi
 echo "== lint: biome (TypeScript)"
 npx biome ci --colors=off . || status=1
 echo "== lint: ruff (Python)"
-if [ "${TEMPO_RL_OFFLINE:-}" = 1 ]; then
-  echo "ruff: skipped (TEMPO_RL_OFFLINE=1: a uv tool is not installed offline)"
+# shellcheck source=scripts/env-bool.sh
+source scripts/env-bool.sh
+offline=0
+env_bool TEMPO_RL_OFFLINE && offline=1 || [ $? -eq 1 ] || exit 2
+if [ "$offline" = 1 ]; then
+  echo "ruff: skipped (TEMPO_RL_OFFLINE=$TEMPO_RL_OFFLINE: a uv tool is not installed offline)"
 else
   ruff format --check . || status=1
   ruff check . || status=1

@@ -5,6 +5,8 @@
 # writes DIR/env.sh; once that is sourced, bin/tempo-rl runs on the packed Node and temporal binary,
 # and bootstrap (TEMPO_RL_OFFLINE=1) installs nothing. Run again, it redoes the same.
 # TEMPO_RL_HOST_PYTHON: the host's Python (default: python3 on PATH).
+# Checked first, in words sh reads too: under sh (dash) the next line is an error in dash's words.
+[ -n "${BASH_VERSION:-}" ] || { echo "offline-install.sh: run it with bash (bash DIR/tempo-rl/scripts/offline-install.sh, or as the executable it is), not sh" >&2; exit 2; }
 set -euo pipefail
 DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 ROOT="$DIR/tempo-rl"
@@ -20,6 +22,16 @@ PY="$(command -v "${TEMPO_RL_HOST_PYTHON:-python3}")" || fail "no ${TEMPO_RL_HOS
 want="$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1])).get("pythonVersion") or "")' "$DIR/offline-pack.json")"
 have="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 [ -z "$want" ] || [ "$want" = "$have" ] || fail "the pack's wheels are for Python $want, but $PY is Python $have (pack again with --python-version $have)"
+# ...and for a glibc level: a host with an older one cannot load them (pack again with its --glibc).
+glibc_problem="$("$PY" - "$DIR/offline-pack.json" <<'PY'
+import json, platform, sys
+want = json.load(open(sys.argv[1])).get("glibc")
+name, have = platform.libc_ver()
+if want and name == "glibc" and tuple(map(int, have.split("."))) < tuple(map(int, want.split("."))):
+    print(f"the pack's wheels need glibc {want} or later, and this host has {have} (pack again with --glibc {have})")
+PY
+)"
+[ -z "$glibc_problem" ] || fail "$glibc_problem"
 
 # --target, not the host's site-packages: nothing the host has is replaced, and removing DIR undoes it all.
 rm -rf "$DIR/python-site"

@@ -16,6 +16,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
+import { BLOB_FILE, readBoundedBytesAsync, type UnreadableFile } from '../lib/bounded-file.js';
 import { parseUserPath, virtualFilesystemOf } from '../lib/out-path.js';
 
 export const BLOB_PREFIX = 'blob:';
@@ -112,9 +113,9 @@ export class LocalBlobStore implements ConditionalBlobStore {
 
   async getBytes(ref: string): Promise<Buffer> {
     try {
-      return await fs.readFile(this.pathOf(ref));
+      return await readBoundedBytesAsync(this.pathOf(ref), BLOB_FILE);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new BlobError(`blob not found: ${ref}`);
+      if ((err as UnreadableFile).reason === 'no such file') throw new BlobError(`blob not found: ${ref}`);
       throw err;
     }
   }

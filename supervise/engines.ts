@@ -6,6 +6,8 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { engineFlagValue, findEngineFlags } from '../config/engine-args.js';
+import { readJsonRecord } from '../lib/bounded-file.js';
 import type { TempoConfig } from '../config/schema.js';
 import { childLogger } from '../lib/log.js';
 import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
@@ -148,14 +150,8 @@ function gpuArgs(cfg: TempoConfig): string[] {
 
 /** GPUs per engine: the product of the parallel sizes engines.extra_args choose (1 without). */
 export function gpusPerEngine(cfg: TempoConfig): number {
-  const size = (names: string[]) => {
-    const a = cfg.engines.extra_args;
-    for (let i = 0; i < a.length; i++) {
-      const [flag, inline] = a[i]!.split('=', 2) as [string, string | undefined];
-      if (names.includes(flag)) return Number(inline ?? a[i + 1]) || 1;
-    }
-    return 1;
-  };
+  // as vLLM reads them: --tensor_parallel_size=2 is --tensor-parallel-size 2 (config/engine-args.ts)
+  const size = (names: string[]) => Number(engineFlagValue(cfg.engines.extra_args, names)) || 1;
   return (
     size(['--tensor-parallel-size', '-tp']) *
     size(['--pipeline-parallel-size', '-pp']) *
@@ -178,9 +174,16 @@ export function engineGpus(cfg: TempoConfig, index: number): number[] {
  * and import torch and vLLM into (measured on 2 cores: engine start 91 s → 53 s). Left to the user when
  * extra_args choose a parallel layout or an executor. */
 export function inProcessCpuWorker(cfg: TempoConfig): boolean {
-  const parallel =
-    /^(--tensor-parallel-size|-tp|--pipeline-parallel-size|-pp|--distributed-executor-backend|--data-parallel-size|-dp)(=|$)/;
-  return cfg.model.num_gpus === 0 && !cfg.engines.extra_args.some((a) => parallel.test(a));
+  const parallel = [
+    '--tensor-parallel-size',
+    '-tp',
+    '--pipeline-parallel-size',
+    '-pp',
+    '--distributed-executor-backend',
+    '--data-parallel-size',
+    '-dp',
+  ];
+  return cfg.model.num_gpus === 0 && findEngineFlags(cfg.engines.extra_args, parallel).length === 0;
 }
 
 /** CUDA_VISIBLE_DEVICES for GPUs given as indices into the GPUs this process sees (through its own
@@ -234,7 +237,7 @@ export function readEngineRecords(cfg: TempoConfig): EngineRecord[] {
     .filter((f) => /^engine-\d+\.json$/.test(f))
     .flatMap((f) => {
       try {
-        return [EngineRecord.parse(JSON.parse(readFileSync(path.join(dir, f), 'utf8')))];
+        return [EngineRecord.parse(readJsonRecord(path.join(dir, f)))];
       } catch {
         return [];
       }

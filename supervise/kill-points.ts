@@ -4,12 +4,45 @@
 // where it means to. Each point fires once across every process that reads it: the first to reach it
 // creates its `once` file, and the process started in place of the dead one finds it there.
 // The trainer reads the same variable (workers/trainer/kill_points.py).
-import { closeSync, openSync, readFileSync } from 'node:fs';
+import { closeSync, openSync } from 'node:fs';
 import { Context } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { z } from 'zod';
+import type { RolloutActivities } from '../protocol/activities.js';
+import { readJsonRecord } from '../lib/bounded-file.js';
 
 export const KILL_AT_ENV = 'TEMPO_RL_KILL_AT';
+
+// Every point a worker reaches, so that a misspelt one (which would never fire, and a certification
+// would pass without its kill) is refused. The rollout worker's activities are checked against their
+// interface by the compiler; the trainer's (workers/trainer/worker/activities.py) and the points the
+// code names are listed.
+const ROLLOUT_ACTIVITIES = {
+  rolloutInfo: true,
+  waitForFile: true,
+  prepareDataset: true,
+  prepareSftDataset: true,
+  episodePrompts: true,
+  episodeOutcomes: true,
+  listEngines: true,
+  recordStep: true,
+  renderPrompt: true,
+  renderObservation: true,
+  generateTurn: true,
+  envStep: true,
+  scoreEpisode: true,
+  storeSample: true,
+  loadEpisodeSummary: true,
+  renderSftBatch: true,
+} satisfies Record<keyof RolloutActivities, true>;
+const TRAINER_ACTIVITIES = ['train_step', 'sync_weights', 'trainer_info', 'log_metrics'];
+/** continue_as_new: the rollout worker (workflows/training-run.ts); checkpoint_commit: the trainer. */
+const NAMED_POINTS = ['continue_as_new', 'checkpoint_commit'];
+export const KILL_POINT_NAMES: readonly string[] = [
+  ...Object.keys(ROLLOUT_ACTIVITIES),
+  ...TRAINER_ACTIVITIES,
+  ...NAMED_POINTS,
+];
 
 export const KillPoint = z.strictObject({
   /** An activity type (generateTurn, train_step, …) or a point the code names (continue_as_new). */
@@ -41,9 +74,14 @@ export function killPointsFromEnv(env: NodeJS.ProcessEnv = process.env): KillPoi
   }
   const points = z.array(KillPoint).safeParse(parsed);
   if (!points.success) throw new Error(`${KILL_AT_ENV} ${raw.slice(0, 200)}: ${z.prettifyError(points.error)}`);
-  for (const p of points.data)
+  for (const p of points.data) {
     if (p.phase === 'mid' && p.after_ms === undefined)
       throw new Error(`${KILL_AT_ENV}: point ${p.point} phase mid needs after_ms`);
+    if (!KILL_POINT_NAMES.includes(p.point))
+      throw new Error(
+        `${KILL_AT_ENV}: point ${JSON.stringify(p.point)} is reached by no worker, so it would never fire (points: ${KILL_POINT_NAMES.join(', ')})`,
+      );
+  }
   return points.data;
 }
 
@@ -59,7 +97,7 @@ function claim(p: KillPoint): boolean {
 
 function die(p: KillPoint): void {
   if (!claim(p)) return;
-  const pid = p.pid_file ? Number(JSON.parse(readFileSync(p.pid_file, 'utf8')).pid) : process.pid;
+  const pid = p.pid_file ? Number((readJsonRecord(p.pid_file) as { pid?: unknown }).pid) : process.pid;
   process.stderr.write(`kill point ${p.point} ${p.phase} (#${p.nth}): SIGKILL of process ${pid}\n`);
   process.kill(pid, 'SIGKILL');
 }

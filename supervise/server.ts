@@ -5,6 +5,7 @@ import type { TempoConfig } from '../config/schema.js';
 import { childLogger } from '../lib/log.js';
 import { stateLayout, temporalBin } from '../lib/paths.js';
 import { commandLine, isAlive, portOpen, spawnDetached, stopProcess, waitFor } from './process.js';
+import { readJsonRecord } from '../lib/bounded-file.js';
 
 const log = childLogger('server');
 
@@ -28,7 +29,7 @@ interface ServerRecord {
 
 function readRecord(file: string): ServerRecord | null {
   try {
-    return JSON.parse(readFileSync(file, 'utf8')) as ServerRecord;
+    return readJsonRecord(file) as ServerRecord;
   } catch {
     return null;
   }

@@ -1,15 +1,17 @@
 // Brings up what a training run needs and is not running yet — the embedded Temporal server, the
 // engines, the rollout and trainer workers — and stops exactly what it started. Workers are this
 // stack's (its state dir's): they poll its own task queues (config/schema.ts stackTaskQueue).
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
 import { engineStatuses, startEngines, stopEngines } from './engines.js';
 import { childLogger } from '../lib/log.js';
 import { REPO_ROOT, stateLayout } from '../lib/paths.js';
 import { commandLine, isAlive, spawnDetached, stopProcess } from './process.js';
+import { preflight } from './preflight.js';
 import { serverStatus, startServer, stopServer } from './server.js';
 import { activeTrainerPid, trainerCommand } from './trainer-process.js';
+import { readJsonRecord } from '../lib/bounded-file.js';
 
 const log = childLogger('stack');
 export const WORKER_KINDS = ['rollout', 'trainer'] as const;
@@ -33,7 +35,7 @@ const ours = (pid: number, kind: WorkerKind) => isAlive(pid) && commandLine(pid)
 
 function readWorkerRecord(cfg: TempoConfig, kind: WorkerKind): WorkerRecord | null {
   try {
-    return JSON.parse(readFileSync(workerRecordPath(cfg, kind), 'utf8')) as WorkerRecord;
+    return readJsonRecord(workerRecordPath(cfg, kind)) as WorkerRecord;
   } catch {
     return null;
   }
@@ -41,8 +43,18 @@ function readWorkerRecord(cfg: TempoConfig, kind: WorkerKind): WorkerRecord | nu
 
 /** The live processes of a kind this stack started (the trainer's standbys too). */
 function workerPids(cfg: TempoConfig, kind: WorkerKind): number[] {
+  return workerProcesses(cfg, kind).alive;
+}
+
+/** A kind's record (every pid it started, its log) and which of its processes are alive and ours. */
+export function workerProcesses(
+  cfg: TempoConfig,
+  kind: WorkerKind,
+): { record: { pids: number[]; log: string } | null; alive: number[] } {
   const rec = readWorkerRecord(cfg, kind);
-  return rec ? (rec.pids ?? [rec.pid]).filter((pid) => ours(pid, kind)) : [];
+  if (!rec) return { record: null, alive: [] };
+  const pids = rec.pids ?? [rec.pid];
+  return { record: { pids, log: rec.log }, alive: pids.filter((pid) => ours(pid, kind)) };
 }
 
 /** A live process of the kind (the active trainer when it is one of ours), or null. */
@@ -135,6 +147,7 @@ export interface Started {
 }
 
 export async function ensureStack(cfg: TempoConfig): Promise<Started> {
+  await preflight(cfg);
   const started: Started = { server: false, engines: false, rollout: false, trainer: false };
   if (!(await serverStatus(cfg)).running) started.server = (await startServer(cfg)).started;
   // The workers boot (imports, the workflow bundle) while the engines do: neither needs the other to

@@ -2,13 +2,14 @@
 // stack's task queue and blob store; with model.num_gpus above 1, through torchrun, one process per GPU
 // (rank 0 is the Temporal worker: workers/trainer/worker/data_parallel.py).
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
 import { pythonBin, REPO_ROOT, stateLayout } from '../lib/paths.js';
 import { isAlive } from './process.js';
 import { temporalAddress } from '../lib/temporal.js';
 import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
+import { RECORD_FILE, readBoundedText } from '../lib/bounded-file.js';
 
 /** The resolved Temporal settings as the standard TEMPORAL_* variables, which the trainer's
  *  temporalio.envconfig reads. Inherited TEMPORAL_* variables are dropped: the config already
@@ -88,7 +89,7 @@ export function torchrunArgs(cfg: TempoConfig): string[] {
 /** The pid of the stack's active trainer (the one holding the trainer lock: workers/trainer/worker/standby.py), or null. */
 export function activeTrainerPid(cfg: TempoConfig): number | null {
   try {
-    const pid = Number(readFileSync(stateLayout(cfg.state_dir).trainerLock, 'utf8').trim().split(' ')[0]);
+    const pid = Number(readBoundedText(stateLayout(cfg.state_dir).trainerLock, RECORD_FILE).trim().split(' ')[0]);
     return Number.isInteger(pid) && pid > 0 && isAlive(pid) ? pid : null;
   } catch {
     return null;

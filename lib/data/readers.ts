@@ -1,6 +1,6 @@
 // Raw records from files: JSONL lines and Parquet rows (hyparquet), each with its 1-based number.
-import { promises as fs } from 'node:fs';
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, parquetSchema } from 'hyparquet';
+import { checkRegularFile, DATA_FILE, readBoundedBytesAsync } from '../bounded-file.js';
 import { decodeUtf8 } from '../utf8.js';
 import { DatasetError } from './rows.js';
 
@@ -16,9 +16,9 @@ const BOM = [0xef, 0xbb, 0xbf];
 export async function readJsonl(file: string): Promise<RawRecord[]> {
   let bytes: Buffer;
   try {
-    bytes = await fs.readFile(file);
+    bytes = await readBoundedBytesAsync(file, DATA_FILE);
   } catch (err) {
-    throw new DatasetError(`cannot read ${file}: ${(err as Error).message}`);
+    throw new DatasetError((err as Error).message);
   }
   // a UTF-8 byte order mark belongs to the file, not to row 1
   if (BOM.every((b, i) => bytes[i] === b)) bytes = bytes.subarray(BOM.length);
@@ -53,9 +53,10 @@ const IMAGE_COLUMNS = ['images', 'image'];
 export async function readParquet(file: string): Promise<RawRecord[]> {
   let stat;
   try {
-    stat = await fs.stat(file);
+    // read in slices by hyparquet, whatever its size; a FIFO or a device is never opened
+    stat = checkRegularFile(file, { maxBytes: Number.MAX_SAFE_INTEGER, what: 'a Parquet file' });
   } catch (err) {
-    throw new DatasetError(`cannot read ${file}: ${(err as Error).message}`);
+    throw new DatasetError((err as Error).message);
   }
   if (stat.size === 0) throw new DatasetError(`${file} is empty`);
   let columns: string[];

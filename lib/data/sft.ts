@@ -1,10 +1,11 @@
 // SFT export: one JSONL line per prompt, the final assistant turn being "Answer: \boxed{…}".
 // Images are written as absolute paths of the stored PNGs (the LLaMA-Factory / ShareGPT layout).
 import type { ToolSpec } from '../../engine/types.js';
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { BlobStore } from '../../stores/blobstore.js';
 import { localBlobPath } from '../blob-store-config.js';
+import { readPrefix } from '../bounded-file.js';
+import { type OwnOutput, writeOutputFile } from '../out-path.js';
 import { labelToLatex } from '../math/to-latex.js';
 import { DEFAULT_ENVIRONMENT, getEnvironment } from '../env/registry.js';
 import type { PromptRow } from './rows.js';
@@ -57,8 +58,23 @@ export async function writeSftJsonl(
 }
 
 export async function writeSftRecords(records: SftRecord[], outFile: string): Promise<number> {
-  await fs.mkdir(path.dirname(path.resolve(outFile)), { recursive: true });
   const lines = records.map((r) => JSON.stringify(r));
-  await fs.writeFile(outFile, lines.length ? `${lines.join('\n')}\n` : '');
+  await writeOutputFile(path.resolve(outFile), lines.length ? `${lines.join('\n')}\n` : '');
   return lines.length;
 }
+
+/** A file sft-export or sft-transcripts wrote: empty (no rows), or a first line that is an SFT record. */
+export const SFT_OUTPUT: OwnOutput = {
+  what: 'an SFT JSONL file',
+  wrote: (abs) => {
+    const head = readPrefix(abs, 1024 * 1024).toString('utf8');
+    if (head === '') return true;
+    const nl = head.indexOf('\n');
+    try {
+      const first = JSON.parse(nl < 0 ? head : head.slice(0, nl)) as Partial<SftRecord>;
+      return typeof first.id === 'string' && Array.isArray(first.messages);
+    } catch {
+      return false;
+    }
+  },
+};

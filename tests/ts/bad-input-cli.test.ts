@@ -5,8 +5,8 @@
 // had it (the suite's), since the set-up costs each spawn a shell and hashes of the lock files; the rows
 // about bin/tempo-rl itself run it. (In-process rows: bad-input.test.ts.)
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, openSync, symlinkSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { lstatSync, mkdirSync, openSync, symlinkSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { describe, test } from 'node:test';
@@ -45,6 +45,7 @@ function runCli(
   opts: {
     env?: Record<string, string>;
     stdoutFile?: string;
+    stdinFile?: string;
     timeoutMs?: number;
     state?: string;
     bin?: string;
@@ -64,8 +65,9 @@ function runCli(
   const t0 = performance.now();
   return new Promise((resolve) => {
     const stdout = opts.stdoutFile ? openSync(opts.stdoutFile, 'w') : 'pipe';
+    const stdin = opts.stdinFile ? openSync(opts.stdinFile, 'r') : 'ignore';
     const [cmd, ...pre] = opts.bin ? [opts.bin] : CLI;
-    const child = spawn(cmd!, [...pre, ...args], { env, stdio: ['ignore', stdout, 'pipe'], cwd: opts.cwd });
+    const child = spawn(cmd!, [...pre, ...args], { env, stdio: [stdin, stdout, 'pipe'], cwd: opts.cwd });
     let out = '';
     let err = '';
     child.stdout?.on('data', (d) => (out += d));
@@ -90,6 +92,8 @@ interface CliRow {
   /** A folder whose files must be byte-for-byte the same afterwards. */
   keeps?: () => string;
   stdoutFile?: string;
+  /** A file to give the command as its stdin. */
+  stdinFile?: () => string;
   /** Run bin/tempo-rl through this link, from this working directory. */
   via?: () => { bin: string; cwd: string };
   maxSeconds?: number;
@@ -245,7 +249,7 @@ const CLI_ROWS: CliRow[] = [
     kind: 'max_turns 1e12',
     args: () => check(...set('rollout.max_turns=1e12')),
     exit: 2,
-    says: [/rollout\.max_turns/, /1000000000000/],
+    says: [/rollout\.max_turns/, /given 1e12/, /at most 64 turns/],
   },
   {
     kind: 'max_response_len above max_context_len',
@@ -477,6 +481,87 @@ const CLI_ROWS: CliRow[] = [
     kind: 'grpo.tis.clip 1 with truncate is honoured',
     args: () => check(...set('grpo.tis.enabled=true', 'grpo.tis.clip=1')),
     exit: 0,
+  },
+  // ── engines.extra_args read as vLLM reads them (config/engine-args.ts)
+  {
+    kind: 'run.deterministic with --max_num_seqs (vLLM reads --max-num-seqs)',
+    args: () => check(...set('run.deterministic=true', 'engines.extra_args=["--max_num_seqs", "8"]')),
+    exit: 2,
+    says: [/engines\.extra_args\.0/, /--max_num_seqs \(vLLM reads it as --max-num-seqs\)/, /run\.deterministic/],
+  },
+  {
+    kind: 'run.deterministic with --enable_prefix_caching',
+    args: () => check(...set('run.deterministic=true', 'engines.extra_args=["--enable_prefix_caching"]')),
+    exit: 2,
+    says: [/engines\.extra_args\.0/, /--enable-prefix-caching/, /run\.deterministic/],
+  },
+  {
+    kind: 'run.deterministic with --max-num-se 8 (an abbreviation argparse expands)',
+    args: () => check(...set('run.deterministic=true', 'engines.extra_args=["--max-num-se", "8"]')),
+    exit: 2,
+    says: [/--max-num-se \(vLLM reads it as --max-num-seqs\)/],
+  },
+  {
+    kind: 'run.deterministic with --max-num-seqs=8',
+    args: () => check(...set('run.deterministic=true', 'engines.extra_args=["--max-num-seqs=8"]')),
+    exit: 2,
+    says: [/--max-num-seqs=8 cannot be given with run\.deterministic/],
+  },
+  {
+    kind: 'engines.extra_args --host 0.0.0.0 (a dev-mode engine on every interface)',
+    args: () => check(...set('engines.extra_args=["--host", "0.0.0.0"]')),
+    exit: 2,
+    says: [/engines\.extra_args\.0: --host is tempo-rl's to set/, /127\.0\.0\.1/],
+  },
+  {
+    kind: 'engines.extra_args --served_model_name=x, --worker-extension-cls, --model, --port, --seed, --logprobs-mode',
+    args: () =>
+      check(
+        ...set(
+          'engines.extra_args=["--served_model_name=x", "--worker-extension-cls", "m.C", "--model", "m", "--port=9", "--seed", "1", "--logprobs-mode", "raw_logprobs"]',
+        ),
+      ),
+    exit: 2,
+    says: [
+      /extra_args\.0: --served_model_name=x \(vLLM reads it as --served-model-name\)/,
+      /extra_args\.1: --worker-extension-cls/,
+      /extra_args\.3: --model/,
+      /extra_args\.5: --port=9/,
+      /extra_args\.6: --seed/,
+      /extra_args\.8: --logprobs-mode/,
+    ],
+  },
+  {
+    kind: 'engines.extra_args --api-key is redacted by config check',
+    args: () => check(...set('engines.extra_args=["--api-key", "sekrit-engine", "--api_key=sekrit-two"]')),
+    exit: 0,
+    never: [/sekrit-engine/, /sekrit-two/],
+    check: (r) => assert.deepEqual(JSON.parse(r.stdout).engines.extra_args, ['--api-key', '***', '--api_key=***']),
+  },
+  {
+    kind: 'engines.extra_args with a bare number: the hint says to quote it',
+    args: () => check(...set('engines.extra_args=["--max-num-batched-tokens", 8192]')),
+    exit: 2,
+    says: [/engines\.extra_args\.1/, /given number 8192 \(write it in quotes, "8192"/],
+  },
+  {
+    kind: 'engines.sleep_level 3 names 1 and 2',
+    args: () => check(...set('engines.sleep_level=3')),
+    exit: 2,
+    says: [/engines\.sleep_level: must be 1 .* or 2 /, /given number 3/],
+  },
+  {
+    kind: 'engines.sleep_level without engines.colocate (nothing sleeps)',
+    args: () => check(...set('engines.sleep_level=1')),
+    exit: 2,
+    says: [/engines\.sleep_level: is for colocated engines/, /given number 1/],
+  },
+  {
+    kind: 'engines.ipc_bucket_mb 1e12 suggests no value that is refused',
+    args: () => check(...set('engines.ipc_bucket_mb=1e12')),
+    exit: 2,
+    says: [/engines\.ipc_bucket_mb/, /given 1e12/, /at most 65536/],
+    never: [/write 1000000000000/],
   },
   // ── config-like files that are not regular files: refused at once, never waited on
   {
@@ -923,6 +1008,130 @@ const CLI_ROWS: CliRow[] = [
     says: [/127\.0\.0\.1:1 /, /TEMPORAL_ADDRESS/],
   },
 
+  // ── a run's stack, checked before anything starts (supervise/preflight.ts)
+  {
+    kind: 'train with a malformed TEMPO_RL_KILL_AT: refused before anything starts',
+    args: async () => [
+      'train',
+      path.join(REPO_ROOT, 'configs/cpu-tiny.yaml'),
+      ...set(
+        'engines.urls=["http://127.0.0.1:9"]',
+        `server.port=${await freePort()}`,
+        `server.ui_port=${await freePort()}`,
+      ),
+    ],
+    env: { TEMPO_RL_KILL_AT: '[{"point": "generateTurn", "phase": "start"' },
+    exit: 2,
+    maxSeconds: 30,
+    says: [/TEMPO_RL_KILL_AT is not JSON/, /nothing was started/],
+  },
+  {
+    kind: 'train with a kill point no worker reaches (it would never fire)',
+    args: async () => [
+      'train',
+      path.join(REPO_ROOT, 'configs/cpu-tiny.yaml'),
+      ...set(
+        'engines.urls=["http://127.0.0.1:9"]',
+        `server.port=${await freePort()}`,
+        `server.ui_port=${await freePort()}`,
+      ),
+    ],
+    env: { TEMPO_RL_KILL_AT: '[{"point": "generate_turn", "phase": "start", "once": "/tmp/never"}]' },
+    exit: 2,
+    maxSeconds: 30,
+    says: [/point "generate_turn" is reached by no worker/],
+  },
+  {
+    kind: 'train with engines.urls that do not answer: named, nothing started',
+    args: async () => [
+      'train',
+      path.join(REPO_ROOT, 'configs/cpu-tiny.yaml'),
+      ...set(
+        `engines.urls=["http://127.0.0.1:${await freePort()}"]`,
+        `server.port=${await freePort()}`,
+        `server.ui_port=${await freePort()}`,
+      ),
+    ],
+    exit: 1,
+    maxSeconds: 30,
+    says: [
+      /engines\.urls: http:\/\/127\.0\.0\.1:\d+ does not answer \(GET \/health: ECONNREFUSED\); nothing was started/,
+    ],
+  },
+  {
+    kind: 'engine start with model.num_gpus 1 where CUDA_VISIBLE_DEVICES shows none',
+    args: () => ['engine', 'start', ...set('model.num_gpus=1', 'run.trainer_standbys=0')],
+    env: { CUDA_VISIBLE_DEVICES: '' },
+    exit: 2,
+    maxSeconds: 30,
+    says: [/model\.num_gpus is 1, but this machine shows no GPU/, /CUDA_VISIBLE_DEVICES=""/],
+  },
+  {
+    kind: 'status of a run id that climbs out of the runs folder',
+    args: () => ['status', '../x'],
+    exit: 2,
+    says: [/run id "\.\.\/x"/],
+  },
+  {
+    kind: 'pause of a run id with an escape sequence: printed escaped',
+    args: () => ['pause', 'r\u001b[2J'],
+    exit: 2,
+    says: [/run id "r\\u001b\[2J"/],
+    never: [/\u001b/],
+  },
+  {
+    kind: 'an unknown command with an escape sequence: printed escaped',
+    args: () => ['\u001b]0;owned\u0007'],
+    exit: 2,
+    says: [/unknown command '\\u001b\]0;owned\\u0007'/],
+    never: [/\u001b/, /\u0007/],
+  },
+  {
+    kind: 'worker trainer with no Temporal server: a sentence, not a traceback',
+    args: async () => ['worker', 'trainer', ...set(`server.port=${await freePort()}`)],
+    exit: 1,
+    maxSeconds: 30,
+    says: [/no Temporal server answers at 127\.0\.0\.1:\d+/],
+    never: [/Traceback/],
+  },
+  {
+    kind: 'config check of model.num_gpus 1 where CUDA_VISIBLE_DEVICES shows none: a warning',
+    args: () => check(...set('model.num_gpus=1', 'run.trainer_standbys=0')),
+    env: { CUDA_VISIBLE_DEVICES: '' },
+    exit: 0,
+    says: [/warning: model\.num_gpus is 1, but this machine shows 0/],
+  },
+  // ── tempo-rl ui --host: compared as addresses, refused before anything starts
+  ...['0', '::0', '0:0:0:0:0:0:0:0'].map(
+    (host): CliRow => ({
+      kind: `ui --host ${host} (every interface)`,
+      args: async () => [
+        'ui',
+        '--host',
+        host,
+        '--port',
+        '0',
+        ...set(`server.port=${await freePort()}`, `server.ui_port=${await freePort()}`),
+      ],
+      exit: 2,
+      maxSeconds: 20,
+      says: [new RegExp(`--host "${host}" is (0\\.0\\.0\\.0|::), every interface`)],
+      never: [/tempo-rl ui: http/],
+    }),
+  ),
+  {
+    kind: 'ui --host of a name that does not resolve: a sentence, before any server starts',
+    args: async () => [
+      'ui',
+      '--host',
+      'nosuch.invalid',
+      ...set(`server.port=${await freePort()}`, `server.ui_port=${await freePort()}`),
+    ],
+    exit: 2,
+    maxSeconds: 20,
+    says: [/--host "nosuch\.invalid": no such host/],
+    never: [/Temporal server started/],
+  },
   // ── report: its run id names a folder, its --out a file
   {
     kind: 'report of a run id that climbs out of the runs folder',
@@ -945,7 +1154,22 @@ const CLI_ROWS: CliRow[] = [
         args: () => ['report', 'r1', '--out', (mine = file('mine.html', '<p>mine</p>'))],
         keeps: () => path.dirname(mine),
         exit: 2,
-        says: [/mine\.html exists/, /--force/],
+        says: [/mine\.html": exists and is not a report tempo-rl wrote/],
+      },
+      {
+        kind: 'report --out an earlier report without --force',
+        args: () => [
+          'report',
+          'r1',
+          '--out',
+          (mine = file(
+            'old.html',
+            '<!doctype html><html><head><meta charset="utf-8"><meta name="generator" content="tempo-rl report"><title>tempo-rl run r0</title>',
+          )),
+        ],
+        keeps: () => path.dirname(mine),
+        exit: 2,
+        says: [/old\.html exists; pass --force to overwrite it/],
       },
     ];
   })(),
@@ -1053,10 +1277,184 @@ const CLI_ROWS: CliRow[] = [
       args: () => ['data', 'sft-export', '--out', (existing = file('mine.jsonl', '{"keep": true}\n'))],
       keeps: () => path.dirname(existing),
       exit: 2,
-      says: [/mine\.jsonl exists/, /--force/],
+      says: [/mine\.jsonl": exists and is not an SFT JSONL file tempo-rl wrote/],
     });
     return rows;
   })(),
+
+  // ── outputs that are not regular files tempo-rl wrote: refused whatever --force says
+  ...(() => {
+    const rows: CliRow[] = [];
+    const pack = (...args: string[]) => ['pack', 'offline', '--no-wheels', '--compression', 'none', ...args];
+    let linkDir = '';
+    rows.push({
+      kind: 'pack offline --out a symbolic link --force',
+      args: () => {
+        linkDir = fresh('links');
+        writeFileSync(path.join(linkDir, 'mine.txt'), 'my only copy');
+        symlinkSync(path.join(linkDir, 'mine.txt'), path.join(linkDir, 'out.tar'));
+        return pack('--out', path.join(linkDir, 'out.tar'), '--force');
+      },
+      keeps: () => linkDir,
+      exit: 2,
+      maxSeconds: 30,
+      says: [/out\.tar": is a symbolic link \(to .*mine\.txt\)/],
+      check: () => assert.ok(lstatSync(path.join(linkDir, 'out.tar')).isSymbolicLink(), 'the link was replaced'),
+    });
+    rows.push({
+      kind: 'pack offline --out /dev/stdout: refused without suggesting --force',
+      args: () => pack('--out', '/dev/stdout'),
+      exit: 2,
+      maxSeconds: 30,
+      says: [/--out "\/dev\/stdout": is a symbolic link/],
+      never: [/--force/],
+    });
+    let devDir = '';
+    rows.push({
+      kind: "pack offline --out a character device (mknod c 1 3, /dev/null's numbers) --force",
+      args: () => {
+        devDir = fresh('dev');
+        // a device node needs root; a FIFO stands for it elsewhere
+        const made = spawnSync('mknod', [path.join(devDir, 'null'), 'c', '1', '3']).status === 0;
+        if (!made) spawnSync('mkfifo', [path.join(devDir, 'null')]);
+        return pack('--out', path.join(devDir, 'null'), '--force');
+      },
+      exit: 2,
+      maxSeconds: 30,
+      says: [
+        /null": is a (character device|FIFO \(named pipe\)); regular files tempo-rl wrote are the only thing it replaces/,
+      ],
+      check: () => assert.ok(!lstatSync(path.join(devDir, 'null')).isFile(), 'the device node was replaced'),
+    });
+    let theirs = '';
+    rows.push({
+      kind: 'pack offline --out a file tempo-rl did not write --force',
+      args: () => pack('--out', (theirs = file('notes.tar', 'my only copy')), '--force'),
+      keeps: () => path.dirname(theirs),
+      exit: 2,
+      maxSeconds: 30,
+      says: [/notes\.tar": exists and is not an offline pack tempo-rl wrote/],
+    });
+    rows.push({
+      kind: 'pack offline --out DIR/ (a folder)',
+      args: () => pack('--out', `${fresh('outdir')}/`),
+      exit: 2,
+      says: [/outdir-\d+\/": names a folder/],
+    });
+    rows.push({
+      kind: 'pack offline --node a FIFO: refused at once',
+      args: () => pack('--out', path.join(fresh('packout'), 'p.tar'), '--node', fifo('node')),
+      exit: 2,
+      maxSeconds: 20,
+      says: [/--node .*fifo-\d+\/node: it is a FIFO \(named pipe\)/],
+    });
+    rows.push({
+      kind: 'pack offline --python-version 3.99',
+      args: () => pack('--out', path.join(fresh('packout'), 'p.tar'), '--python-version', '3.99'),
+      exit: 2,
+      says: [/--python-version 3\.99: the trainer runs on CPython 3\.11 or 3\.12/],
+    });
+    rows.push({
+      kind: 'pack offline --glibc 2.99',
+      args: () => pack('--out', path.join(fresh('packout'), 'p.tar'), '--glibc', '2.99'),
+      exit: 2,
+      says: [/--glibc: expected the host's glibc as 2\.N, from 2\.28 .* given "2\.99"/],
+    });
+    let sftLink = '';
+    rows.push({
+      kind: 'data sft-export --out a symbolic link --force',
+      args: () => {
+        sftLink = fresh('sftlink');
+        writeFileSync(path.join(sftLink, 'mine.jsonl'), '{"keep": true}\n');
+        symlinkSync(path.join(sftLink, 'mine.jsonl'), path.join(sftLink, 'out.jsonl'));
+        return ['data', 'sft-export', '--out', path.join(sftLink, 'out.jsonl'), '--force'];
+      },
+      keeps: () => sftLink,
+      exit: 2,
+      says: [/out\.jsonl": is a symbolic link/],
+    });
+    let notSft = '';
+    rows.push({
+      kind: 'data sft-export --out a JSONL file of the user --force',
+      args: () => ['data', 'sft-export', '--out', (notSft = file('mine.jsonl', '{"keep": true}\n')), '--force'],
+      keeps: () => path.dirname(notSft),
+      exit: 2,
+      says: [/mine\.jsonl": exists and is not an SFT JSONL file tempo-rl wrote/],
+    });
+    rows.push({
+      kind: 'data synth --out "" (not the working directory)',
+      args: () => ['data', 'synth', '--out', '', '--n', '2'],
+      exit: 2,
+      says: [/--out "": empty/],
+    });
+    rows.push({
+      kind: 'data sft-export --out "" (not the working directory)',
+      args: () => ['data', 'sft-export', '--out', ''],
+      exit: 2,
+      says: [/--out "": empty/],
+    });
+    let htmlDir = '';
+    rows.push({
+      kind: 'report --out an HTML page of the user --force',
+      args: () => {
+        htmlDir = fresh('html');
+        writeFileSync(path.join(htmlDir, 'index.html'), '<!doctype html><p>mine</p>');
+        return ['report', 'r1', '--out', path.join(htmlDir, 'index.html'), '--force'];
+      },
+      keeps: () => htmlDir,
+      exit: 2,
+      says: [/index\.html": exists and is not a report tempo-rl wrote/],
+    });
+    return rows;
+  })(),
+
+  // ── files tempo-rl reads that are FIFOs: refused at once, never waited on
+  ...(() => {
+    const d = fresh('fifo-run');
+    return [
+      {
+        kind: 'report of a run whose metrics.jsonl is a FIFO',
+        args: () => {
+          mkdirSync(path.join(d, 'runs', 'r1'), { recursive: true });
+          spawnSync('mkfifo', [path.join(d, 'runs', 'r1', 'metrics.jsonl')]);
+          return ['report', 'r1', ...set(`state_dir=${d}`)];
+        },
+        exit: 2,
+        maxSeconds: 20,
+        says: [/runs\/r1\/metrics\.jsonl: it is a FIFO \(named pipe\), not a regular file/],
+      },
+    ];
+  })(),
+  {
+    kind: 'data sft-export of a dataset folder whose train.jsonl is a FIFO',
+    args: () => [
+      'data',
+      'sft-export',
+      '--out',
+      path.join(fresh('sftout'), 'x.jsonl'),
+      ...set('dataset.kind=geo3k_dir', `dataset.path=${path.dirname(fifo('train.jsonl'))}`),
+    ],
+    exit: 1,
+    maxSeconds: 20,
+    says: [/train\.jsonl: it is a FIFO \(named pipe\), not a regular file/],
+  },
+  {
+    kind: 'score with a response on stdin above the bound',
+    args: () => ['score', '--label', '3'],
+    stdinFile: () => file('big.txt', Buffer.alloc(65 * 1024 * 1024, 0x61)),
+    exit: 2,
+    maxSeconds: 30,
+    says: [/stdin: more than 64 MiB/],
+  },
+  {
+    kind: 'a config with a bad byte names that byte, not the one after it',
+    args: () =>
+      check(
+        yaml(Buffer.concat([Buffer.from('rollout:\n  max_turns: 2 # caf'), Buffer.from([0xe9]), Buffer.from('\n')])),
+      ),
+    exit: 2,
+    says: [/not valid UTF-8: byte 0xe9 at offset 29/],
+  },
 
   // ── the embedded server
   portTakenRow('ui_port'),
@@ -1101,7 +1499,12 @@ describe('bad input on the command line', { concurrency: Math.max(2, os.availabl
       const before = keep ? snapshot(keep) : null;
       let r: CliResult;
       try {
-        r = await runCli(args, { env: row.env, stdoutFile: row.stdoutFile, ...row.via?.() });
+        r = await runCli(args, {
+          env: row.env,
+          stdoutFile: row.stdoutFile,
+          stdinFile: row.stdinFile?.(),
+          ...row.via?.(),
+        });
       } finally {
         await row.cleanup?.();
       }

@@ -12,6 +12,7 @@ import { describe, test } from 'node:test';
 import sharp from 'sharp';
 import { ConfigError, loadConfig, parseBoolVar, setOverrides } from '../../config/load.js';
 import { normalizeEpisodeId } from '../../lib/audit.js';
+import { parseEpisodeId } from '../../protocol/episode.js';
 import { LocalBlobStore, parseBlobStoreUri } from '../../stores/blobstore.js';
 import { toolTranscripts } from '../../lib/data/transcripts.js';
 import { pythonBin, REPO_ROOT } from '../../lib/paths.js';
@@ -63,6 +64,16 @@ describe('config, outputs, server and ids (in-process)', () => {
     assert.equal(normalizeEpisodeId('episode/RUN/0/0/0'), 'RUN/0/0/0');
     assert.equal(normalizeEpisodeId('RUN/0/0/0'), 'RUN/0/0/0');
     assert.equal(normalizeEpisodeId('episode/0/1/2'), 'episode/0/1/2');
+  });
+
+  test('episode ids: numbers are digits only (Number() read "", 0x1 and 1e3)', () => {
+    for (const id of ['RUN//0/0', 'RUN/0x1/0/0', 'RUN/1e3/0/0', 'RUN/0/ 1/0', 'RUN/0/0/01', '/0/0/0', 'RUN/-1/0/0'])
+      assert.throws(
+        () => parseEpisodeId(id),
+        new RegExp(`not an episode id .*${JSON.stringify(id).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`),
+        id,
+      );
+    assert.deepEqual(parseEpisodeId('a/b/10/0/3'), { run_id: 'a/b', step: 10, prompt_index: 0, sample_index: 3 });
   });
 
   test('listensOn tells our listening socket from another process', async () => {
@@ -147,7 +158,8 @@ test('run.deterministic: engine arguments that batch or cache across requests ar
     assert.ok(msg?.includes('engines.extra_args') && msg.includes(arg), `${arg}: ${msg}`);
   }
   assert.equal(refusal('run.deterministic=false', 'engines.extra_args=["--max-num-seqs","8"]'), null);
-  assert.equal(refusal('run.deterministic=true', 'engines.extra_args=["--max-model-len","2048"]'), null);
+  assert.equal(refusal('run.deterministic=true', 'engines.extra_args=["--kv-cache-memory-bytes","2147483648"]'), null);
+  assert.equal(refusal('run.deterministic=true', 'engines.extra_args=["--no-enable-prefix-caching"]'), null);
 });
 
 /** The leaves of a loaded config tree, as dotted keys. */

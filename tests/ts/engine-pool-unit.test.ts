@@ -181,10 +181,7 @@ describe('engine command line and metrics parsing', () => {
       );
     refused([...base, 'engines.cuda_graphs=true'], /CPU engines .* run eagerly/);
     refused([...gpu, 'engines.cuda_graphs=true', 'run.deterministic=true'], /measured eager only/);
-    refused(
-      [...gpu, 'engines.cuda_graphs=false', 'engines.extra_args=["--enforce_eager"]'],
-      /choose with engines\.cuda_graphs/,
-    );
+    refused([...gpu, 'engines.extra_args=["--enforce_eager"]'], /tempo-rl's to set: set engines\.cuda_graphs/);
     refused([...base, 'engines.urls=["http://h:1"]', 'engines.cuda_graphs=false'], /starts no engine/);
   });
 

@@ -11,20 +11,28 @@ import { KILL_AT_ENV, killPointsFromEnv } from '../../supervise/kill-points.js';
 const dir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-kill-points-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
 
-test('TEMPO_RL_KILL_AT: unset is none; bad JSON, unknown keys and a mid without after_ms are refused by name', () => {
+test('TEMPO_RL_KILL_AT: unset is none; bad JSON, unknown keys, a mid without after_ms and a point no worker reaches are refused by name', () => {
   assert.deepEqual(killPointsFromEnv({}), []);
   assert.throws(() => killPointsFromEnv({ [KILL_AT_ENV]: '{' }), /TEMPO_RL_KILL_AT is not JSON/);
   assert.throws(
-    () => killPointsFromEnv({ [KILL_AT_ENV]: JSON.stringify([{ point: 'x', phase: 'start', once: 'f', when: 1 }]) }),
+    () =>
+      killPointsFromEnv({
+        [KILL_AT_ENV]: JSON.stringify([{ point: 'generateTurn', phase: 'start', once: 'f', when: 1 }]),
+      }),
     /TEMPO_RL_KILL_AT.*when/s,
   );
   assert.throws(
-    () => killPointsFromEnv({ [KILL_AT_ENV]: JSON.stringify([{ point: 'x', phase: 'mid', once: 'f' }]) }),
+    () => killPointsFromEnv({ [KILL_AT_ENV]: JSON.stringify([{ point: 'generateTurn', phase: 'mid', once: 'f' }]) }),
     /phase mid needs after_ms/,
   );
   assert.equal(
-    killPointsFromEnv({ [KILL_AT_ENV]: JSON.stringify([{ point: 'x', phase: 'end', once: 'f' }]) })[0]!.nth,
+    killPointsFromEnv({ [KILL_AT_ENV]: JSON.stringify([{ point: 'train_step', phase: 'end', once: 'f' }]) })[0]!.nth,
     1,
+  );
+  // a misspelt point would never fire: a certification run would pass without its kill
+  assert.throws(
+    () => killPointsFromEnv({ [KILL_AT_ENV]: JSON.stringify([{ point: 'generateTurns', phase: 'end', once: 'f' }]) }),
+    /point "generateTurns" is reached by no worker.*generateTurn,/,
   );
 });
 
@@ -32,10 +40,10 @@ test('TEMPO_RL_KILL_AT: unset is none; bad JSON, unknown keys and a mid without 
 function reachThrice(once: string, nth: number) {
   const script = `import { KillPoints, killPointsFromEnv } from './supervise/kill-points.ts';
 const k = new KillPoints(killPointsFromEnv());
-for (let i = 1; i <= 3; i++) { k.reach('p'); console.log('survived', i); }`;
+for (let i = 1; i <= 3; i++) { k.reach('continue_as_new'); console.log('survived', i); }`;
   return spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
     cwd: path.resolve(import.meta.dirname, '..', '..'),
-    env: { ...process.env, [KILL_AT_ENV]: JSON.stringify([{ point: 'p', phase: 'start', nth, once }]) },
+    env: { ...process.env, [KILL_AT_ENV]: JSON.stringify([{ point: 'continue_as_new', phase: 'start', nth, once }]) },
     encoding: 'utf8',
   });
 }

@@ -16,14 +16,14 @@ import {
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
+import { LINUX_X64_GNU } from '../../cli/offline-target.js';
 import {
   downloadWheels,
-  LINUX_X64_GNU,
   parseHostPackages,
   resolveWheels,
   trainerRequirements,
   type WheelPlan,
-} from '../../cli/offline-pack.js';
+} from '../../cli/offline-wheels.js';
 import { REPO_ROOT } from '../../lib/paths.js';
 import { freePort } from '../../supervise/process.js';
 

@@ -17,13 +17,15 @@ import { isAlive, waitFor } from '../../supervise/process.js';
 import { initialRunState } from '../../lib/run-plan.js';
 import { ensureStack, startWorker, stopWorkers, workerPid, workerStatuses } from '../../supervise/stack.js';
 import { connectClient } from '../../lib/temporal.js';
+import { healthStub } from '../../testing/health-stub.js';
 import { pollerPids } from '../../testing/test-workflows.js';
 import { progressQuery, TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId } from '../../protocol/training-run.js';
 import { removeTestState } from '../../testing/state.js';
 import { startTestServer } from '../../testing/temporal.js';
 
-// External engines (never contacted here): ensureStack then starts only the workers.
-const server = await startTestServer(['engines.urls=["http://127.0.0.1:9"]']);
+// External engines (only their /health is asked, before a stack starts): ensureStack then starts only the workers.
+const engine = await healthStub();
+const server = await startTestServer([`engines.urls=["${engine.url}"]`]);
 const cfg = server.cfg;
 const env = { ...process.env };
 delete env.TEMPORAL_ADDRESS;
@@ -40,6 +42,7 @@ after(async () => {
   await stopWorkers(cfg);
   await stopWorkers(other);
   await server.stop();
+  await engine.close();
   removeTestState(other.state_dir);
 });
 
