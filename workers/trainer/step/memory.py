@@ -88,3 +88,57 @@ class StepMemory:
             "perf/train_gpu_free_gib": self._free / GIB,
             "perf/train_expandable_segments": 1.0 if expandable else 0.0,
         }
+
+
+class LiveTensorBytes:
+    """The bytes of live tensor storages created while it is entered, and their peak — what a step keeps
+    alive, measured on any device (a CPU included, where no allocator counts): a dispatch mode that
+    notes every new storage and forgets it when it is freed. Slow; for benches and tests."""
+
+    def __init__(self):
+        from torch.utils import _pytree
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        tracker = self
+
+        class _Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                out = func(*args, **(kwargs or {}))
+                # a view or an in-place result shares an input's storage: nothing new (perhaps made before)
+                inputs = {
+                    t.untyped_storage().data_ptr()
+                    for t in _pytree.tree_leaves((args, kwargs))
+                    if isinstance(t, torch.Tensor) and t.device.type != "meta"
+                }
+                for t in _pytree.tree_leaves(out):
+                    if isinstance(t, torch.Tensor) and t.device.type != "meta":
+                        if t.untyped_storage().data_ptr() not in inputs:
+                            tracker._note(t)
+                return out
+
+        self._mode = _Mode()
+        self._live: dict[int, int] = {}
+        self.now = 0
+        self.peak = 0
+
+    def _note(self, t: torch.Tensor) -> None:
+        import weakref
+
+        storage = t.untyped_storage()
+        key, nbytes = storage.data_ptr(), storage.nbytes()
+        if not key or not nbytes or key in self._live:
+            return
+        self._live[key] = nbytes
+        self.now += nbytes
+        self.peak = max(self.peak, self.now)
+        weakref.finalize(storage, self._freed, key)
+
+    def _freed(self, key: int) -> None:
+        self.now -= self._live.pop(key, 0)
+
+    def __enter__(self) -> LiveTensorBytes:
+        self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._mode.__exit__(*exc)
