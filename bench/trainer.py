@@ -151,6 +151,9 @@ def parser() -> argparse.ArgumentParser:
     vlm.add_argument("--shape", choices=["qwen3-vl-2b"], default=None, help="built in memory, random weights")
     vlm.add_argument("--model", default=None, help="a model directory instead (e.g. $TEMPO_RL_TINY_MODEL)")
     vlm.add_argument("--layers", type=int, default=None, help="--shape with this many decoder layers and vision blocks")
+    vlm.add_argument(
+        "--samples-per-step", default=None, help="N,N,...: step i's samples (the last repeats), instead of --samples"
+    )
     vlm.add_argument("--prompt-tokens", default="300-1500", help="MIN-MAX prompt tokens, the diagram's included")
     vlm.add_argument("--response-mu", type=float, default=6.4, help="log-normal response lengths: mu")
     vlm.add_argument("--response-sigma", type=float, default=0.9)
@@ -164,6 +167,9 @@ def parser() -> argparse.ArgumentParser:
     vlm.add_argument("--keep-checkpoint-files", action="store_true", help="else a measured full checkpoint's files go")
     vlm.add_argument(
         "--compile", choices=["on", "off"], default="on", help="torch.compile'd decoder layers and LM head"
+    )
+    vlm.add_argument(
+        "--vision-checkpoint", choices=["on", "off"], default="on", help="the vision blocks recomputed in backward (GPU)"
     )
     vlm.add_argument("--expandable", choices=["on", "off"], default="on", help="expandable segments while training")
     vlm.add_argument("--reserve-gib", type=float, default=0.0, help="GPU memory held throughout (an engine's share)")

@@ -11,6 +11,7 @@ full checkpoint in the step or in the background, `--checkpoint`)."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -65,6 +66,7 @@ def _step_input(args, work: Path, base: Path, refs: list[dict], step: int, hyper
         samples=refs,
         hyper=hyper,
         data_cursor={"epoch": 0, "cursor": step + 1},
+        keep_checkpoints=1,  # a 2B full checkpoint is ~25 GB
         checkpoint_interval=args.checkpoint_interval if args.checkpoint != "none" else 10**9,
         full_checkpoint=last and args.checkpoint != "none" and args.last_step_full,
     )
@@ -117,6 +119,7 @@ def _step_report(args, model, inp, out, trainer, phases: Phases, progress: StepP
         "image_patches": flops["patches"],
         "micro_batches": len(bins),
         "largest_micro_batch_tokens": max(sum(s.n_tokens for s in b) for b in bins),
+        "largest_micro_batch_patches": max(vlm_flops(model, [], [b])["patches"] for b in bins),
         "tokens_per_s": round(flops["tokens"] / train_s, 1),
         "tflops_per_s": round(flops["total"] / train_s / 1e12, 2),
         "mfu": round(flops["total"] / train_s / args.peak_flops, 4),
@@ -164,6 +167,7 @@ def run_product(args) -> dict:
     device = torch.device(args.device)
     os.environ["TEMPO_RL_COMPILE"] = "1" if args.compile == "on" else "0"
     os.environ["TEMPO_RL_EXPANDABLE_SEGMENTS"] = "1" if args.expandable == "on" else "0"
+    os.environ["TEMPO_RL_VISION_CHECKPOINT"] = "1" if args.vision_checkpoint == "on" else "0"
     work = Path(args.work or tempfile.mkdtemp(prefix="tempo-rl-bench-trainer-"))
     reserved = (
         torch.empty(int(args.reserve_gib * 2**30), dtype=torch.uint8, device=device)
@@ -197,8 +201,10 @@ def run_product(args) -> dict:
         "steps": [],
     }
     started = time.perf_counter()
+    counts = [int(n) for n in args.samples_per_step.split(",")] if args.samples_per_step else [args.samples]
     for step in range(args.steps):
-        refs = write_samples(work / "blobs", trainer.state.vision, model.config, args, seed=args.seed * 1000 + step)
+        shape = argparse.Namespace(**{**vars(args), "samples": counts[min(step, len(counts) - 1)]})
+        refs = write_samples(work / "blobs", trainer.state.vision, model.config, shape, seed=args.seed * 1000 + step)
         if step == args.steps - 1 and args.last_step_full and not args.keep_checkpoint_files:
             _drop_written_checkpoints(trainer, work / "run")
         inp = _step_input(args, work, base, refs, step, hyper)

@@ -145,3 +145,29 @@ def test_an_upgrade_cut_before_its_record_leaves_the_step_light(make_input, mixe
         .metrics["train/replayed_steps"]
         == 1
     )
+
+
+def test_host_buffers_carve_pinned_slabs_and_keep_them(monkeypatch):
+    from trainer.checkpoint import background
+
+    made = []
+
+    def empty(shape, dtype, pin_memory=False):  # pinned memory needs CUDA: plain memory, same layout
+        made.append((shape, pin_memory))
+        return torch.zeros(shape, dtype=dtype)
+
+    monkeypatch.setattr(background, "SLAB_BYTES", 1024)
+    monkeypatch.setattr(background.torch, "empty", empty)
+    buffers = background.HostBuffers(pinned=True)
+    tensors = {
+        "a": torch.arange(100, dtype=torch.float32),  # 400 bytes
+        "b": torch.arange(60, dtype=torch.int64).reshape(6, 10),  # 480 bytes: the same slab
+        "c": torch.tensor(3.5),  # a 0-dim step count
+        "big": torch.ones(300, dtype=torch.float32),  # 1200 bytes: more than a slab, its own
+    }
+    first = {k: buffers.copy(k, t) for k, t in tensors.items()}
+    assert all(torch.equal(first[k], t) and first[k].dtype == t.dtype for k, t in tensors.items())
+    assert made == [(1024, True), (1200, True)] and buffers.nbytes == 2224, "a, b and c share one slab"
+    tensors["a"] += 1
+    again = buffers.copy("a", tensors["a"])
+    assert again.data_ptr() == first["a"].data_ptr() and torch.equal(again, tensors["a"]) and len(made) == 2

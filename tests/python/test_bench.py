@@ -138,3 +138,20 @@ def test_bench_runs_the_products_steps_on_a_vlm(tiny_model, tmp_path):
         assert all("->" not in name for name in step["phases_ms"]), step["phases_ms"]
         assert step["train_s"] > 0 and step["tokens_per_s"] > 0
     assert json.loads(out_file.read_text())["steps"] == out["steps"]
+
+
+def test_the_gpu_trainer_script_runs_dry_on_cpu(tiny_model, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "bench" / "gpu-trainer.sh"
+    env = {**os.environ, "DRY": "1", "PYTHON": sys.executable, "TEMPO_RL_TINY_MODEL": str(tiny_model)}
+    done = subprocess.run(
+        ["bash", str(script), str(tmp_path), "base64", "parity"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "base64: ok" in done.stderr and "parity: ok" in done.stderr, done.stderr[-2000:]
+    runs = json.loads((tmp_path / "trainer-base64.json").read_text())
+    assert [s["step"] for s in runs["steps"]] == [0, 1] and json.loads((tmp_path / "parity-memory.json").read_text())
+    assert "base64" in (tmp_path / "summary.txt").read_text()

@@ -88,3 +88,26 @@ def test_expandable_segments_only_while_a_step_trains(monkeypatch):
     with training_allocator(torch.device("cpu")) as on:
         assert not on
     assert len(settings) == 2 and memory.expandable_segments_wanted() is False
+
+
+def test_vision_blocks_recomputed_in_the_backward_give_the_same_gradients(samples, tiny_model):
+    from trainer.model.gpu_setup import checkpoint_vision_blocks
+
+    model = load_policy(tiny_model)
+    vision, blobs = VisionProcessor(tiny_model, model.config), BlobStore(samples.root)
+    refs = [samples.sample(f"v/{i}", seed=i, image_size=(64, 48 + 16 * i)) for i in range(2)]
+    batch = [
+        prepare_sample(Sample.model_validate(blobs.get_json(r["ref"])), 1.0 - i, blobs, vision)
+        for i, r in enumerate(refs)
+    ]
+
+    def grads() -> dict[str, torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        accumulate_gradients(model, batch, Hyper(), NoProgress())
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+    kept = grads()
+    assert checkpoint_vision_blocks(model) == len(model.model.visual.blocks) > 0
+    recomputed = grads()
+    assert kept.keys() == recomputed.keys() and any(n.startswith("model.visual.blocks") for n in kept)
+    assert all(torch.equal(kept[n], recomputed[n]) for n in kept), "recomputing the vision blocks changed a gradient"

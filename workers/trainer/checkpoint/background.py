@@ -46,14 +46,20 @@ class HostBuffers:
         self._slabs: list[torch.Tensor] = []
         self._used: list[int] = []
         self._by_key: dict[object, torch.Tensor] = {}
+        self.nbytes = 0  # host memory held
+
+    def _empty(self, shape, dtype: torch.dtype) -> torch.Tensor:
+        t = torch.empty(shape, dtype=dtype, pin_memory=self.pinned)
+        self.nbytes += t.numel() * t.element_size()
+        return t
 
     def _carve(self, nbytes: int) -> torch.Tensor:
         """A host byte buffer of `nbytes`: from a slab when it fits one, else its own (pinned) allocation."""
         if nbytes > SLAB_BYTES:
-            return torch.empty(nbytes, dtype=torch.uint8, pin_memory=self.pinned)
+            return self._empty(nbytes, torch.uint8)
         i = next((j for j, used in enumerate(self._used) if used + nbytes <= SLAB_BYTES), None)
         if i is None:
-            self._slabs.append(torch.empty(SLAB_BYTES, dtype=torch.uint8, pin_memory=self.pinned))
+            self._slabs.append(self._empty(SLAB_BYTES, torch.uint8))
             self._used.append(0)
             i = len(self._slabs) - 1
         start = self._used[i]
@@ -66,7 +72,7 @@ class HostBuffers:
         buf = self._by_key.get(key)
         if buf is None or buf.shape != t.shape or buf.dtype != t.dtype:
             if not self.pinned:  # plain host memory: no slab to carve from
-                buf = torch.empty(t.shape, dtype=t.dtype)
+                buf = self._empty(t.shape, t.dtype)
             else:
                 nbytes = t.numel() * t.element_size()
                 buf = self._carve(nbytes).view(t.dtype).view(t.shape)

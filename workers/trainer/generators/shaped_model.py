@@ -262,7 +262,9 @@ def shape_spec(shape: str, layers: int | None = None) -> dict:
         spec["text_config"]["num_hidden_layers"] = layers
         vision = spec["vision_config"]
         vision["depth"] = min(vision["depth"], layers)
-        vision["deepstack_visual_indexes"] = [i for i in vision["deepstack_visual_indexes"] if i < vision["depth"]] or [0]
+        vision["deepstack_visual_indexes"] = [i for i in vision["deepstack_visual_indexes"] if i < vision["depth"]] or [
+            0
+        ]
     return spec
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import os
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +18,9 @@ from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageText
 
 from . import packing, varlen_attention
 from .device import to_device
+from .gpu_setup import decoder_layers, for_training  # noqa: F401 (the policy's set-up: imported from here too)
 from .lm_head import linear_logprobs, linear_nll
-from .routing_replay import install_replay_hooks, replay_routing
+from .routing_replay import replay_routing
 
 if TYPE_CHECKING:
     from ..stores.blobs import BlobStoreBase as BlobStore
@@ -45,33 +45,6 @@ def load_policy(
     cls = AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
     model = cls.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation).to(device).train()
     return for_training(model)
-
-
-def for_training(model: torch.nn.Module) -> torch.nn.Module:
-    """On a GPU: the language model attends through torch's variable-length flash attention (packed
-    micro-batches, packing.py) and its decoder layers are compiled — unless TEMPO_RL_COMPILE=0, the
-    way out for a model torch.compile cannot handle. CPU: eager, SDPA."""
-    try:
-        install_replay_hooks(model)  # before any compile: compiled layers ignore hooks added later
-    except NotImplementedError:
-        pass  # routers replay cannot drive: refused by replay_routing if replay is asked for
-    if next(model.parameters()).is_cuda:
-        varlen_attention.use_on(model)
-        if os.environ.get("TEMPO_RL_COMPILE", "1") != "0":
-            compile_decoder_layers(model)
-    return model
-
-
-def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    inner = model.model
-    return inner.language_model.layers if hasattr(inner, "language_model") else inner.layers
-
-
-def compile_decoder_layers(model: torch.nn.Module) -> None:
-    """torch.compile each decoder layer (one compiled graph, reused by every layer): RMSNorm, RoPE,
-    SwiGLU and autocast's casts fuse into a few kernels instead of dozens of elementwise passes."""
-    for layer in decoder_layers(model):
-        layer.compile(dynamic=True)
 
 
 @dataclass

@@ -70,6 +70,7 @@ class Commits:
         t0 = time.perf_counter()
         snapshot = take_snapshot(state.model, state.optimizer, self.background.buffers)
         metrics["perf/checkpoint_snapshot_seconds"] = time.perf_counter() - t0
+        metrics["perf/checkpoint_host_gib"] = self.background.buffers.nbytes / 2**30
         attempt = uuid.uuid4().hex
         out = self._save_commit(inp, state, metrics, applied, digest, attempt=attempt, full_pending=True)
         if not out.already_committed:
