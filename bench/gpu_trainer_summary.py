@@ -64,6 +64,8 @@ def summary(out: Path) -> str:
             notes.append(f"{run}: steady state {json.dumps(doc['summary'])}")
         if doc.get("stopped"):
             notes.append(f"{run}: {doc['stopped']}")
+        if doc.get("out_of_memory"):
+            notes.append(f"{run}: OUT OF MEMORY {json.dumps(doc['out_of_memory'])}")
     parity = out / "parity-memory.json"
     if parity.is_file() and parity.stat().st_size:
         p = json.loads(parity.read_text())

@@ -169,7 +169,10 @@ def parser() -> argparse.ArgumentParser:
         "--compile", choices=["on", "off"], default="on", help="torch.compile'd decoder layers and LM head"
     )
     vlm.add_argument(
-        "--vision-checkpoint", choices=["on", "off"], default="on", help="the vision blocks recomputed in backward (GPU)"
+        "--vision-checkpoint",
+        choices=["on", "off"],
+        default="on",
+        help="the vision blocks recomputed in backward (GPU)",
     )
     vlm.add_argument("--expandable", choices=["on", "off"], default="on", help="expandable segments while training")
     vlm.add_argument("--reserve-gib", type=float, default=0.0, help="GPU memory held throughout (an engine's share)")

@@ -142,6 +142,20 @@ def _step_report(args, model, inp, out, trainer, phases: Phases, progress: StepP
     }
 
 
+def _out_of_memory(step: int, samples: int, err: Exception, device: torch.device) -> dict:
+    """What a step that ran out of GPU memory leaves to read: where, and the allocator's state."""
+    stats = torch.cuda.memory_stats(device)
+    return {
+        "step": step,
+        "samples": samples,
+        "message": str(err)[:1500],
+        "peak_allocated_gib": round(torch.cuda.max_memory_allocated(device) / 2**30, 2),
+        "peak_reserved_gib": round(torch.cuda.max_memory_reserved(device) / 2**30, 2),
+        "alloc_retries": int(stats.get("num_alloc_retries", 0)),
+        "inactive_split_gib": round(stats.get("inactive_split_bytes.all.current", 0) / 2**30, 2),
+    }
+
+
 def _summary(steps: list[dict]) -> dict:
     """Steady state: the steps after the first two (compilation, then AdamW's state created)."""
     steady = steps[2:] or steps[-1:]
@@ -212,8 +226,13 @@ def run_product(args) -> dict:
         graphs = _dynamo_graphs()
         tracker = LiveTensorBytes() if args.trace_memory else None
         t = time.perf_counter()
-        with progress, tracker or nullcontext():
-            out = trainer.train_step(inp, progress)
+        try:
+            with progress, tracker or nullcontext():
+                out = trainer.train_step(inp, progress)
+        except torch.cuda.OutOfMemoryError as err:
+            result["out_of_memory"] = _out_of_memory(step, len(refs), err, device)
+            _write(args.out, result)
+            break
         phases.sync()
         report = _step_report(args, model, inp, out, trainer, phases, progress, time.perf_counter() - t, graphs)
         if tracker is not None:  # tensors made in the step only (the weights were there before)
@@ -232,6 +251,9 @@ def run_product(args) -> dict:
     if not args.work:
         shutil.rmtree(work, ignore_errors=True)
     _write(args.out, result)
+    if "out_of_memory" in result:
+        print(json.dumps(result))
+        raise SystemExit(3)  # the script that ran it tries a smaller micro-batch
     return result
 
 

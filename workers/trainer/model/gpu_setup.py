@@ -33,12 +33,13 @@ def for_training(model: torch.nn.Module) -> torch.nn.Module:
 
 def checkpoint_vision_blocks(model: torch.nn.Module) -> int:
     """Activation checkpointing of the vision tower's blocks: each keeps only its input for the backward
-    and runs its forward again there. A patch costs the tower's 24 blocks of activations (~1 MB at the
-    2B shape, where a text token costs a few hundred KB through the language model), and a packed row's
-    patches are not bounded by grpo.micro_batch_tokens (an image token is four patches): with it, a
-    micro-batch's memory follows its tokens, images or not. The price is the tower's forward once more
-    (a few % of a Geo3K step); the gradients are the same (the same kernels on the same inputs).
-    TEMPO_RL_VISION_CHECKPOINT=0 keeps every activation. Returns the blocks set."""
+    and runs its forward again there. Through the tower's 24 blocks a patch holds ~1 MB of activations
+    at the 2B shape and an image token is four patches: an image token costs about twice a text token
+    (~3.6 MB through 28 layers), and grpo.micro_batch_tokens counts tokens — a row of large diagrams
+    held gigabytes more than a row of text. With it a micro-batch's memory follows its tokens. The price
+    is the tower's forward once more (a few % of a Geo3K step); the gradients are the same (the same
+    kernels on the same inputs). TEMPO_RL_VISION_CHECKPOINT=0 keeps every activation. Returns the
+    blocks set."""
     from torch.utils.checkpoint import checkpoint
 
     visual = getattr(getattr(model, "model", model), "visual", None)
