@@ -174,6 +174,9 @@ def parser() -> argparse.ArgumentParser:
         default="on",
         help="the vision blocks recomputed in backward (GPU)",
     )
+    vlm.add_argument(
+        "--pinned-copies", choices=["on", "off"], default="on", help="inputs to the GPU without a host wait"
+    )
     vlm.add_argument("--expandable", choices=["on", "off"], default="on", help="expandable segments while training")
     vlm.add_argument("--reserve-gib", type=float, default=0.0, help="GPU memory held throughout (an engine's share)")
     vlm.add_argument("--trace-memory", action="store_true", help="the live tensor bytes of each step (slow; CPU too)")

@@ -182,6 +182,7 @@ def run_product(args) -> dict:
     os.environ["TEMPO_RL_COMPILE"] = "1" if args.compile == "on" else "0"
     os.environ["TEMPO_RL_EXPANDABLE_SEGMENTS"] = "1" if args.expandable == "on" else "0"
     os.environ["TEMPO_RL_VISION_CHECKPOINT"] = "1" if args.vision_checkpoint == "on" else "0"
+    os.environ["TEMPO_RL_PINNED_COPIES"] = "1" if args.pinned_copies == "on" else "0"
     work = Path(args.work or tempfile.mkdtemp(prefix="tempo-rl-bench-trainer-"))
     reserved = (
         torch.empty(int(args.reserve_gib * 2**30), dtype=torch.uint8, device=device)
