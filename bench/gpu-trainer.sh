@@ -1,25 +1,26 @@
 #!/usr/bin/env bash
 # The trainer on one GPU at the Qwen3-VL-2B shape: memory, speed (MFU) and checkpoints, in one go, the
-# runs that answer most first: main and parity take 3-4 minutes on an H100, all of them 7-8. Each run's
+# runs that answer most first: main, parity, base64 and pressure take about 5 minutes on an H100, all
+# of them 7-8 (about 35 s each after those). Each run's
 # JSON is rewritten after every step, so a run cut short keeps what it measured. No network, no Node,
 # no vLLM: python3 with torch and transformers, and the trainer's own needs (pydantic and its parts,
 # pillow). The model is built in memory from the shape's config (random weights, the sizes of
 # generators/shaped_model.py).
 #
-#   bench/gpu-trainer.sh OUTDIR [RUN ...]   runs, in order: main parity base64 visionfull eager mb16k pressure
-#                                           autograd syncs
+#   bench/gpu-trainer.sh OUTDIR [RUN ...]   runs, in order: main parity base64 pressure visionfull mb16k eager
+#                                           syncs autograd
 #
 #   main        256 samples a step for 3 steps, then 512 (AdamW's state there from step 1 on): the peak
 #               memory per step against the sample count, steady-state tokens/s and MFU with each
 #               phase's share, step 1's full checkpoint in the background and the last one in the step
 #   parity      bench/logprob-parity.py's trainer side on 32 Geo3K-like samples (no engine): its memory
 #   base64      64 samples, 2 steps, as the trainer runs: the baseline of the runs below
-#   visionfull  the same, every vision activation kept (no recompute in the backward)
-#   eager       the same, decoder layers and LM head not compiled
-#   mb16k       the same in micro-batches of 16,384 tokens (8,192 elsewhere)
 #   pressure    the same beside 24 GiB held on the GPU (an engine's share), the default allocator
-#   autograd    the same, the LM head through log_softmax and autograd
+#   visionfull  the same, every vision activation kept (no recompute in the backward)
+#   mb16k       the same in micro-batches of 16,384 tokens (8,192 elsewhere)
+#   eager       the same, decoder layers and LM head not compiled
 #   syncs       the same, inputs copied to the GPU as .to() does (a host wait each)
+#   autograd    the same, the LM head through log_softmax and autograd
 #
 # PYTHON (default python3) runs them; PEAK (default h100) names the GPU whose dense bf16 peak MFU is of.
 # DRY=1: the same runs on the CPU with the tiny model ($TEMPO_RL_TINY_MODEL) and 1/64 of the samples,
@@ -29,7 +30,7 @@ cd "$(dirname "$0")/.."
 OUT=$(mkdir -p "${1:?usage: bench/gpu-trainer.sh OUTDIR [RUN ...]}" && cd "$1" && pwd)
 shift
 RUNS=("$@")
-[ ${#RUNS[@]} -gt 0 ] || RUNS=(main parity base64 visionfull eager mb16k pressure autograd syncs)
+[ ${#RUNS[@]} -gt 0 ] || RUNS=(main parity base64 pressure visionfull mb16k eager syncs autograd)
 PY=${PYTHON:-python3}
 PEAK=${PEAK:-h100}
 # Compiled kernels cached for the runs after the first (they compile the same layers).

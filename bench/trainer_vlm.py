@@ -73,11 +73,11 @@ def _step_input(args, work: Path, base: Path, refs: list[dict], step: int, hyper
 
 
 def _drop_written_checkpoints(trainer: Trainer, run_dir: Path) -> None:
-    """The full checkpoints' files, once measured (a 2B one is ~25 GB): outside the timed steps."""
+    """The files of the full checkpoints written so far, once measured (a 2B one is ~25 GB; the disk
+    holds one at a time): outside the timed steps. Their records stay, marked pruned."""
     if trainer.background is not None:
         trainer.background.wait()
-    ckpt.prune_checkpoints(run_dir, keep=1)  # the newest stays until the next one lands
-    for p in sorted((run_dir / "checkpoints").glob("step-*"))[:-1]:
+    for p in (run_dir / "checkpoints").glob("step-*"):
         if ckpt.is_committed(p) and ckpt.is_full(p) and not ckpt.is_pruned(p):
             (p / ckpt.PRUNED).write_text("bench\n")
             for f in p.iterdir():

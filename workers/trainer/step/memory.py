@@ -20,6 +20,7 @@ during the step — perf/* metrics, on CUDA only."""
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -122,8 +123,6 @@ class LiveTensorBytes:
         self.peak = 0
 
     def _note(self, t: torch.Tensor) -> None:
-        import weakref
-
         storage = t.untyped_storage()
         key, nbytes = storage.data_ptr(), storage.nbytes()
         if not key or not nbytes or key in self._live:

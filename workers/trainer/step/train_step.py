@@ -8,7 +8,8 @@ The model lives in the worker process between steps (`Trainer`). Step N:
 3. forward/backward by micro-batches (cancellation honoured between them), the optimizer updates,
    commit step N atomically (checkpoint/atomic.py: each attempt in its own temporary directory, one rename
    wins; with an s3:// store one conditional put of the commit record wins: stores/checkpoints.py) — a
-   full checkpoint every run.checkpoint_interval steps, the step's record otherwise.
+   full checkpoint every run.checkpoint_interval steps (on a GPU written after the step returns:
+   commit.py), the step's record otherwise.
    The updates themselves are gradients.py's.
 
 A side thread heartbeats all along (heartbeat.py), through the phases without progress points of
