@@ -3,7 +3,9 @@ trainer's logprobs of the same tokens, computed as a train step computes them.
 
     $TEMPO_RL_PYTHON bench/logprob-parity.py --engine URL --model DIR [--data [DIR]] [--prompts N]
         [--samples K] [--max-tokens T] [--temperature 1.0] [--compute-dtype bfloat16|float32]
-        [--lm-head-fp32] [--device cuda|cpu] [--seed S] [--concurrency C] [--json]
+        [--lm-head-fp32] [--device cuda|cpu] [--seed S] [--concurrency C] [--micro-batch-tokens N]
+        [--no-grad] [--json]
+    $TEMPO_RL_PYTHON bench/logprob-parity.py --synthetic (--model DIR | --shape qwen3-vl-2b) [...]
 
 1. Prompts: with --data, the first N Geo3K problems of DIR (a geo3k folder: test.jsonl and images/,
    or one .jsonl file) as the Geo3K environment asks them — system prompt, the diagram as a data: URL,
@@ -16,9 +18,15 @@ trainer's logprobs of the same tokens, computed as a train step computes them.
    the temperature, what the trainer compares against).
 3. Scoring: each completion becomes the sample a train step would get (model.prepare_sample: the image
    through the trainer's own VisionProcessor from the same PNG bytes the engine was sent), and the
-   samples run through forward_response in the trainer's micro-batches, under
-   gradients.compute_precision(--compute-dtype), gradients on, entropy asked for — the forward whose
-   logprobs train/train_rollout_logprob_abs_diff compares with the rollout's in a one-update step.
+   samples run through forward_response in the trainer's micro-batches (--micro-batch-tokens, the
+   trainer's default), under gradients.compute_precision(--compute-dtype), gradients on, entropy asked
+   for — the forward whose logprobs train/train_rollout_logprob_abs_diff compares with the rollout's in
+   a one-update step. Its GPU memory is the model's and one micro-batch's forward, however many samples:
+   each micro-batch's graph is dropped before the next runs, only its logprobs kept on the host
+   (`trainer_peak_allocated_gib` in the result); --no-grad scores without the graph at all.
+
+--synthetic: no engine, the trainer side alone — Geo3K-like samples (bench/trainer_samples.py) with
+made-up engine logprobs, to measure the scoring's time and memory (the |diff| is no parity figure).
 
 Prints |trainer − engine| per sampled token: mean (= train/train_rollout_logprob_abs_diff), median,
 p99, max, the token count, and the mean over the first 8 tokens of each response against the later
@@ -34,11 +42,11 @@ tower and the decoder layers run under the compute precision as in a train step.
 from __future__ import annotations
 
 import argparse
-import base64
 import hashlib
-import io
 import json
+import math
 import os
+import shutil
 import sys
 import time
 import urllib.error
@@ -52,59 +60,35 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "workers"))
+sys.path.append(
+    str(REPO / "bench")
+)  # parity_parts, trainer_samples, trainer_vlm (after workers: `trainer` is the package)
 
 import trainer.model.policy as trainer_model  # noqa: E402
 from trainer.contract import Hyper, Sample  # noqa: E402
 from trainer.step.gradients import compute_precision  # noqa: E402
-from trainer.model.policy import (
+from trainer.model.policy import (  # noqa: E402
     TrainSample,
     VisionProcessor,
     forward_response,
     load_policy,
     micro_batches,
     prepare_sample,
-)  # noqa: E402
+)
+from parity_parts import (  # noqa: E402, F401 (the tests reach them here)
+    CALC_SCORE_TOOL,
+    EARLY_TOKENS,
+    data_url,
+    geo3k_messages,
+    geo3k_rows,
+    normalized_png,
+    report_lines,
+    summarize,
+    text_messages,
+)
 
 # The same place the repo's tests look for the Geo3K folder.
 DEFAULT_GEO3K = Path(os.environ.get("TEMPO_RL_GEO3K_DIR") or REPO.parent / "shared" / "data" / "geo3k")
-EARLY_TOKENS = 8
-
-# The Geo3K environment's prompt (lib/data/prompt.ts: buildMessages with the calc_score tool).
-SYSTEM_PROMPT = "You are a helpful assistant that solves geometry problems step by step."
-TOOL_INSTRUCTION = (
-    "Reason step by step. You may check an answer with the calc_score tool, called as "
-    '<tool_call>{"name": "calc_score", "arguments": {"answer": "..."}}</tool_call>. '
-    "Put your final answer in \\boxed{}."
-)
-PLAIN_INSTRUCTION = "Reason step by step and put your final answer in \\boxed{}."
-CALC_SCORE_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "calc_score",
-        "description": "Check a candidate final answer to the problem. Returns whether it is correct.",
-        "parameters": {
-            "type": "object",
-            "properties": {
-                "answer": {"type": "string", "description": 'The final answer only, e.g. "5\\sqrt{3}" or "13\\pi/9".'}
-            },
-            "required": ["answer"],
-        },
-    },
-}
-TEXT_QUESTIONS = [
-    "What is 7 times 8?",
-    "Name three prime numbers and say why each is prime.",
-    "How many sides has a hexagon, and what is the sum of its interior angles?",
-    "A rectangle is 6 by 9. What is its area and its perimeter?",
-    "What is the square root of 81?",
-    "Which is larger, 3/4 or 2/3? Explain.",
-    "Add 13, 29 and 58.",
-    "A triangle has angles 35 and 65 degrees. What is the third?",
-    "Is 91 prime?",
-    "What is the circumference of a circle of radius 5?",
-    "Solve 3x + 7 = 22.",
-    "How many degrees are in a right angle, and in a straight angle?",
-]
 
 
 @dataclass
@@ -177,85 +161,7 @@ def rollout(
         return list(pool.map(lambda job: generate(url, job[0], job[1], max_tokens, temperature), jobs))
 
 
-# --- prompts -------------------------------------------------------------------------------------
-
-
-def normalized_png(raw: bytes) -> bytes:
-    """An RGB PNG, transparency flattened onto white (lib/images.ts normalizeToPng): the trainer's
-    processor (PIL convert("RGB")) and the engine's image loader then read the same pixels."""
-    from PIL import Image
-
-    img = Image.open(io.BytesIO(raw))
-    if img.mode in ("RGBA", "LA", "P") and (img.mode != "P" or "transparency" in img.info):
-        rgba = img.convert("RGBA")
-        img = Image.new("RGB", rgba.size, (255, 255, 255))
-        img.paste(rgba, mask=rgba.getchannel("A"))
-    out = io.BytesIO()
-    img.convert("RGB").save(out, format="PNG")
-    return out.getvalue()
-
-
-def data_url(png: bytes) -> str:
-    return "data:image/png;base64," + base64.b64encode(png).decode()
-
-
-def geo3k_file(data: Path) -> Path:
-    if data.is_file():
-        return data
-    for name in ("test.jsonl", "train.jsonl", "train_sample.jsonl"):
-        if (data / name).is_file():
-            return data / name
-    raise SystemExit(f"no test.jsonl / train.jsonl in {data}")
-
-
-def image_bytes(entry, base: Path) -> bytes:
-    """One image entry of a row: a path (relative to the dataset's folder) or a data: URL."""
-    if isinstance(entry, dict):
-        entry = entry.get("path") or entry.get("url")
-    if isinstance(entry, str) and entry.startswith("data:"):
-        return base64.b64decode(entry.split(",", 1)[1])
-    return (base / str(entry)).read_bytes()
-
-
-def geo3k_rows(data: Path, n: int) -> list[tuple[str, bytes]]:
-    """(problem, normalised PNG of its first image) of the first n rows that have an image."""
-    path = geo3k_file(data)
-    rows = []
-    with path.open(encoding="utf-8-sig") as f:
-        for line in f:
-            if len(rows) == n:
-                break
-            if not line.strip():
-                continue
-            row = json.loads(line)
-            images = list(row.get("images") or []) + ([row["image"]] if row.get("image") else [])
-            if images:
-                rows.append((row["problem"], normalized_png(image_bytes(images[0], path.parent))))
-    return rows
-
-
-def geo3k_messages(problem: str, png: bytes) -> list[dict]:
-    question = problem.replace("<image>", "").strip()
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {
-            "role": "user",
-            "content": [
-                {"type": "image_url", "image_url": {"url": data_url(png)}},
-                {"type": "text", "text": f"{question}\n\n{TOOL_INSTRUCTION}"},
-            ],
-        },
-    ]
-
-
-def text_messages(i: int) -> list[dict]:
-    question = TEXT_QUESTIONS[i % len(TEXT_QUESTIONS)]
-    if i >= len(TEXT_QUESTIONS):
-        question += f" (Question {i + 1}.)"  # distinct prompts, not prefix-cache hits of earlier ones
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f"{question}\n\n{PLAIN_INSTRUCTION}"},
-    ]
+# --- prompts (parity_parts.py) ----------------------------------------------------------------
 
 
 def build_prompts(url: str, n: int, data: Path | None) -> list[Prompt]:
@@ -341,64 +247,37 @@ def lm_head_in_fp32():
 
 
 def trainer_logprobs(
-    model, samples: list[TrainSample], temperature: float, compute_dtype: str, lm_head_fp32: bool
+    model,
+    samples: list[TrainSample],
+    temperature: float,
+    compute_dtype: str,
+    lm_head_fp32: bool,
+    micro_batch_tokens: int | None = None,
+    grad: bool = True,
 ) -> list[torch.Tensor]:
-    """forward_response over the trainer's micro-batches (packed on a GPU, padded on a CPU), as
-    gradients.accumulate_gradients runs it: gradients on, the entropy asked for without its gradient."""
+    """forward_response over the trainer's micro-batches (packed on a GPU, padded on a CPU; of
+    `micro_batch_tokens`, by default the trainer's default), as gradients.accumulate_gradients runs it:
+    gradients on (unless `grad` is False), the entropy asked for without its gradient.
+
+    Memory is one micro-batch's, whatever the number of samples: only each one's logprobs are kept, on
+    the host, and its graph — the activations a forward under gradients keeps for a backward that never
+    comes here — is gone before the next one runs."""
+    budget = micro_batch_tokens or Hyper().micro_batch_tokens
     out: dict[int, torch.Tensor] = {}
-    for batch in micro_batches(model, samples, Hyper().micro_batch_tokens):
-        with compute_precision(model, compute_dtype), lm_head_in_fp32() if lm_head_fp32 else nullcontext():
-            fwd = forward_response(model, batch, temperature, with_entropy=True, entropy_grad=False)
-        for s, lp in zip(batch, fwd.logprobs, strict=False):
-            out[id(s)] = lp.detach().float().cpu()
+    for batch in micro_batches(model, samples, budget):
+        out.update(_micro_batch_logprobs(model, batch, temperature, compute_dtype, lm_head_fp32, grad))
     return [out[id(s)] for s in samples]  # packing reorders samples
 
 
-# --- statistics ----------------------------------------------------------------------------------
-
-
-def summarize(trainer: list[torch.Tensor], engine: list[torch.Tensor], early: int = EARLY_TOKENS) -> dict:
-    """|trainer − engine| per token over all responses; the first `early` tokens of each response
-    apart from the later ones (a response's opening tokens have the shortest context)."""
-    diffs = [(t.double() - e.double()).abs() for t, e in zip(trainer, engine, strict=False)]
-    every = torch.cat(diffs) if diffs else torch.zeros(0, dtype=torch.float64)
-    first = torch.cat([d[:early] for d in diffs]) if diffs else every
-    later = torch.cat([d[early:] for d in diffs]) if diffs else every
-
-    def mean(t: torch.Tensor) -> float | None:
-        return float(t.mean()) if t.numel() else None
-
-    stat = (lambda q: float(torch.quantile(every, q))) if every.numel() else (lambda q: None)
-    return {
-        "tokens": every.numel(),
-        "mean_abs_diff": mean(every),
-        "median_abs_diff": stat(0.5),
-        "p99_abs_diff": stat(0.99),
-        "max_abs_diff": float(every.max()) if every.numel() else None,
-        f"mean_abs_diff_first_{early}": mean(first),
-        f"tokens_first_{early}": first.numel(),
-        f"mean_abs_diff_after_{early}": mean(later),
-        f"tokens_after_{early}": later.numel(),
-    }
-
-
-def report_lines(result: dict) -> list[str]:
-    s, early = result["settings"], EARLY_TOKENS
-
-    def f(v) -> str:
-        return "n/a" if v is None else f"{v:.3g}"
-
-    return [
-        f"engine {s['engine']} ({s['engine_version']}), model {s['model']}",
-        f"{s['prompts']} {'Geo3K (image)' if s['data'] else 'text'} prompts x {s['samples']} samples, "
-        f"<= {s['max_tokens']} tokens, temperature {s['temperature']}; trainer on {s['device']}, "
-        f"{s['compute_dtype']}{', LM head fp32' if s['lm_head_fp32'] else ''}",
-        f"|trainer - engine| over {result['tokens']} tokens: mean {f(result['mean_abs_diff'])}, "
-        f"median {f(result['median_abs_diff'])}, p99 {f(result['p99_abs_diff'])}, max {f(result['max_abs_diff'])}",
-        f"mean, first {early} tokens of a response: {f(result[f'mean_abs_diff_first_{early}'])} "
-        f"({result[f'tokens_first_{early}']} tokens); after: {f(result[f'mean_abs_diff_after_{early}'])} "
-        f"({result[f'tokens_after_{early}']} tokens)",
-    ]
+def _micro_batch_logprobs(model, batch, temperature, compute_dtype, lm_head_fp32, grad) -> dict[int, torch.Tensor]:
+    """One micro-batch's logprobs on the host; nothing of its forward outlives the call."""
+    with (
+        torch.set_grad_enabled(grad),
+        compute_precision(model, compute_dtype),
+        lm_head_in_fp32() if lm_head_fp32 else nullcontext(),
+    ):
+        fwd = forward_response(model, batch, temperature, with_entropy=True, entropy_grad=False)
+    return {id(s): lp.detach().float().cpu() for s, lp in zip(batch, fwd.logprobs, strict=False)}
 
 
 # --- main ----------------------------------------------------------------------------------------
@@ -406,8 +285,8 @@ def report_lines(result: dict) -> list[str]:
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
-    p.add_argument("--engine", required=True, help="URL of a vLLM engine serving --model")
-    p.add_argument("--model", required=True, type=Path, help="the model directory the engine serves")
+    p.add_argument("--engine", help="URL of a vLLM engine serving --model")
+    p.add_argument("--model", type=Path, help="the model directory the engine serves")
     p.add_argument(
         "--data",
         type=Path,
@@ -427,35 +306,118 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--seed", type=int, default=0, help="the first sampling seed (then one per completion)")
     p.add_argument("--concurrency", type=int, default=16, help="generate requests in flight")
+    p.add_argument(
+        "--micro-batch-tokens",
+        type=int,
+        default=Hyper().micro_batch_tokens,
+        help="the trainer's micro-batches (grpo.micro_batch_tokens): the scoring's memory is one micro-batch's",
+    )
+    p.add_argument("--no-grad", dest="grad", action="store_false", help="score without gradients (less memory)")
+    p.add_argument(
+        "--synthetic",
+        action="store_true",
+        help="no engine: Geo3K-like samples (bench/trainer_samples.py) and made-up engine logprobs — the"
+        " trainer side's time and memory only; its |diff| is no parity figure",
+    )
+    p.add_argument("--shape", choices=["qwen3-vl-2b"], default=None, help="--synthetic: this shape, built in memory")
+    p.add_argument("--layers", type=int, default=None, help="--shape with this many layers")
     p.add_argument("--json", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if not args.synthetic and (args.engine is None or args.model is None):
+        p.error("--engine and --model are required (or --synthetic)")
+    if args.synthetic and (args.model is None) == (args.shape is None):
+        p.error("--synthetic takes --model DIR or --shape (one of them)")
+    return args
+
+
+def synthetic_samples(args, model, vision, base: Path) -> list[TrainSample]:
+    """--prompts Geo3K-like prompts × --samples responses of --max-tokens tokens, through the trainer's
+    own sample loading (the images through the model's processor)."""
+    from trainer.stores.blobs import BlobStore
+    from trainer_samples import write_samples
+
+    shape = argparse.Namespace(
+        samples=args.prompts * args.samples,
+        group_size=args.samples,
+        prompt_tokens="300-1500",
+        response_mu=math.log(args.max_tokens),
+        response_sigma=0.0,
+        max_response=args.max_tokens,
+        images=True,
+    )
+    refs = write_samples(base, vision, model.config, shape, seed=args.seed)
+    blobs = BlobStore(base)
+    processed: dict = {}
+    return [
+        prepare_sample(Sample.model_validate(blobs.get_json(r["ref"])), 0.0, blobs, vision, processed=processed)
+        for r in refs
+    ]
+
+
+def score(model, samples: list[TrainSample], args) -> tuple[list[torch.Tensor], dict]:
+    """The trainer's logprobs of the samples, and what scoring them took (time; GPU memory)."""
+    cuda = args.device == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    held = torch.cuda.memory_allocated() if cuda else 0
+    t0 = time.time()
+    logprobs = trainer_logprobs(
+        model, samples, args.temperature, args.compute_dtype, args.lm_head_fp32, args.micro_batch_tokens, args.grad
+    )
+    stats = {
+        "score_s": round(time.time() - t0, 2),
+        "micro_batches": len(micro_batches(model, samples, args.micro_batch_tokens)),
+        "sample_tokens": sum(s.n_tokens for s in samples),
+    }
+    if cuda:
+        stats.update(
+            model_gib=round(held / 2**30, 2),
+            trainer_peak_allocated_gib=round(torch.cuda.max_memory_allocated() / 2**30, 2),
+            trainer_peak_reserved_gib=round(torch.cuda.max_memory_reserved() / 2**30, 2),
+        )
+    return logprobs, stats
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    url = args.engine.rstrip("/")
-    prompts = build_prompts(url, args.prompts, args.data)
-    t0 = time.time()
-    completions = rollout(url, prompts, args.samples, args.max_tokens, args.temperature, args.seed, args.concurrency)
-    rollout_s = time.time() - t0
+    rollout_s, url, version = 0.0, None, None
+    if args.synthetic:
+        import tempfile
 
-    model = load_policy(args.model, args.device, torch.float32)  # fp32 master weights, as the trainer holds them
-    vision = VisionProcessor(args.model, model.config) if hasattr(model.config, "vision_config") else None
-    blobs = MemoryBlobs()
-    samples = [train_sample(c, i, blobs, vision, args.temperature) for i, c in enumerate(completions)]
-    t0 = time.time()
-    trainer = trainer_logprobs(model, samples, args.temperature, args.compute_dtype, args.lm_head_fp32)
-    score_s = time.time() - t0
+        work = Path(tempfile.mkdtemp(prefix="tempo-rl-parity-"))
+        if args.shape:
+            from trainer_vlm import build_shape
 
-    try:
-        version = json.loads(urllib.request.urlopen(url + "/version", timeout=30).read()).get("version")
-    except (OSError, ValueError):
-        version = None
+            model, base = build_shape(args.shape, args.layers, work / "base", torch.device(args.device), args.seed)
+        else:
+            model, base = load_policy(args.model, args.device, torch.float32), args.model
+        vision = VisionProcessor(base, model.config) if hasattr(model.config, "vision_config") else None
+        samples = synthetic_samples(args, model, vision, work / "blobs")
+        prompts = sorted({tuple(s.input_ids[: s.prompt_len]) for s in samples})
+    else:
+        url = args.engine.rstrip("/")
+        prompts = build_prompts(url, args.prompts, args.data)
+        t0 = time.time()
+        completions = rollout(
+            url, prompts, args.samples, args.max_tokens, args.temperature, args.seed, args.concurrency
+        )
+        rollout_s = time.time() - t0
+        model = load_policy(args.model, args.device, torch.float32)  # fp32 master weights, as the trainer holds them
+        vision = VisionProcessor(args.model, model.config) if hasattr(model.config, "vision_config") else None
+        blobs = MemoryBlobs()
+        samples = [train_sample(c, i, blobs, vision, args.temperature) for i, c in enumerate(completions)]
+        try:
+            version = json.loads(urllib.request.urlopen(url + "/version", timeout=30).read()).get("version")
+        except (OSError, ValueError):
+            version = None
+    trainer, stats = score(model, samples, args)
     settings = {
         "engine": url,
         "engine_version": version,
-        "model": str(args.model),
+        "model": str(args.model or args.shape),
         "data": str(args.data) if args.data else None,
+        "synthetic": args.synthetic,
         "prompts": len(prompts),
         "samples": args.samples,
         "max_tokens": args.max_tokens,
@@ -464,14 +426,18 @@ def main(argv: list[str] | None = None) -> dict:
         "lm_head_fp32": args.lm_head_fp32,
         "device": args.device,
         "seed": args.seed,
-        "prompt_tokens_mean": sum(len(p.ids) for p in prompts) / max(len(prompts), 1),
+        "micro_batch_tokens": args.micro_batch_tokens,
+        "grad": args.grad,
+        "prompt_tokens_mean": sum(s.prompt_len for s in samples) / max(len(samples), 1),
     }
     result = {
         **summarize(trainer, [s.rollout_logprobs for s in samples]),
         "settings": settings,
         "rollout_s": round(rollout_s, 2),
-        "score_s": round(score_s, 2),
+        **stats,
     }
+    if args.synthetic:
+        shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(result) if args.json else "\n".join(report_lines(result)))
     return result
 

@@ -28,12 +28,16 @@ import argparse
 import json
 import os
 import sys
+from contextlib import contextmanager
 import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workers"))
+sys.path.append(
+    str(Path(__file__).resolve().parent)
+)  # trainer_vlm and its parts (after workers: `trainer` is the package)
 
 from trainer.contract import Hyper  # noqa: E402
 from trainer.step.grpo import group_advantages  # noqa: E402
@@ -42,7 +46,8 @@ from trainer.model.policy import TrainSample, for_training, padded_micro_batches
 from trainer.step.metrics import read_metrics  # noqa: E402
 from trainer.step.gradients import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
 
-H200_BF16_PEAK = 790e12
+# Dense bf16 tensor-core peaks (NVIDIA's datasheets): H100 SXM and H200 are the same chip.
+PEAKS = {"h100": 989e12, "h200": 989e12, "a100": 312e12}
 
 PRESETS = {
     # Qwen2.5-0.5B's shape: 494M parameters (136M of them the tied embedding).
@@ -113,9 +118,11 @@ def step_flops(model, samples: list[TrainSample], full_vocab: bool = False) -> f
     return 6 * n_decoder * tokens + 6 * cfg.vocab_size * cfg.hidden_size * response + attn
 
 
-def main(argv=None) -> dict:
+def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--preset", choices=list(PRESETS), default="0.5b")
+    ap.add_argument(
+        "--preset", choices=list(PRESETS), default="0.5b", help="a Qwen2 text shape (without --shape/--model)"
+    )
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--precision", choices=["amp", "fp32", "bf16-weights"], default=None)
     ap.add_argument("--plain", action="store_true")
@@ -124,9 +131,9 @@ def main(argv=None) -> dict:
     ap.add_argument("--prompt-len", type=int, default=1024)
     ap.add_argument("--samples", type=int, default=32, help="samples per step (groups of --group-size)")
     ap.add_argument("--group-size", type=int, default=8)
-    ap.add_argument("--micro-batch-tokens", type=int, default=16384)
+    ap.add_argument("--micro-batch-tokens", type=int, default=None, help="default 16384 (--preset), 8192 (VLM)")
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--warmup", type=int, default=3, help="steps before timing (the first ones compile, on a GPU)")
+    ap.add_argument("--warmup", type=int, default=3, help="--preset: steps before timing (a GPU compiles first)")
     ap.add_argument("--entropy-coef", type=float, default=0.0)
     ap.add_argument(
         "--lm-head",
@@ -135,33 +142,96 @@ def main(argv=None) -> dict:
         help="fused: log-probs with the logits recomputed in backward (trainer/model/lm_head.py, the worker's path);"
         " autograd: log_softmax through autograd a chunk at a time (the path before it)",
     )
-    ap.add_argument("--peak-flops", type=float, default=H200_BF16_PEAK)
+    ap.add_argument("--peak", choices=list(PEAKS), default="h100", help="the GPU whose dense bf16 peak MFU is of")
+    ap.add_argument("--peak-flops", type=float, default=None, help="a peak of your own (FLOP/s), instead of --peak")
     ap.add_argument(
         "--profile", action="store_true", help="print each path's top kernels (torch.profiler, one step) to stderr"
     )
-    args = ap.parse_args(argv)
+    vlm = ap.add_argument_group("the product's step on a Qwen3-VL (bench/trainer_vlm.py)")
+    vlm.add_argument("--shape", choices=["qwen3-vl-2b"], default=None, help="built in memory, random weights")
+    vlm.add_argument("--model", default=None, help="a model directory instead (e.g. $TEMPO_RL_TINY_MODEL)")
+    vlm.add_argument("--layers", type=int, default=None, help="--shape with this many decoder layers and vision blocks")
+    vlm.add_argument(
+        "--samples-per-step", default=None, help="N,N,...: step i's samples (the last repeats), instead of --samples"
+    )
+    vlm.add_argument("--prompt-tokens", default="300-1500", help="MIN-MAX prompt tokens, the diagram's included")
+    vlm.add_argument("--response-mu", type=float, default=6.4, help="log-normal response lengths: mu")
+    vlm.add_argument("--response-sigma", type=float, default=0.9)
+    vlm.add_argument("--max-response", type=int, default=4000)
+    vlm.add_argument("--no-images", dest="images", action="store_false", help="text-only samples")
+    vlm.add_argument("--checkpoint", choices=["background", "sync", "none"], default="background")
+    vlm.add_argument(
+        "--checkpoint-interval", type=int, default=2, help="run.checkpoint_interval (full when (N+1) % K == 0)"
+    )
+    vlm.add_argument("--last-step-full", action="store_true", help="the last step is the run's last: full, in the step")
+    vlm.add_argument("--keep-checkpoint-files", action="store_true", help="else a measured full checkpoint's files go")
+    vlm.add_argument(
+        "--compile", choices=["on", "off"], default="on", help="torch.compile'd decoder layers and LM head"
+    )
+    vlm.add_argument(
+        "--vision-checkpoint",
+        choices=["on", "off"],
+        default="on",
+        help="the vision blocks recomputed in backward (GPU)",
+    )
+    vlm.add_argument(
+        "--pinned-copies", choices=["on", "off"], default="on", help="inputs to the GPU without a host wait"
+    )
+    vlm.add_argument("--expandable", choices=["on", "off"], default="on", help="expandable segments while training")
+    vlm.add_argument("--reserve-gib", type=float, default=0.0, help="GPU memory held throughout (an engine's share)")
+    vlm.add_argument("--trace-memory", action="store_true", help="the live tensor bytes of each step (slow; CPU too)")
+    vlm.add_argument("--time-budget", type=float, default=0.0, help="stop after the step that passes these seconds")
+    vlm.add_argument("--out", default=None, help="the JSON, rewritten after every step")
+    vlm.add_argument("--work", default=None, help="blob store, checkpoints and base model here (default: temporary)")
+    vlm.add_argument("--seed", type=int, default=0)
+    return ap
 
-    device = torch.device(args.device)
-    precision = args.precision or ("amp" if device.type == "cuda" else "fp32")
-    if args.lm_head == "autograd":
-        import trainer.model.policy as model_mod
 
+@contextmanager
+def lm_head_path(name: str):
+    """--lm-head autograd: forward_response's LM head through log_softmax and autograd, for the duration."""
+    import trainer.model.policy as model_mod
+
+    plain = model_mod.linear_logprobs
+    if name == "autograd":
         model_mod.linear_logprobs = lambda h, w, t, temp, allowed, ent: model_mod._chunked_logprobs(
             lambda x: x @ w.T, h, t, temp, None, ent, False
         )
-    result = {
-        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-        "precision": precision,
-        "preset": args.preset,
-        "lm_head": args.lm_head,
-        "torch": torch.__version__,
-        "tempo_rl": run(args, device, precision, plain=False),
-    }
-    if args.plain:
-        result["plain"] = run(args, device, precision, plain=True)
-        result["ratio_tokens_per_second"] = round(
-            result["tempo_rl"]["tokens_per_second"] / result["plain"]["tokens_per_second"], 3
-        )
+    try:
+        yield
+    finally:
+        model_mod.linear_logprobs = plain
+
+
+def main(argv=None) -> dict:
+    args = parser().parse_args(argv)
+    args.peak_flops = args.peak_flops or PEAKS[args.peak]
+    vlm = args.shape is not None or args.model is not None
+    if args.micro_batch_tokens is None:
+        args.micro_batch_tokens = 8192 if vlm else 16384
+    device = torch.device(args.device)
+    with lm_head_path(args.lm_head):
+        if vlm:
+            from trainer_vlm import run_product
+
+            result = run_product(args)
+            print(json.dumps(result))
+            return result
+        precision = args.precision or ("amp" if device.type == "cuda" else "fp32")
+        result = {
+            "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+            "precision": precision,
+            "preset": args.preset,
+            "lm_head": args.lm_head,
+            "torch": torch.__version__,
+            "peak_flops": args.peak_flops,
+            "tempo_rl": run(args, device, precision, plain=False),
+        }
+        if args.plain:
+            result["plain"] = run(args, device, precision, plain=True)
+            result["ratio_tokens_per_second"] = round(
+                result["tempo_rl"]["tokens_per_second"] / result["plain"]["tokens_per_second"], 3
+            )
     print(json.dumps(result))
     return result
 

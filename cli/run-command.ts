@@ -28,10 +28,20 @@ function progressLine(p: RunProgress): string {
 
 const secs = (v: number | undefined) => (v === undefined ? '–' : `${v.toFixed(1)} s`);
 
+/** The trainer's GPU memory in a step (its peak, and the allocator's retries: memory pressure). */
+function trainerMemory(m: Record<string, number>): string {
+  const peak = m['perf/train_peak_allocated_gib'];
+  if (peak === undefined) return '';
+  const retries = m['perf/train_alloc_retries'] ?? 0;
+  return ` (GPU peak ${peak.toFixed(1)} GiB${retries ? `, ${retries} allocator retries` : ''})`;
+}
+
 /** A finished step's time split and throughput, from its metrics (one line). */
 export function stepSummary(step: number, m: Record<string, number>): string {
-  const parts = [`rollout ${secs(m['perf/rollout_time'])}`, `train ${secs(m['perf/train_time'])}`];
-  if (m['perf/checkpoint_seconds'] !== undefined) parts.push(`checkpoint ${secs(m['perf/checkpoint_seconds'])}`);
+  const parts = [`rollout ${secs(m['perf/rollout_time'])}`, `train ${secs(m['perf/train_time'])}${trainerMemory(m)}`];
+  if (m['perf/checkpoint_snapshot_seconds'] !== undefined)
+    parts.push(`checkpoint ${secs(m['perf/checkpoint_snapshot_seconds'])} to host memory, written in the background`);
+  else if (m['perf/checkpoint_seconds'] !== undefined) parts.push(`checkpoint ${secs(m['perf/checkpoint_seconds'])}`);
   let sync = `weight sync ${secs(m['perf/weight_sync_time'])}`;
   if (m['sync/transfer_bytes'])
     sync += ` (${(m['sync/transfer_bytes'] / 1e9).toFixed(2)} GB in ${secs(m['sync/transfer_seconds'])}, ${m['sync/seconds_per_gb']?.toFixed(3)} s/GB pause to resume)`;

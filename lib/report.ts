@@ -27,6 +27,7 @@ export const REPORT_PLOTS: Array<{ key: string; title: string }> = [
   { key: 'perf/step_time', title: 'step time (s)' },
   { key: 'perf/rollout_tokens_per_second', title: 'rollout throughput (tokens/s)' },
   { key: 'perf/train_tokens_per_second', title: 'train throughput (tokens/s)' },
+  { key: 'perf/train_peak_allocated_gib', title: "trainer's GPU memory, peak allocated (GiB)" },
 ];
 
 type Row = Record<string, number>;

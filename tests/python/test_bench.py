@@ -1,4 +1,5 @@
 import importlib.util
+import json
 from pathlib import Path
 
 
@@ -95,3 +96,62 @@ def test_routing_replay_bench_runs_on_cpu(tmp_path):
     first, last = out["steps"]
     assert first["routes_flipped"] == 0 and first["abs_diff_no_replay"] < 1e-5
     assert last["abs_diff_replay"] <= last["abs_diff_no_replay"], last
+
+
+def test_bench_runs_the_products_steps_on_a_vlm(tiny_model, tmp_path):
+    out_file = tmp_path / "out.json"
+    out = load_bench().main(
+        [
+            "--model",
+            str(tiny_model),
+            "--device",
+            "cpu",
+            "--samples",
+            "4",
+            "--group-size",
+            "2",
+            "--steps",
+            "2",
+            "--prompt-tokens",
+            "60-120",
+            "--response-mu",
+            "3.5",
+            "--max-response",
+            "80",
+            "--micro-batch-tokens",
+            "300",
+            "--checkpoint",
+            "background",
+            "--checkpoint-interval",
+            "1",
+            "--last-step-full",
+            "--out",
+            str(out_file),
+        ]
+    )
+    first, last = out["steps"]
+    assert first["checkpoint"]["kind"] == "full-background" and last["checkpoint"]["kind"] == "full-sync", out
+    assert "snapshot_seconds" in first["checkpoint"] and "background_seconds" in last["checkpoint"]
+    for step in (first, last):
+        assert step["tokens"] > 4 * 60 and step["image_patches"] > 0 and step["micro_batches"] >= 2
+        assert {"decoder_fwd", "decoder_bwd", "lm_head_fwd", "vision_fwd", "optimizer"} <= set(step["phases_ms"])
+        assert all("->" not in name for name in step["phases_ms"]), step["phases_ms"]
+        assert step["train_s"] > 0 and step["tokens_per_s"] > 0
+    assert json.loads(out_file.read_text())["steps"] == out["steps"]
+
+
+def test_the_gpu_trainer_script_runs_dry_on_cpu(tiny_model, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[2] / "bench" / "gpu-trainer.sh"
+    env = {**os.environ, "DRY": "1", "PYTHON": sys.executable, "TEMPO_RL_TINY_MODEL": str(tiny_model)}
+    done = subprocess.run(
+        ["bash", str(script), str(tmp_path), "base64", "parity"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "base64: ok" in done.stderr and "parity: ok" in done.stderr, done.stderr[-2000:]
+    runs = json.loads((tmp_path / "trainer-base64.json").read_text())
+    assert [s["step"] for s in runs["steps"]] == [0, 1] and json.loads((tmp_path / "parity-memory.json").read_text())
+    assert "base64" in (tmp_path / "summary.txt").read_text()

@@ -100,3 +100,25 @@ def _png(size, mode, color) -> bytes:
     buf = io.BytesIO()
     Image.new(mode, size, color).save(buf, format="PNG")
     return buf.getvalue()
+
+
+def test_scoring_holds_one_micro_batch_at_a_time(bench, samples, tiny_model):
+    from trainer.contract import Sample
+    from trainer.model.policy import VisionProcessor, load_policy, prepare_sample
+    from trainer.step.memory import LiveTensorBytes
+    from trainer.stores.blobs import BlobStore
+
+    model = load_policy(tiny_model)
+    vision, blobs = VisionProcessor(tiny_model, model.config), BlobStore(samples.root)
+    refs = [samples.sample(f"p/{i}", seed=i, prompt_len=12, response_len=24, image_size=(64, 48)) for i in range(6)]
+    prepared = [prepare_sample(Sample.model_validate(blobs.get_json(r["ref"])), 0.0, blobs, vision) for r in refs]
+    budget = 2 * prepared[0].n_tokens  # two samples a micro-batch
+    with LiveTensorBytes() as tracker:
+        starts = []
+        hook = model.model.register_forward_pre_hook(lambda *_: starts.append(tracker.now))
+        out = bench.trainer_logprobs(model, prepared, 1.0, "float32", False, budget)
+        hook.remove()
+    assert [len(lp) for lp in out] == [24] * 6 and all(lp.grad_fn is None for lp in out)
+    # each micro-batch starts with only the logprobs of those before it held (on the host): before, the
+    # last one's whole graph was still there while the next one ran
+    assert len(starts) == 3 and starts[2] - starts[0] < 4096, starts

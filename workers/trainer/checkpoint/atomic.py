@@ -35,6 +35,8 @@ from ..model.moe_layout import to_checkpoint_layout
 META = "meta.json"
 PRUNED = ".pruned"
 _TMP_PREFIX = ".tmp-"
+# A background checkpoint's files while they are written (upgrade_to_full).
+_FULL_PREFIX = ".full-"
 # Files of the base model directory that make a checkpoint loadable on its own (tokenizer, processor,
 # chat template); the weights and config come from save_pretrained.
 _SKIP_FROM_BASE = {"config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json"}
@@ -76,8 +78,8 @@ def temporary_dir(run_dir: str | Path, step: int, attempt: str) -> Path:
     return final.parent / f"{_TMP_PREFIX}{final.name}-{attempt}"
 
 
-def _step_of_temporary(path: Path) -> int | None:
-    step = path.name[len(_TMP_PREFIX + "step-") :].split("-", 1)[0]
+def _step_of_temporary(path: Path, prefix: str = _TMP_PREFIX) -> int | None:
+    step = path.name[len(prefix + "step-") :].split("-", 1)[0]
     return int(step) if step.isdigit() else None
 
 
@@ -202,8 +204,60 @@ def _write_checkpoint_files(
     out: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, base_model_path: str | Path
 ) -> None:
     write_model_dir(out, model, base_model_path)
-    torch.save(optimizer.state_dict(), out / "optimizer.pt")
-    torch.save(capture_rng(), out / "rng.pt")
+    save_torch(optimizer.state_dict(), out / "optimizer.pt")
+    save_torch(capture_rng(), out / "rng.pt")
+
+
+def save_torch(obj, path: Path) -> None:
+    """torch.save without the zip records' CRC-32 where this torch can skip it: computing it runs at
+    about 1 GB/s, most of the time of an optimizer state of gigabytes, and torch.load does not check it
+    (a committed file's integrity is its size in the commit record and the fsync before the commit)."""
+    config = getattr(getattr(torch.utils, "serialization", None), "config", None)
+    save = getattr(config, "save", None)
+    if save is None or not hasattr(save, "compute_crc32"):
+        torch.save(obj, path)
+        return
+    was = save.compute_crc32
+    save.compute_crc32 = False
+    try:
+        torch.save(obj, path)
+    finally:
+        save.compute_crc32 = was
+
+
+def upgrade_to_full(run_dir: str | Path, step: int, attempt: str, write_files: Callable[[Path], None]) -> float | None:
+    """Makes committed light step N a full checkpoint, in place (a background checkpoint: the step was
+    committed as a light step at once, its state kept in host memory). The files are written into
+    `.full-step-N-<attempt>/` beside it, fsynced, moved into step-N, and the commit record replaced by
+    one that lists them (`"full": true`) with one atomic rename: that rename is the upgrade's commit.
+    Until it lands step N is light (a crash replays it from the previous full checkpoint); files moved
+    in before it are not in the record, so they are ignored. Only the attempt whose record won the step
+    upgrades it: returns the seconds the upgrade took, or None when the step is not that attempt's light
+    step (already full, or committed by another attempt)."""
+    final = checkpoint_dir(run_dir, step)
+    meta = read_meta(final)
+    if meta.get("attempt") != attempt or meta.get("full", True):
+        return None
+    tmp = final.parent / f"{_FULL_PREFIX}{final.name}-{attempt}"
+    t0 = time.perf_counter()
+    try:
+        write_files(tmp)
+        files = manifest(tmp)
+        _fsync_tree(tmp)
+        for name in files:
+            (final / name).parent.mkdir(parents=True, exist_ok=True)
+            os.rename(tmp / name, final / name)
+        _fsync(final)
+        meta = {k: v for k, v in meta.items() if k != "full_pending"}
+        record = final / f".{META}.upgrade-{attempt}"
+        record.write_text(json.dumps({**meta, "full": True, "files": files}, indent=1, allow_nan=False))
+        _fsync(record)
+        os.replace(record, final / META)  # the upgrade's commit
+        _fsync(final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    check_complete(final)
+    return time.perf_counter() - t0
 
 
 def write_model_dir(
@@ -337,9 +391,20 @@ def remove_dead_temporaries(run_dir: str | Path) -> list[Path]:
     root = Path(run_dir) / "checkpoints"
     removed = []
     for p in root.glob(f"{_TMP_PREFIX}step-*"):
-        step = _step_of_temporary(p)
+        step = _step_of_temporary(p, _TMP_PREFIX)
         # Dead = its step is committed: its rename onto the non-empty step-N must fail, so deleting it cannot reach step-N.
         if step is not None and is_committed(checkpoint_dir(run_dir, step)):
+            shutil.rmtree(p, ignore_errors=True)
+            removed.append(p)
+    newest_full = max(
+        (int(p.name[len("step-") :]) for p in root.glob("step-*") if is_committed(p) and is_full(p)), default=-1
+    )
+    for p in root.glob(f"{_FULL_PREFIX}step-*"):
+        # A background write is dead once its step is full or a newer step is (its upgrade would bring
+        # nothing back). Deleting one still running (a process that lost its step's lock) fails that
+        # upgrade before its record is replaced: the step stays light.
+        step = _step_of_temporary(p, _FULL_PREFIX)
+        if step is not None and step <= newest_full:
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
     return removed

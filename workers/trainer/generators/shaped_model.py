@@ -250,6 +250,37 @@ def _processor_files(spec: dict) -> dict[str, dict]:
     return files
 
 
+def shape_spec(shape: str, layers: int | None = None) -> dict:
+    """SHAPES[shape], or a shallower copy: `layers` decoder layers and vision blocks (the deepstack taps
+    that remain), every width as published — what a CPU runs of a shape."""
+    if shape not in SHAPES:
+        raise ValueError(f"unknown shape {shape!r} (known: {', '.join(sorted(SHAPES))})")
+    spec = json.loads(json.dumps(SHAPES[shape]))
+    if layers is not None:
+        if layers < 1:
+            raise ValueError(f"layers must be at least 1, not {layers}")
+        spec["text_config"]["num_hidden_layers"] = layers
+        vision = spec["vision_config"]
+        vision["depth"] = min(vision["depth"], layers)
+        vision["deepstack_visual_indexes"] = [i for i in vision["deepstack_visual_indexes"] if i < vision["depth"]] or [
+            0
+        ]
+    return spec
+
+
+def write_config_dir(out: Path, spec: dict, dtype: str = "float32"):
+    """A shape's config and processor files, no weights and no tokenizer: the base directory of a model
+    built in memory from the config (what the trainer reads beside the weights: bench/trainer.py).
+    Returns the config."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    config = _config(spec, dtype)
+    config.save_pretrained(out)
+    for name, value in _processor_files(spec).items():
+        _write_json(out / name, value)
+    return config
+
+
 def existing_identity(out_dir: Path) -> tuple[str, int, str] | None:
     """(shape, seed, dtype) of the complete shaped model at out_dir, or None when there is none."""
     try:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from . import varlen_attention
+from .device import to_device
 
 if TYPE_CHECKING:
     from .policy import TrainSample
@@ -85,7 +86,7 @@ def _image_features(model, batch: list[TrainSample], device: torch.device):
     if not occurrences:
         return None
     out = model.model.get_image_features(
-        torch.cat(pixels).to(device, model.dtype), torch.stack(grids).to(device), return_dict=True
+        to_device(torch.cat(pixels), device, model.dtype), to_device(torch.stack(grids), device), return_dict=True
     )
     out.pooler_output = tuple(out.pooler_output[j] for j in occurrences)
     out.deepstack_features = [tuple(layer[j] for j in occurrences) for layer in out.deepstack_features]
@@ -108,19 +109,19 @@ def packed_inputs(model, batch: list[TrainSample], device: torch.device) -> tupl
     ids = torch.tensor(list(itertools.chain.from_iterable(s.input_ids for s in batch)))[None]
     text_positions = torch.cat([torch.arange(n) for n in lengths])[None]
     # No KV cache: with one, transformers would not look for sample boundaries in the position ids.
-    kwargs: dict = {"input_ids": ids.to(device), "use_cache": False}
+    kwargs: dict = {"input_ids": to_device(ids, device), "use_cache": False}
     if _is_vlm(model):
         mrope = torch.cat([_mrope_positions(model, s) for s in batch], dim=-1)
-        kwargs["position_ids"] = torch.cat([text_positions[None], mrope]).to(device)
+        kwargs["position_ids"] = to_device(torch.cat([text_positions[None], mrope]), device)
         if any(s.vision is not None for s in batch):
             if _encodes_once(model):
                 kwargs["mm_encoder_outputs"] = {"image": _image_features(model, batch, device)}
             else:  # every sample's images through the encoder, inside the forward
                 visions = [s.vision for s in batch if s.vision is not None]
-                kwargs["pixel_values"] = torch.cat([v.pixel_values for v in visions]).to(device, model.dtype)
-                kwargs["image_grid_thw"] = torch.cat([v.image_grid_thw for v in visions]).to(device)
+                kwargs["pixel_values"] = to_device(torch.cat([v.pixel_values for v in visions]), device, model.dtype)
+                kwargs["image_grid_thw"] = to_device(torch.cat([v.image_grid_thw for v in visions]), device)
     else:
-        kwargs["position_ids"] = text_positions.to(device)
+        kwargs["position_ids"] = to_device(text_positions, device)
     if varlen_attention.in_use(model):
         kwargs.update(varlen_attention.sequence_bounds(lengths, device))
     return kwargs, offsets[:-1]

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import itertools
-import os
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +17,10 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForImageTextToText
 
 from . import packing, varlen_attention
+from .device import to_device
+from .gpu_setup import decoder_layers, for_training  # noqa: F401 (the policy's set-up: imported from here too)
 from .lm_head import linear_logprobs, linear_nll
-from .routing_replay import install_replay_hooks, replay_routing
+from .routing_replay import replay_routing
 
 if TYPE_CHECKING:
     from ..stores.blobs import BlobStoreBase as BlobStore
@@ -44,33 +45,6 @@ def load_policy(
     cls = AutoModelForImageTextToText if hasattr(config, "vision_config") else AutoModelForCausalLM
     model = cls.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation).to(device).train()
     return for_training(model)
-
-
-def for_training(model: torch.nn.Module) -> torch.nn.Module:
-    """On a GPU: the language model attends through torch's variable-length flash attention (packed
-    micro-batches, packing.py) and its decoder layers are compiled — unless TEMPO_RL_COMPILE=0, the
-    way out for a model torch.compile cannot handle. CPU: eager, SDPA."""
-    try:
-        install_replay_hooks(model)  # before any compile: compiled layers ignore hooks added later
-    except NotImplementedError:
-        pass  # routers replay cannot drive: refused by replay_routing if replay is asked for
-    if next(model.parameters()).is_cuda:
-        varlen_attention.use_on(model)
-        if os.environ.get("TEMPO_RL_COMPILE", "1") != "0":
-            compile_decoder_layers(model)
-    return model
-
-
-def decoder_layers(model: torch.nn.Module) -> torch.nn.ModuleList:
-    inner = model.model
-    return inner.language_model.layers if hasattr(inner, "language_model") else inner.layers
-
-
-def compile_decoder_layers(model: torch.nn.Module) -> None:
-    """torch.compile each decoder layer (one compiled graph, reused by every layer): RMSNorm, RoPE,
-    SwiGLU and autocast's casts fuse into a few kernels instead of dozens of elementwise passes."""
-    for layer in decoder_layers(model):
-        layer.compile(dynamic=True)
 
 
 @dataclass
@@ -147,10 +121,12 @@ def prepare_sample(
     blobs: BlobStore,
     vision: VisionProcessor | None,
     routing: tuple[int, int, int] | None = None,
+    processed: dict[tuple[str, ...], VisionInputs] | None = None,
 ) -> TrainSample:
     """routing: (num_hidden_layers, top_k, num_experts) of the MoE model when rollout.routing_replay is
     on: the sample's per-turn routed experts become one row per token (routing_replay.sequence_routes),
-    and a sample without any is refused."""
+    and a sample without any is refused. processed: the images already processed in this step, by their
+    refs (a group's samples share their prompt's diagram: read and processed once, the same tensors)."""
     from PIL import Image
 
     ids = list(sample.prompt_ids) + list(sample.response_ids)
@@ -160,8 +136,13 @@ def prepare_sample(
     if sample.images:
         if vision is None:
             raise SampleInvalid(f"sample {sample.episode_id} has images but the model has no vision tower")
-        images = [Image.open(io.BytesIO(blobs.get_bytes(ref))).convert("RGB") for ref in sample.images]
-        vision_inputs = vision.process(images)
+        key = tuple(sample.images)
+        vision_inputs = processed.get(key) if processed is not None else None
+        if vision_inputs is None:
+            images = [Image.open(io.BytesIO(blobs.get_bytes(ref))).convert("RGB") for ref in sample.images]
+            vision_inputs = vision.process(images)
+            if processed is not None:
+                processed[key] = vision_inputs
         needed = vision.placeholders_needed(vision_inputs.image_grid_thw)
     else:
         needed = 0
@@ -276,9 +257,9 @@ LOGIT_CHUNK_ROWS = 1024
 def _allowed_mask(allowed_token_ids: list[int] | None, vocab: int, device: torch.device) -> torch.Tensor | None:
     if allowed_token_ids is None:
         return None
-    allowed = torch.zeros(vocab, dtype=torch.bool, device=device)
-    allowed[torch.tensor(allowed_token_ids, dtype=torch.long, device=device)] = True
-    return allowed
+    allowed = torch.zeros(vocab, dtype=torch.bool)
+    allowed[torch.tensor(allowed_token_ids, dtype=torch.long)] = True
+    return to_device(allowed, device)
 
 
 def _chunked_logprobs(
@@ -319,13 +300,17 @@ def _padded_inputs(model, batch: list[TrainSample], device: torch.device, pad_id
     for i, s in enumerate(batch):
         input_ids[i, : s.n_tokens] = torch.tensor(s.input_ids)
         attention[i, : s.n_tokens] = 1
-    kwargs = {"input_ids": input_ids.to(device), "attention_mask": attention.to(device), "use_cache": False}
+    kwargs = {
+        "input_ids": to_device(input_ids, device),
+        "attention_mask": to_device(attention, device),
+        "use_cache": False,
+    }
     visions = [s.vision for s in batch if s.vision is not None]
     if visions:
-        kwargs["pixel_values"] = torch.cat([v.pixel_values for v in visions]).to(device, model.dtype)
-        kwargs["image_grid_thw"] = torch.cat([v.image_grid_thw for v in visions]).to(device)
+        kwargs["pixel_values"] = to_device(torch.cat([v.pixel_values for v in visions]), device, model.dtype)
+        kwargs["image_grid_thw"] = to_device(torch.cat([v.image_grid_thw for v in visions]), device)
         # M-RoPE needs to know which positions are image tokens (what the processor would return).
-        kwargs["mm_token_type_ids"] = (input_ids == model.config.image_token_id).to(device, torch.int32)
+        kwargs["mm_token_type_ids"] = to_device((input_ids == model.config.image_token_id).to(torch.int32), device)
     return kwargs
 
 
@@ -359,15 +344,9 @@ def forward_response(
     else:
         kwargs = _padded_inputs(model, batch, device, pad_id)
         where = [(i, 0) for i in range(len(batch))]
-    with (
-        replay_routing(model, _forward_routes(batch, where, kwargs["input_ids"].shape))
-        if _replays(batch)
-        else nullcontext()
-    ):
-        hidden = model.model(**kwargs).last_hidden_state  # (B, L, H)
-
     # Only the positions that predict a loss-mask token reach the LM head: observation and template
     # tokens inside a multi-turn response (mask 0) get logprob 0 and entropy 0 and cost nothing.
+    # Their indices go to the device before the forward is queued (no wait for it: device.py).
     rows, cols, targets, flat = [], [], [], []
     sizes = [s.response_len for s in batch]
     starts = [0, *itertools.accumulate(sizes)]
@@ -377,8 +356,15 @@ def forward_response(
         cols.append(keep + (where[i][1] + s.prompt_len - 1))
         targets.append(torch.tensor(s.input_ids[s.prompt_len :], dtype=torch.long)[keep])
         flat.append(keep + starts[i])
-    rows_t, cols_t, flat_t = torch.cat(rows).to(device), torch.cat(cols).to(device), torch.cat(flat).to(device)
-    kept, kept_targets = hidden[rows_t, cols_t], torch.cat(targets).to(device)
+    rows_t, cols_t, flat_t = (to_device(torch.cat(t), device) for t in (rows, cols, flat))
+    kept_targets = to_device(torch.cat(targets), device)
+    with (
+        replay_routing(model, _forward_routes(batch, where, kwargs["input_ids"].shape))
+        if _replays(batch)
+        else nullcontext()
+    ):
+        hidden = model.model(**kwargs).last_hidden_state  # (B, L, H)
+    kept = hidden[rows_t, cols_t]
     nll = None
     if (with_entropy and entropy_grad and torch.is_grad_enabled()) or getattr(model.lm_head, "bias", None) is not None:
         picked, picked_entropy = _chunked_logprobs(
@@ -389,7 +375,7 @@ def forward_response(
             kept,
             model.lm_head.weight,
             kept_targets,
-            nll_weights.to(device)[flat_t],
+            to_device(nll_weights, device)[flat_t],
             temperature,
             _allowed_mask(allowed_token_ids, model.lm_head.weight.shape[0], device),
         )

@@ -23,7 +23,7 @@ import torch
 from torch.distributed.fsdp import FSDPModule, fully_shard, register_fsdp_forward_method
 from torch.distributed.tensor import DTensor
 
-from .policy import decoder_layers
+from .gpu_setup import decoder_layers
 
 BACKBONE_METHOD = "tempo_rl_backbone"
 

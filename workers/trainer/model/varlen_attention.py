@@ -16,6 +16,8 @@ import inspect
 
 import torch
 
+from .device import to_device
+
 NAME = "tempo_rl_varlen"
 
 
@@ -115,6 +117,6 @@ def in_use(model: torch.nn.Module) -> bool:
 
 def sequence_bounds(lengths: list[int], device: torch.device) -> dict:
     """The packed row's sample bounds, under the keyword names transformers passes down to attention."""
-    cu = torch.tensor([0, *lengths], dtype=torch.int32).cumsum(0, dtype=torch.int32).to(device, non_blocking=True)
+    cu = to_device(torch.tensor([0, *lengths], dtype=torch.int32).cumsum(0, dtype=torch.int32), device)
     longest = max(lengths)
     return {"cu_seq_lens_q": cu, "cu_seq_lens_k": cu, "max_length_q": longest, "max_length_k": longest}

@@ -11,6 +11,7 @@ import torch
 
 from ..contract import Hyper
 from .grpo import aggregation_weights, only_active, policy_loss, sft_loss
+from ..model.device import to_device
 from ..model.policy import ForwardOutput, TrainSample, forward_response, micro_batches
 
 
@@ -91,19 +92,19 @@ def accumulate_gradients(
         ref = None
         if hyper.kl.enabled:
             if batch[0].ref_logprobs is not None:
-                ref = [s.ref_logprobs.to(device) for s in batch]
+                ref = [to_device(s.ref_logprobs, device) for s in batch]
             else:
                 with torch.no_grad():
                     ref = _forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
-        masks = [s.loss_mask.to(device) for s in batch]
+        mask = to_device(torch.cat([s.loss_mask for s in batch]), device)
+        masks = list(mask.split([s.response_len for s in batch]))
         weights = aggregation_weights(masks, hyper.loss_agg, n_samples_total, n_tokens_total)
         logp = torch.cat(fwd.logprobs)
-        rollout = torch.cat([s.rollout_logprobs for s in batch]).to(device)
-        mask = torch.cat(masks)
-        adv = torch.cat([torch.full((s.response_len,), s.advantage) for s in batch]).to(device)
+        rollout = to_device(torch.cat([s.rollout_logprobs for s in batch]), device)
+        adv = to_device(torch.cat([torch.full((s.response_len,), s.advantage) for s in batch]), device)
         # One update per step: the weights that sampled are the ones being trained (ratio 1).
         old = (
-            torch.cat([s.old_logprobs for s in batch]).to(device)
+            to_device(torch.cat([s.old_logprobs for s in batch]), device)
             if batch[0].old_logprobs is not None
             else logp.detach()
         )
@@ -160,7 +161,7 @@ def with_old_logprobs(model, samples: list[TrainSample], hyper: Hyper, ref_model
 def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict, hyper: Hyper) -> None:
     device = next(model.parameters()).device
     weights = torch.cat(
-        aggregation_weights([s.loss_mask.to(device) for s in batch], "token_mean", len(batch), n_tokens_total)
+        aggregation_weights([to_device(s.loss_mask, device) for s in batch], "token_mean", len(batch), n_tokens_total)
     )
     fwd = _forward(model, batch, hyper, 1.0, with_entropy=False, nll_weights=weights)
     loss, metrics = sft_loss(torch.cat(fwd.logprobs), weights, fwd.nll)

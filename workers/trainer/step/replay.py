@@ -37,15 +37,19 @@ def param_digest(model: torch.nn.Module) -> list[float] | None:
     (worker/data_parallel.py) are summed over their shards, a collective: every rank calls it."""
     from torch.distributed.tensor import DTensor
 
-    def whole(t: torch.Tensor) -> float:
-        return float(t.full_tensor() if isinstance(t, DTensor) else t)
+    def whole(t: torch.Tensor) -> torch.Tensor:
+        return t.full_tensor() if isinstance(t, DTensor) else t
 
-    total = squares = 0.0
+    sums = []
     with torch.no_grad():
         for p in model.parameters():
             d = p.double()  # one float64 copy per parameter, for both sums (the same values as two copies)
-            total += whole(d.sum())
-            squares += whole(d.square().sum())
+            sums.append(torch.stack([whole(d.sum()), whole(d.square().sum())]))
+    # read off the device once, then added up in the parameters' order, in Python floats as always
+    total = squares = 0.0
+    for s, q in torch.stack(sums).tolist() if sums else []:
+        total += s
+        squares += q
     return [total, squares] if math.isfinite(total) and math.isfinite(squares) else None
 
 

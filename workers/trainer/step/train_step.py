@@ -8,7 +8,8 @@ The model lives in the worker process between steps (`Trainer`). Step N:
 3. forward/backward by micro-batches (cancellation honoured between them), the optimizer updates,
    commit step N atomically (checkpoint/atomic.py: each attempt in its own temporary directory, one rename
    wins; with an s3:// store one conditional put of the commit record wins: stores/checkpoints.py) — a
-   full checkpoint every run.checkpoint_interval steps, the step's record otherwise.
+   full checkpoint every run.checkpoint_interval steps (on a GPU written after the step returns:
+   commit.py), the step's record otherwise.
    The updates themselves are gradients.py's.
 
 A side thread heartbeats all along (heartbeat.py), through the phases without progress points of
@@ -32,7 +33,6 @@ from __future__ import annotations
 import math
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
@@ -57,8 +57,10 @@ from .gradients import (
 )
 from .grpo import ContractError, group_advantages
 from .determinism import deterministic_step
+from .commit import Commits
 from .heartbeat import Heartbeater
 from ..model.policy import TrainSample, VisionProcessor, load_policy, pick_device, prepare_sample
+from .memory import StepMemory, training_allocator
 from .metrics import finite_metrics, read_metrics
 from ..weights.ipc import Buckets
 
@@ -77,12 +79,19 @@ class TrainerState:
     vision: VisionProcessor | None
 
 
-class Trainer:
+class Trainer(Commits):
     """Holds the model between steps; one step at a time per process."""
 
-    def __init__(self, device: torch.device | str | None = None, dtype: torch.dtype = torch.float32):
+    def __init__(
+        self,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+        background_checkpoints: bool | None = None,
+    ):
+        """background_checkpoints: full checkpoints written after the step returns (commit.py; None: on a GPU)."""
         self.device = torch.device(device) if device is not None else pick_device()
         self.dtype = dtype
+        self._init_commits(self.device, background_checkpoints)
         self.lock = threading.Lock()
         self.state: TrainerState | None = None
         self._ref_model: tuple[str, torch.nn.Module] | None = None
@@ -142,6 +151,10 @@ class Trainer:
         if light is None:
             return checkpoint
         run_dir, step = light
+        if self.background is not None:
+            self.background.wait_for(run_dir, step)  # being written in the background: the full directory, soon
+            if ckpt.is_full(checkpoint):
+                return checkpoint
         if ckpt.weights_dir(run_dir, step).is_dir():
             return str(ckpt.weights_dir(run_dir, step))
         with self._locked(progress, step):
@@ -230,21 +243,18 @@ class Trainer:
             return self._train_from_state(inp, progress)
 
     def _train_from_state(self, inp: TrainStepInput, progress: Progress) -> TrainStepOutput:
-        progress.heartbeat({"phase": "loading_state", "step": inp.step})
-        state = self.ensure_state(inp, progress)
+        memory = StepMemory(self.device).start()
+        with training_allocator(self.device) as expandable:
+            progress.heartbeat({"phase": "loading_state", "step": inp.step})
+            state = self.ensure_state(inp, progress)
+            t0 = time.perf_counter()
+            sums, applied, skipped, samples = self._apply(state, inp, progress)
+            seconds = time.perf_counter() - t0
         if not inp.samples:
             # Nothing to learn from (all failed or filtered): commit the step without an update so
             # the run's step, checkpoint and weight-version chain stays unbroken.
-            return self._commit(
-                inp,
-                state,
-                {"train/skipped": 1.0, "train/n_samples": 0.0, "train/nonfinite_step": 0.0},
-                applied=False,
-                progress=progress,
-            )
-        t0 = time.perf_counter()
-        sums, applied, skipped, samples = self._apply(state, inp, progress)
-        seconds = time.perf_counter() - t0
+            metrics = {"train/skipped": 1.0, "train/n_samples": 0.0, "train/nonfinite_step": 0.0}
+            return self._commit(inp, state, metrics, applied=False, progress=progress)
         counts = self._batch_counts(samples)
         metrics = {
             **sums,
@@ -253,6 +263,7 @@ class Trainer:
             "perf/train_tokens_per_second": counts["train/n_tokens"] / max(seconds, 1e-9),
             "perf/train_seconds": seconds,
             **counts,
+            **memory.metrics(expandable),
         }
         return self._commit(inp, state, metrics, applied=applied > 0, progress=progress)
 
@@ -310,90 +321,6 @@ class Trainer:
         sums["train/grad_norm"] = sum(norms) / len(norms)
         return sums, len(batches) - skipped, skipped
 
-    def _commit(
-        self, inp: TrainStepInput, state: TrainerState, metrics: dict[str, float], applied: bool, progress: Progress
-    ) -> TrainStepOutput:
-        """Commit step N from the in-memory state, or return the step N another attempt committed first."""
-        progress.heartbeat({"phase": "committing", "step": inp.step})
-        full = replay.is_full_step(inp)
-        return self._save_commit(
-            inp,
-            state,
-            metrics,
-            applied,
-            replay.param_digest(state.model),
-            model=state.model if full else None,
-            optimizer=state.optimizer if full else None,
-        )
-
-    def _save_commit(
-        self,
-        inp: TrainStepInput,
-        state: TrainerState,
-        metrics: dict[str, float],
-        applied: bool,
-        digest: list[float] | None,
-        **files,
-    ) -> TrainStepOutput:
-        """The commit itself (`files`: what a full checkpoint writes, save_checkpoint's arguments)."""
-        metrics, dropped = finite_metrics(
-            {
-                **metrics,
-                "train/replayed_steps": float(self.replayed[0]),
-                "train/replay_mismatches": float(self.replayed[1]),
-            }
-        )
-        # Whose commit won is told by a token of this attempt, not by comparing metrics (timings differ
-        # between attempts, and NaN != NaN made an attempt disown its own commit).
-        attempt = uuid.uuid4().hex
-        weight_version = inp.step + 1
-        stored = self.stored_run(inp.blob_store, inp.run_id, inp.run_dir)
-        path = ckpt.save_checkpoint(
-            inp.run_dir,
-            inp.step,
-            files.pop("model", None),
-            files.pop("optimizer", None),
-            weight_version=weight_version,
-            data_cursor=inp.data_cursor.model_dump(),
-            metrics=metrics,
-            base_model_path=inp.model_path,
-            extra={
-                "sample_refs": [s.ref for s in inp.samples],
-                "optimizer_steps": ckpt.optimizer_steps(state.optimizer),
-                "update_applied": applied,
-                "nonfinite_metrics": dropped,
-                "attempt": attempt,
-                "replay": inp.model_dump(mode="json"),
-                "param_digest": digest,
-            },
-            store=stored,
-            **files,
-        )
-        recorded = ckpt.read_meta(path)
-        if recorded.get("attempt") != attempt:
-            # Another attempt committed step N first: that one is the truth; reload it next time.
-            self.state = None
-            return TrainStepOutput(
-                step=inp.step,
-                weight_version=recorded["weight_version"],
-                checkpoint=str(path),
-                already_committed=True,
-                metrics=finite_metrics(recorded["metrics"])[0],
-            )
-        state.step = inp.step
-        self.replayed = [0, 0]
-        ckpt.prune_checkpoints(inp.run_dir, inp.keep_checkpoints, inp.keep_checkpoint_every)
-        if stored is not None:
-            stored.prune(inp.keep_checkpoints, inp.keep_checkpoint_every)
-        # the step's metrics as recorded (with the checkpoint's own write time, perf/checkpoint_seconds)
-        return TrainStepOutput(
-            step=inp.step,
-            weight_version=weight_version,
-            checkpoint=str(path),
-            already_committed=False,
-            metrics=finite_metrics(recorded["metrics"])[0],
-        )
-
     def load_samples(
         self, inp: TrainStepInput, state: TrainerState, indices: list[int] | None = None
     ) -> list[TrainSample]:
@@ -407,6 +334,7 @@ class Trainer:
             )
         ).tolist()
         routing = replay_shape(state.model) if inp.hyper.routing_replay and inp.algorithm != "sft" else None
+        processed: dict = {}  # each distinct image once (a group's samples share their prompt's)
         with closing(open_blob_store(inp.blob_store)) as blobs:
             return [
                 prepare_sample(
@@ -415,6 +343,7 @@ class Trainer:
                     blobs,
                     state.vision,
                     routing=routing,
+                    processed=processed,
                 )
                 for i in (range(len(inp.samples)) if indices is None else indices)
             ]

@@ -121,7 +121,8 @@ class _CancelBetweenUpdates:
 
 class DataParallelTrainer(Trainer):
     def __init__(self, group: DataParallelGroup, dtype: torch.dtype = torch.float32):
-        super().__init__(device=group.device, dtype=dtype)
+        # its commit is collective (every rank writes its shards), inside the step
+        super().__init__(device=group.device, dtype=dtype, background_checkpoints=False)
         self.group = group
         self._plan: StepPlan | None = None
 
