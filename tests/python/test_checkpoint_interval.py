@@ -95,3 +95,17 @@ def test_the_last_step_is_full_and_retention_keeps_every_mth(make_input, mixed_r
         )
     kept = [s for s in range(12) if (ckpt.checkpoint_dir(tmp_path / "every", s) / "optimizer.pt").exists()]
     assert kept == [5, 8, 11], "step 5 ((5 + 1) % 6 == 0) is kept beside the newest two"
+
+
+def test_a_run_started_from_another_runs_checkpoint_commits_its_own(make_input, mixed_refs, tmp_path):
+    # A full checkpoint is a model directory with the commit record (meta.json) beside the weights; a run
+    # whose model.path is one must not take that record over into its own checkpoints.
+    first = Trainer(device="cpu")
+    doc = make_input(mixed_refs, step=0, run_dir=tmp_path / "a")
+    full = first.train_step(TrainStepInput.model_validate({**doc, "checkpoint_interval": 1}))
+    assert ckpt.is_full(full.checkpoint)
+    second = Trainer(device="cpu")
+    doc = {**make_input(mixed_refs, step=0, run_dir=tmp_path / "b"), "model_path": full.checkpoint}
+    out = second.train_step(TrainStepInput.model_validate({**doc, "checkpoint_interval": 1}))
+    ckpt.check_complete(out.checkpoint)
+    assert ckpt.read_meta(out.checkpoint)["step"] == 0 and ckpt.read_meta(out.checkpoint)["base_model_path"] == full.checkpoint

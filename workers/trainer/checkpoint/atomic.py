@@ -39,7 +39,15 @@ _TMP_PREFIX = ".tmp-"
 _FULL_PREFIX = ".full-"
 # Files of the base model directory that make a checkpoint loadable on its own (tokenizer, processor,
 # chat template); the weights and config come from save_pretrained.
-_SKIP_FROM_BASE = {"config.json", "generation_config.json", "model.safetensors", "model.safetensors.index.json"}
+# Files of the base model directory a checkpoint does not take over: what save_pretrained writes, and
+# the commit record of a base that is itself a checkpoint (a run started from another run's step).
+_SKIP_FROM_BASE = {
+    "config.json",
+    "generation_config.json",
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "meta.json",
+}
 
 
 class RemoteCommit(Protocol):
