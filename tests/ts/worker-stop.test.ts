@@ -96,7 +96,7 @@ async function pausedRun(runId: string) {
 test("worker stop stops this stack's background workers and leaves another stack's", { timeout: 300_000 }, async () => {
   const otherPid = startWorker(other, 'rollout');
   const started = await ensureStack(cfg);
-  assert.deepEqual(started, { server: false, engines: false, rollout: true, trainer: true });
+  assert.deepEqual(started, { server: false, engines: false, rollout: true, trainer: true, environments: false });
   await workersAnswer();
   const standbys = workerStatuses(cfg).find((w) => w.kind === 'trainer')!.standby_pids;
   assert.equal(standbys.length, cfg.run.trainer_standbys, "the trainer's standbys run beside it");
