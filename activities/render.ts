@@ -255,7 +255,13 @@ async function storeDataUrlImages(
   messages: EpisodeMessage[],
   store: BlobStore,
 ): Promise<EpisodeMessage[]> {
-  if (!messages.some((m) => Array.isArray(m.content) && m.content.some((p) => p.type === 'image_url' && p.image_url.url.startsWith('data:'))))
+  if (
+    !messages.some(
+      (m) =>
+        Array.isArray(m.content) &&
+        m.content.some((p) => p.type === 'image_url' && p.image_url.url.startsWith('data:')),
+    )
+  )
     return messages;
   const intake = new ImageIntake({ store, roots: [] });
   const stored = async (part: ContentPart): Promise<ContentPart> => {
@@ -263,11 +269,16 @@ async function storeDataUrlImages(
     try {
       return { type: 'image_url', image_url: { url: await intake.ingest(part.image_url.url) } };
     } catch (err) {
-      throw ApplicationFailure.nonRetryable(`${episodeId}: an image of the prompt: ${(err as Error).message}`, 'InvalidImage');
+      throw ApplicationFailure.nonRetryable(
+        `${episodeId}: an image of the prompt: ${(err as Error).message}`,
+        'InvalidImage',
+      );
     }
   };
   return Promise.all(
-    messages.map(async (m) => (Array.isArray(m.content) ? { ...m, content: await Promise.all(m.content.map(stored)) } : m)),
+    messages.map(async (m) =>
+      Array.isArray(m.content) ? { ...m, content: await Promise.all(m.content.map(stored)) } : m,
+    ),
   );
 }
 

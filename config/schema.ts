@@ -440,11 +440,13 @@ export const TempoConfig = z
   })
   .refine((c) => c.rollout.environment !== 'verifiers' || c.python_env.id !== '', {
     path: ['python_env', 'id'],
-    message: 'is required when rollout.environment is verifiers (the taskset id: an installed module exporting a verifiers v1 Taskset)',
+    message:
+      'is required when rollout.environment is verifiers (the taskset id: an installed module exporting a verifiers v1 Taskset)',
   })
   .refine((c) => c.rollout.environment !== 'verifiers' || c.rollout.multi_turn, {
     path: ['rollout', 'multi_turn'],
-    message: "must be true for the verifiers environment: its harness owns the turns (rollout.max_turns bounds its model calls)",
+    message:
+      'must be true for the verifiers environment: its harness owns the turns (rollout.max_turns bounds its model calls)',
   })
   .refine((c) => c.model.warm_start === 'none' || c.rollout.environment === 'geo3k', {
     path: ['model', 'warm_start'],

@@ -16,7 +16,11 @@ const log = childLogger('stack');
 export const WORKER_KINDS = ['rollout', 'trainer', 'environments'] as const;
 export type WorkerKind = (typeof WORKER_KINDS)[number];
 // What a worker's command line holds, so that a recorded pid reused by another process is not "ours".
-const WORKER_COMMAND = { rollout: 'worker rollout', trainer: 'trainer.worker', environments: '-m environments' } as const;
+const WORKER_COMMAND = {
+  rollout: 'worker rollout',
+  trainer: 'trainer.worker',
+  environments: '-m environments',
+} as const;
 
 function workerRecordPath(cfg: TempoConfig, kind: WorkerKind): string {
   return path.join(stateLayout(cfg.state_dir).workers, `${kind}.json`);
@@ -97,7 +101,8 @@ export function startWorker(cfg: TempoConfig, kind: WorkerKind): number {
     const { cmd, args, env } = kind === 'trainer' ? trainerCommand(cfg) : environmentWorkerCommand(cfg);
     return spawnDetached(cmd, args, { log: logFile, env, cwd: REPO_ROOT });
   };
-  const count = kind === 'trainer' ? 1 + cfg.run.trainer_standbys : kind === 'environments' ? cfg.python_env.workers : 1;
+  const count =
+    kind === 'trainer' ? 1 + cfg.run.trainer_standbys : kind === 'environments' ? cfg.python_env.workers : 1;
   const pids = Array.from({ length: count }, () => spawn().pid);
   const rec: WorkerRecord = { pid: pids[0]!, pids, log: logFile, task_queue: cfg.temporal.task_queues[kind] };
   writeFileSync(workerRecordPath(cfg, kind), JSON.stringify(rec));

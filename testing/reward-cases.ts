@@ -331,4 +331,3 @@ export const REWARD_CASES: Array<[string, Case[]]> = [
   ['tuples, intervals, sets', collections],
   ['malformed answers', malformed],
 ];
-

@@ -30,7 +30,12 @@ import {
 } from '../protocol/episode.js';
 
 /** The environment worker's failures that a retry cannot fix (workers/environments/environments/errors.py). */
-const ENVIRONMENT_NON_RETRYABLE = ['EnvironmentNotInstalled', 'InvalidEnvironment', 'EnvironmentDiverged', 'EnvironmentFailed'];
+const ENVIRONMENT_NON_RETRYABLE = [
+  'EnvironmentNotInstalled',
+  'InvalidEnvironment',
+  'EnvironmentDiverged',
+  'EnvironmentFailed',
+];
 
 /** What a Python episode fills in of the episode's turns (workflows/episode.ts Turns). */
 export interface PythonTurns {
@@ -49,7 +54,8 @@ export interface PythonActs {
   generateTurn(input: GenerateTurnInput): Promise<GenerateTurnResult>;
 }
 
-const stopped = (reason: string) => ApplicationFailure.nonRetryable(`the episode ended (${reason}): no more model calls`, 'EpisodeStopped');
+const stopped = (reason: string) =>
+  ApplicationFailure.nonRetryable(`the episode ended (${reason}): no more model calls`, 'EpisodeStopped');
 
 function causeOf(err: unknown): string {
   const cause = err instanceof ActivityFailure ? err.cause : err;
@@ -230,7 +236,11 @@ export async function playPythonEpisode(
     return;
   }
   if (calls.failure) turns.stop = { status: 'FAILED', reason: calls.failure };
-  else if (!turns.trajectory) turns.stop = { status: 'FAILED', reason: `the environment made no model call (${result.errors.join('; ') || 'no error'})` };
+  else if (!turns.trajectory)
+    turns.stop = {
+      status: 'FAILED',
+      reason: `the environment made no model call (${result.errors.join('; ') || 'no error'})`,
+    };
   else if (turns.stop) turns.envReward = result.reward;
   else if (!result.ok) turns.stop = { status: 'FAILED', reason: `EnvironmentFailed: ${result.errors.join('; ')}` };
   else {

@@ -6,7 +6,10 @@ import type { Environment } from './types.js';
 import { verifiersEnvironment } from './verifiers-environment.js';
 
 const ENVIRONMENTS: Record<string, Environment> = Object.fromEntries(
-  [geo3kEnvironment, arithmeticEnvironment, verifiersEnvironment].map((env) => [env.name, env as unknown as Environment]),
+  [geo3kEnvironment, arithmeticEnvironment, verifiersEnvironment].map((env) => [
+    env.name,
+    env as unknown as Environment,
+  ]),
 );
 
 export const DEFAULT_ENVIRONMENT = geo3kEnvironment.name;

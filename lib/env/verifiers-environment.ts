@@ -14,7 +14,7 @@ const inPython = (what: string) =>
 
 export const verifiersEnvironment: Environment<NoState> = {
   name: 'verifiers',
-  description: "a verifiers (v1) environment in Python, named by python_env: its taskset, harness and rubric",
+  description: 'a verifiers (v1) environment in Python, named by python_env: its taskset, harness and rubric',
   rowSchema: TextRow,
   syntheticTasks: ['taskset'],
   stop: [],

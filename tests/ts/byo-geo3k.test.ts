@@ -42,17 +42,23 @@ const CASES: Array<[string, number, number, string]> = [
 ];
 
 /** The JSON parser's own wording after "invalid JSON in tool call[ arguments]:" differs by language. */
-const masked = (s: string | null) => s?.replace(/(invalid JSON in tool call(?: arguments)?): [^.]*(\.|$)/, '$1: …$2') ?? null;
+const masked = (s: string | null) =>
+  s?.replace(/(invalid JSON in tool call(?: arguments)?): [^.]*(\.|$)/, '$1: …$2') ?? null;
 
 test('Geo3K as a verifiers environment: the same feedback, reasons and rewards as the TypeScript step', () => {
-  const input = CASES.map(([text, turn, max_turns, label]) => JSON.stringify({ text, turn, max_turns, label })).join('\n');
+  const input = CASES.map(([text, turn, max_turns, label]) => JSON.stringify({ text, turn, max_turns, label })).join(
+    '\n',
+  );
   const out = execFileSync(envPythonBin(), ['-m', 'tempo_rl_geo3k'], {
     input,
     cwd: REPO_ROOT,
     env: { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'workers', 'environments') },
     encoding: 'utf8',
   });
-  const python = out.trim().split('\n').map((l) => JSON.parse(l));
+  const python = out
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l));
   assert.equal(python.length, CASES.length);
   CASES.forEach(([text, turn, max_turns, label], i) => {
     const ts = geo3kStep({ text, turn, max_turns, label });

@@ -51,7 +51,12 @@ before(async () => {
     counts.set(req.session_id, n + 1);
     return scripts.get(req.session_id)!(req, n);
   });
-  rollout = await startRolloutWorker(server.cfg, { cfg: server.cfg, store, engines: () => engine, imageProcessor: null });
+  rollout = await startRolloutWorker(server.cfg, {
+    cfg: server.cfg,
+    store,
+    engines: () => engine,
+    imageProcessor: null,
+  });
   client = await connectClient(server.cfg);
   envWorkers.push(await startEnvironmentWorker(server.cfg));
 });
@@ -64,7 +69,10 @@ after(async () => {
 });
 
 let next = 0;
-function inputFor(env: { id: string; args: Record<string, unknown>; harness?: string }, sets: string[] = []): EpisodeInput {
+function inputFor(
+  env: { id: string; args: Record<string, unknown>; harness?: string },
+  sets: string[] = [],
+): EpisodeInput {
   const cfg = withSets(server.cfg, [
     'rollout.environment=verifiers',
     `python_env.id=${env.id}`,
@@ -89,7 +97,10 @@ function inputFor(env: { id: string; args: Record<string, unknown>; harness?: st
   };
 }
 
-async function run(input: EpisodeInput, script: Script): Promise<{ summary: EpisodeSummary; sample: Sample; id: string }> {
+async function run(
+  input: EpisodeInput,
+  script: Script,
+): Promise<{ summary: EpisodeSummary; sample: Sample; id: string }> {
   const id = `${input.run_id}/${input.step}/${input.prompt_index}/${input.sample_index}`;
   scripts.set(id, script);
   const summary: EpisodeSummary = await client.workflow.execute(episode, {
@@ -139,7 +150,11 @@ test('SIGKILL of the environment worker mid-episode: the rerun harness gets the 
     [killedRun.summary.status, killedRun.summary.reward, killedRun.summary.turns],
     [clean.summary.status, clean.summary.reward, clean.summary.turns],
   );
-  assert.deepEqual(killedRun.sample.response_ids, clean.sample.response_ids, 'the same tokens as the episode never killed');
+  assert.deepEqual(
+    killedRun.sample.response_ids,
+    clean.sample.response_ids,
+    'the same tokens as the episode never killed',
+  );
   assert.equal(
     engine.requests.filter((r) => r.session_id === killedRun.id).length,
     2,
@@ -153,9 +168,17 @@ test('SIGKILL of the environment worker mid-episode: the rerun harness gets the 
 test('bad input of a Python environment: each a FAILED episode naming the cause', { timeout: 180_000 }, async () => {
   const answer: Script = () => ({ text: call('60') });
   const cases: Array<[string, { id: string; args: Record<string, unknown>; harness?: string }, RegExp]> = [
-    ['a package that is not installed', { id: 'tempo_rl_no_such_env', args: {} }, /EnvironmentNotInstalled.*tempo_rl_no_such_env.*not installed/],
+    [
+      'a package that is not installed',
+      { id: 'tempo_rl_no_such_env', args: {} },
+      /EnvironmentNotInstalled.*tempo_rl_no_such_env.*not installed/,
+    ],
     ['a module that is not a v1 taskset', { id: 'json', args: {} }, /InvalidEnvironment.*exports no vf\.Taskset/],
-    ['arguments the taskset refuses', { id: 'tempo_rl_geo3k', args: { max_turns: 'many' } }, /InvalidEnvironment.*max_turns/],
+    [
+      'arguments the taskset refuses',
+      { id: 'tempo_rl_geo3k', args: { max_turns: 'many' } },
+      /InvalidEnvironment.*max_turns/,
+    ],
     ['a task index past the taskset', { id: 'tempo_rl_geo3k', args: { rows: [] } }, /InvalidEnvironment.*has 0 tasks/],
   ];
   for (const [what, env, cause] of cases) {

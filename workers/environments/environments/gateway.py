@@ -69,7 +69,11 @@ def parse_tool_calls(text: str, call: int) -> tuple[str, list[ToolCall] | None]:
             continue
         args = parsed.get("arguments", {})
         calls.append(
-            ToolCall(id=f"call_{call}_{i}", name=parsed["name"], arguments=args if isinstance(args, str) else json.dumps(args))
+            ToolCall(
+                id=f"call_{call}_{i}",
+                name=parsed["name"],
+                arguments=args if isinstance(args, str) else json.dumps(args),
+            )
         )
     if not calls:
         return text, None

@@ -71,7 +71,9 @@ def import_taskset_module(taskset_id: str):
             " install its package there (docs/environments.md)",
         ) from None
     except Exception as err:  # noqa: BLE001 - the environment's own import failed: name it
-        raise fail(BAD_ENVIRONMENT, f"verifiers environment {taskset_id!r} failed to import: {type(err).__name__}: {err}") from None
+        raise fail(
+            BAD_ENVIRONMENT, f"verifiers environment {taskset_id!r} failed to import: {type(err).__name__}: {err}"
+        ) from None
     import verifiers.v1 as vf
 
     exported = [getattr(module, n, None) for n in getattr(module, "__all__", [])]
@@ -134,7 +136,8 @@ class VerifiersEnvironments:
         loaded.tasks.extend(itertools.islice(loaded.reader, max(0, index + 1 - len(loaded.tasks))))
         if len(loaded.tasks) <= index:
             raise fail(
-                BAD_ENVIRONMENT, f"verifiers environment {spec.id!r} has {len(loaded.tasks)} tasks; task {index} was asked for"
+                BAD_ENVIRONMENT,
+                f"verifiers environment {spec.id!r} has {len(loaded.tasks)} tasks; task {index} was asked for",
             )
         return loaded.tasks[index]
 
@@ -203,7 +206,9 @@ def episode_result(episode: Any, calls: int, env_id: str) -> dict:
     rewards = {k: (None if r is None else float(r.value)) for k, r in trace.rewards.items()}
     reward = float(trace.reward)
     if reward != reward or reward in (float("inf"), float("-inf")):
-        raise fail(ENVIRONMENT_FAILED, f"verifiers environment {env_id!r} returned a reward that is not finite ({reward})")
+        raise fail(
+            ENVIRONMENT_FAILED, f"verifiers environment {env_id!r} returned a reward that is not finite ({reward})"
+        )
     return {
         "ok": bool(episode.ok) and not errors,
         "reward": reward,

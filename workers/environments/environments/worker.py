@@ -78,10 +78,16 @@ async def run(connect: dict[str, Any], task_queue: str, slots: int = EPISODE_SLO
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m environments", description="tempo-rl environment worker")
-    parser.add_argument("--address", default=None, help=f"host:port; default: the envconfig profile, else {DEFAULT_ADDRESS}")
+    parser.add_argument(
+        "--address", default=None, help=f"host:port; default: the envconfig profile, else {DEFAULT_ADDRESS}"
+    )
     parser.add_argument("--namespace", default=None, help="default: the envconfig profile, else default")
-    parser.add_argument("--no-config-file", action="store_true", help="only the TEMPORAL_* variables (tempo-rl resolved them)")
-    parser.add_argument("--task-queue", required=True, help="the stack's environment queue (temporal.task_queues.environments)")
+    parser.add_argument(
+        "--no-config-file", action="store_true", help="only the TEMPORAL_* variables (tempo-rl resolved them)"
+    )
+    parser.add_argument(
+        "--task-queue", required=True, help="the stack's environment queue (temporal.task_queues.environments)"
+    )
     parser.add_argument("--slots", type=int, default=EPISODE_SLOTS, help="episodes this process runs at once")
     parser.add_argument("--log-level", default=os.environ.get("TEMPO_RL_LOG_LEVEL", "info"))
     args = parser.parse_args(argv)

@@ -63,7 +63,9 @@ class Geo3kTaskset(vf.Taskset[Geo3kTask, Geo3kConfig]):
                 content.append({"type": "image_url", "image_url": {"url": _image_url(str(row["image"]), base)}})
             content.append({"type": "text", "text": f"{question}\n\n{TOOL_INSTRUCTION}"})
             messages = [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": content}]
-            yield Geo3kTask(Geo3kData(id=str(row.get("id", i)), prompt=messages, answer=str(row["answer"])), self.config.task)
+            yield Geo3kTask(
+                Geo3kData(id=str(row.get("id", i)), prompt=messages, answer=str(row["answer"])), self.config.task
+            )
 
 
 class Geo3kEnvConfig(vf.EnvConfig):

@@ -129,7 +129,9 @@ def geo3k_step(text: str, label: str, turn: int, max_turns: int) -> StepResult:
     if error is not None:
         if out_of_turns:
             return _ended(text, label, "tool_error_out_of_turns", error)
-        return StepResult(False, None, None, feedback(f"Tool error: {error}. {CALC_SCORE_USAGE}", next_is_last), "tool_error", error)
+        return StepResult(
+            False, None, None, feedback(f"Tool error: {error}. {CALC_SCORE_USAGE}", next_is_last), "tool_error", error
+        )
     assert answer is not None
     if grade(answer, label) == 1:
         return StepResult(True, 1, answer, None, "correct")
