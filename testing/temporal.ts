@@ -72,9 +72,10 @@ export function startTrainerWorker(cfg: TempoConfig): ChildProcess {
 
 /** The Python environment worker as a child process (SIGKILL-able), once it polls its queue. Its
  *  harness programs run in their own process groups: a SIGKILLed worker leaves none polling. */
-export function startEnvironmentWorker(cfg: TempoConfig): Promise<ChildProcess> {
+export function startEnvironmentWorker(cfg: TempoConfig, pythonPath: string[] = []): Promise<ChildProcess> {
   const { cmd, args, env } = environmentWorkerCommand(cfg);
-  const child = spawn(cmd, args, { env, cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  const withPath = { ...env, PYTHONPATH: [...pythonPath, env.PYTHONPATH].filter(Boolean).join(':') };
+  const child = spawn(cmd, args, { env: withPath, cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
     child.stdout!.on('data', (d: Buffer) => d.toString().includes('"environment_worker": "ready"') && resolve(child));
     child.once('exit', (code) => reject(new Error(`the environment worker exited before it was ready (${code})`)));

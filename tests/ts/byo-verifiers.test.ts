@@ -6,11 +6,12 @@
 // the bad input of a Python environment: each a FAILED episode naming the cause.
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
+import path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Client } from '@temporalio/client';
-import { activityCalls } from '../../lib/audit.js';
+import { activityCalls, auditFromHistory } from '../../lib/audit.js';
 import { Sample } from '../../lib/contract.js';
-import { stateLayout } from '../../lib/paths.js';
+import { REPO_ROOT, stateLayout } from '../../lib/paths.js';
 import { connectClient } from '../../lib/temporal.js';
 import { RolloutConfig } from '../../config/schema.js';
 import { getEnvironment } from '../../lib/env/registry.js';
@@ -31,6 +32,8 @@ import {
 import type { EngineGenerateRequest } from '../../activities/episode-engines.js';
 
 const call = (answer: string) => `<tool_call>{"name":"calc_score","arguments":{"answer":"${answer}"}}</tool_call>`;
+/** Environments that misbehave on purpose (tests/fixtures/environments). */
+const FIXTURE_ENVS = path.join(REPO_ROOT, 'tests', 'fixtures', 'environments');
 const ROWS = [{ problem: 'Find the angle x.', answer: '60' }];
 
 let server: TestServer;
@@ -58,7 +61,7 @@ before(async () => {
     imageProcessor: null,
   });
   client = await connectClient(server.cfg);
-  envWorkers.push(await startEnvironmentWorker(server.cfg));
+  envWorkers.push(await startEnvironmentWorker(server.cfg, [FIXTURE_ENVS]));
 });
 
 after(async () => {
@@ -125,6 +128,16 @@ test('a verifiers environment runs turn by turn through the gateway: feedback re
   const decoded = sample.response_ids.map((t) => (t >= 1000 ? String.fromCodePoint(t - 1000) : '|')).join('');
   assert.match(decoded, /calc_score: the answer 7 is incorrect\. Please try again\./);
   assert.equal(sample.environment, 'verifiers');
+  // The audit (tempo-rl episodes show) puts the environment's answer after the turn it answered.
+  const history = await client.workflow.getHandle(episodeWorkflowId(id)).fetchHistory();
+  const audit = await auditFromHistory(id, history, store);
+  assert.deepEqual(
+    audit.turns.map((t) => [t.turn, t.observation]),
+    [
+      [1, 'user: calc_score: the answer 7 is incorrect. Please try again.'],
+      [2, null],
+    ],
+  );
 });
 
 test('SIGKILL of the environment worker mid-episode: the rerun harness gets the recorded calls back; same turns as never killed', {
@@ -139,7 +152,7 @@ test('SIGKILL of the environment worker mid-episode: the rerun harness gets the 
       // The worker running this episode's harness dies while its second model call is generated;
       // another takes the retried activity.
       envWorkers.shift()!.kill('SIGKILL');
-      replacement = startEnvironmentWorker(server.cfg);
+      replacement = startEnvironmentWorker(server.cfg, [FIXTURE_ENVS]);
     }
     return wrongThenRight(req, n);
   };
@@ -180,10 +193,27 @@ test('bad input of a Python environment: each a FAILED episode naming the cause'
       /InvalidEnvironment.*max_turns/,
     ],
     ['a task index past the taskset', { id: 'tempo_rl_geo3k', args: { rows: [] } }, /InvalidEnvironment.*has 0 tasks/],
+    ['a verifiers v0 environment', { id: 'tempo_rl_v0_env', args: {} }, /InvalidEnvironment.*load_environment\(\): a verifiers v0 environment/],
+    ['an environment that raises', { id: 'tempo_rl_bad_env', args: { mode: 'raises' } }, /EnvironmentFailed.*broke on purpose/],
+    ['an environment that answers with a non-string', { id: 'tempo_rl_bad_env', args: { mode: 'non_string' } }, /EnvironmentFailed/],
+    ['an environment that answers with 3 MB', { id: 'tempo_rl_bad_env', args: { mode: 'huge' } }, /EnvironmentFailed.*model call 1.*bytes; at most 1000000/],
+    ['a reward that is not finite', { id: 'tempo_rl_bad_env', args: { mode: 'nan_reward' } }, /EnvironmentFailed.*not finite/],
   ];
   for (const [what, env, cause] of cases) {
-    const { summary, sample } = await run(inputFor(env), answer);
+    const { summary, sample } = await run(inputFor(env, ['python_env.attempts=1']), answer);
     assert.equal(summary.status, 'FAILED', what);
     assert.match(sample.truncated_reason ?? '', cause, what);
   }
+});
+
+test('a hung environment is cut at python_env.episode_timeout_s and, its attempts spent, FAILED', { timeout: 120_000 }, async () => {
+  const input = inputFor({ id: 'tempo_rl_bad_env', args: { mode: 'hangs' } }, [
+    'python_env.episode_timeout_s=5',
+    'python_env.attempts=2',
+  ]);
+  const started = Date.now();
+  const { summary, sample } = await run(input, () => ({ text: 'hello' }));
+  assert.equal(summary.status, 'FAILED');
+  assert.match(sample.truncated_reason ?? '', /timeout|timed out/i);
+  assert.ok(Date.now() - started < 60_000, 'bounded by the timeout and the attempts');
 });

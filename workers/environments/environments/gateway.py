@@ -33,10 +33,14 @@ from verifiers.v1.dialects.chat import message_to_wire
 from verifiers.v1.errors import ProviderError
 from verifiers.v1.types import AssistantMessage, Response, SamplingConfig, ToolCall, Usage
 
-from .errors import DIVERGED
+from .errors import DIVERGED, ENVIRONMENT_FAILED
 
 MODEL_CALL_UPDATE = "modelCall"
 """The episode workflow's update (protocol/episode.ts modelCallUpdate)."""
+
+MAX_CALL_BYTES = 1_000_000
+"""The most a model call may add to the history (its new messages, as JSON): the rest of a
+Temporal payload's 2 MB is the workflow's own."""
 
 TOOL_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
@@ -136,6 +140,14 @@ class ModelGateway:
         """One model call through the episode workflow; its answer {text, finish_reason, prompt_tokens,
         completion_tokens}."""
         tail = self._tail(messages)
+        size = len(json.dumps(tail)) + (len(json.dumps(tools)) if self.calls == 0 else 0)
+        if size > MAX_CALL_BYTES:
+            message = (
+                f"model call {self.calls}: the environment's messages are {size} bytes; at most {MAX_CALL_BYTES}"
+                " go into the episode's history a call"
+            )
+            self.fatal = (ENVIRONMENT_FAILED, message)
+            raise ProviderError(message, status_code=400)
         request = {
             "call": self.calls,
             "digest": digest(messages, tools),
