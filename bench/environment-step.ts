@@ -41,7 +41,12 @@ const engine = new EngineDouble((req) => {
   calls.set(req.session_id, n + 1);
   return { text: n === 0 ? call('7') : call('60') };
 });
-const rollout = await startRolloutWorker(server.cfg, { cfg: server.cfg, store, engines: () => engine, imageProcessor: null });
+const rollout = await startRolloutWorker(server.cfg, {
+  cfg: server.cfg,
+  store,
+  engines: () => engine,
+  imageProcessor: null,
+});
 const envWorker = await startEnvironmentWorker(server.cfg);
 const client = await connectClient(server.cfg);
 const cfg = withSets(server.cfg, ['rollout.environment=verifiers', 'python_env.id=tempo_rl_geo3k']);

@@ -77,7 +77,12 @@ export function startEnvironmentWorker(cfg: TempoConfig, pythonPath: string[] = 
   const withPath = { ...env, PYTHONPATH: [...pythonPath, env.PYTHONPATH].filter(Boolean).join(':') };
   const child = spawn(cmd, args, { env: withPath, cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
   return new Promise((resolve, reject) => {
-    child.stdout!.on('data', (d: Buffer) => d.toString().includes('"environment_worker": "ready"') && resolve(child));
+    child.stdout!.on('data', (d: Buffer) => {
+      if (!d.toString().includes('"environment_worker": "ready"')) return;
+      // Nothing else comes on stdout; a harness program it started may hold the pipe past its exit.
+      child.stdout!.destroy();
+      resolve(child);
+    });
     child.once('exit', (code) => reject(new Error(`the environment worker exited before it was ready (${code})`)));
   });
 }

@@ -26,7 +26,9 @@ after(async () => {
   await fx.close();
 });
 
-test('reasoning-gym through verifiers: a two-step GRPO run, its episodes in episodes show', { timeout: 900_000 }, async () => {
+test('reasoning-gym through verifiers: a two-step GRPO run, its episodes in episodes show', {
+  timeout: 900_000,
+}, async () => {
   envWorker = await startEnvironmentWorker(fx.cfg);
   const runId = 'byo-reasoning-gym';
   await startOrContinueRun(fx.client, fx.cfg, runId);
@@ -39,10 +41,24 @@ test('reasoning-gym through verifiers: a two-step GRPO run, its episodes in epis
   assert.equal(episodes.length, 2 * 2 * 2, 'prompts_per_step × n_samples_per_prompt, each step');
   const cfgFile = path.join(fx.cfg.state_dir, 'workers', 'config.json');
   const shown = JSON.parse(
-    execFileSync(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), '-c', cfgFile, 'episodes', 'show', episodes[0]!.episode_id, '--json'], {
-      cwd: REPO_ROOT,
-      encoding: 'utf8',
-    }),
+    execFileSync(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        path.join(REPO_ROOT, 'cli', 'main.ts'),
+        '-c',
+        cfgFile,
+        'episodes',
+        'show',
+        episodes[0]!.episode_id,
+        '--json',
+      ],
+      {
+        cwd: REPO_ROOT,
+        encoding: 'utf8',
+      },
+    ),
   );
   assert.equal(shown.environment, 'verifiers');
   assert.ok(shown.turns.length >= 1, 'the turns the engine generated');

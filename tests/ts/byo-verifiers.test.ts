@@ -69,6 +69,10 @@ after(async () => {
   await client?.connection.close();
   await rollout?.stop();
   await server?.stop();
+  // After the hung environment's attempt timed out on the environment worker's queue, the Temporal
+  // runtime of this process stays up with no JS handle left (only stdio): end the file's process
+  // rather than wait for the runner's timeout. Unref'd: a process that exits on its own is not held.
+  setTimeout(() => process.exit(), 2_000).unref();
 });
 
 let next = 0;
@@ -193,11 +197,31 @@ test('bad input of a Python environment: each a FAILED episode naming the cause'
       /InvalidEnvironment.*max_turns/,
     ],
     ['a task index past the taskset', { id: 'tempo_rl_geo3k', args: { rows: [] } }, /InvalidEnvironment.*has 0 tasks/],
-    ['a verifiers v0 environment', { id: 'tempo_rl_v0_env', args: {} }, /InvalidEnvironment.*load_environment\(\): a verifiers v0 environment/],
-    ['an environment that raises', { id: 'tempo_rl_bad_env', args: { mode: 'raises' } }, /EnvironmentFailed.*broke on purpose/],
-    ['an environment that answers with a non-string', { id: 'tempo_rl_bad_env', args: { mode: 'non_string' } }, /EnvironmentFailed/],
-    ['an environment that answers with 3 MB', { id: 'tempo_rl_bad_env', args: { mode: 'huge' } }, /EnvironmentFailed.*model call 1.*bytes; at most 1000000/],
-    ['a reward that is not finite', { id: 'tempo_rl_bad_env', args: { mode: 'nan_reward' } }, /EnvironmentFailed.*not finite/],
+    [
+      'a verifiers v0 environment',
+      { id: 'tempo_rl_v0_env', args: {} },
+      /InvalidEnvironment.*load_environment\(\): a verifiers v0 environment/,
+    ],
+    [
+      'an environment that raises',
+      { id: 'tempo_rl_bad_env', args: { mode: 'raises' } },
+      /EnvironmentFailed.*broke on purpose/,
+    ],
+    [
+      'an environment that answers with a non-string',
+      { id: 'tempo_rl_bad_env', args: { mode: 'non_string' } },
+      /EnvironmentFailed/,
+    ],
+    [
+      'an environment that answers with 3 MB',
+      { id: 'tempo_rl_bad_env', args: { mode: 'huge' } },
+      /EnvironmentFailed.*model call 1.*bytes; at most 1000000/,
+    ],
+    [
+      'a reward that is not finite',
+      { id: 'tempo_rl_bad_env', args: { mode: 'nan_reward' } },
+      /EnvironmentFailed.*not finite/,
+    ],
   ];
   for (const [what, env, cause] of cases) {
     const { summary, sample } = await run(inputFor(env, ['python_env.attempts=1']), answer);
@@ -206,10 +230,12 @@ test('bad input of a Python environment: each a FAILED episode naming the cause'
   }
 });
 
-test('a hung environment is cut at python_env.episode_timeout_s and, its attempts spent, FAILED', { timeout: 120_000 }, async () => {
+test('a hung environment is cut at python_env.episode_timeout_s and, its attempts spent, FAILED', {
+  timeout: 120_000,
+}, async () => {
   const input = inputFor({ id: 'tempo_rl_bad_env', args: { mode: 'hangs' } }, [
     'python_env.episode_timeout_s=5',
-    'python_env.attempts=2',
+    'python_env.attempts=1',
   ]);
   const started = Date.now();
   const { summary, sample } = await run(input, () => ({ text: 'hello' }));

@@ -69,7 +69,10 @@ async def run(connect: dict[str, Any], task_queue: str, slots: int = EPISODE_SLO
         "environment worker started",
         extra={"address": connect["target_host"], "namespace": connect["namespace"], "task_queue": task_queue},
     )
-    print(json.dumps({"environment_worker": "ready", "pid": os.getpid(), "task_queue": task_queue}), flush=True)
+    # One write (whoever waits for it may close the pipe on reading it), then stdout is done with.
+    sys.stdout.write(json.dumps({"environment_worker": "ready", "pid": os.getpid(), "task_queue": task_queue}) + "\n")
+    sys.stdout.flush()
+    sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
     async with worker:
         await stop.wait()
     await verifiers.close()
