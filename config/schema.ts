@@ -404,7 +404,7 @@ export const PythonEnvConfig = z
     /** Environment worker processes of the stack: more run more episodes at once. */
     workers: z.number().int().min(1).max(64, 'at most 64 processes').default(1),
     /** One attempt of an episode's environment: a hung one is cut here and retried (replaying the calls made). */
-    episode_timeout_s: z.number().int().min(5).max(86_400, 'at most a day (86400 s)').default(600),
+    episode_timeout_s: seconds().int().min(5, 'at least 5 s (a harness program starts in about a second)').default(600),
     /** Attempts of an episode's environment (a killed worker, a hang); then the episode is FAILED. */
     attempts: z.number().int().min(1).max(20).default(3),
   })

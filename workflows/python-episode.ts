@@ -203,11 +203,11 @@ function environmentActivities(p: PythonEnvSettings): EnvironmentActivities {
   });
 }
 
-/** The dataset row's task index (the verifiers environment's rows: lib/data/synth-tasks.ts). */
-export function taskIndexOf(label: string): number {
+/** The dataset row's task index (its label: lib/data/load.ts, synthetic_task taskset), or null. A plain
+ *  throw here would fail the workflow task again and again: the caller fails the episode instead. */
+export function taskIndexOf(label: string): number | null {
   const n = Number(label);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`not a task index: ${JSON.stringify(label)}`);
-  return n;
+  return /^\d+$/.test(label) && Number.isSafeInteger(n) ? n : null;
 }
 
 /** Plays a Python environment's episode into `turns`: its harness in the environment worker, its model
@@ -221,6 +221,14 @@ export async function playPythonEpisode(
   progress: EpisodeProgress,
 ): Promise<void> {
   const p = input.settings.python_env!;
+  const task = taskIndexOf(input.label);
+  if (task === null) {
+    turns.stop = {
+      status: 'FAILED',
+      reason: `InvalidEnvironment: the row's label ${JSON.stringify(input.label)} is not a task index (dataset.synthetic_task taskset)`,
+    };
+    return;
+  }
   const calls = new ModelCalls(id, input, turns, acts, progress);
   setHandler(modelCallUpdate, (req) => calls.answer(req), { validator: checkRequest });
   progress.phase = 'env';
@@ -228,7 +236,7 @@ export async function playPythonEpisode(
   try {
     result = await environmentActivities(p).runVerifiersEpisode({
       workflow_id: workflowId,
-      task_index: taskIndexOf(input.label),
+      task_index: task,
       environment: { id: p.id, args: p.args, harness: p.harness },
     });
   } catch (err) {

@@ -230,6 +230,34 @@ test('bad input of a Python environment: each a FAILED episode naming the cause'
   }
 });
 
+test('a rerun whose request differs from the recorded one fails the episode: diverged at model call 1', {
+  timeout: 180_000,
+}, async () => {
+  let killed = false;
+  let replacement: Promise<ChildProcess> | null = null;
+  const killing: Script = (_req, n) => {
+    if (n === 1 && !killed) {
+      killed = true;
+      envWorkers.shift()!.kill('SIGKILL');
+      replacement = startEnvironmentWorker(server.cfg, [FIXTURE_ENVS]);
+    }
+    return { text: 'an answer' };
+  };
+  const { summary, sample } = await run(
+    inputFor({ id: 'tempo_rl_bad_env', args: { mode: 'random_feedback' } }),
+    killing,
+  );
+  envWorkers.push(await replacement!);
+  assert.equal(summary.status, 'FAILED');
+  assert.match(sample.truncated_reason ?? '', /EnvironmentDiverged: diverged at model call 1/);
+});
+
+test('a row whose label is not a task index fails the episode, naming it', { timeout: 60_000 }, async () => {
+  const { summary, sample } = await run({ ...inputFor(geo3k), label: 'seven' }, () => ({ text: call('60') }));
+  assert.equal(summary.status, 'FAILED');
+  assert.match(sample.truncated_reason ?? '', /label "seven" is not a task index/);
+});
+
 test('a hung environment is cut at python_env.episode_timeout_s and, its attempts spent, FAILED', {
   timeout: 120_000,
 }, async () => {
