@@ -443,6 +443,10 @@ export const TempoConfig = z
     message:
       'is required when rollout.environment is verifiers (the taskset id: an installed module exporting a verifiers v1 Taskset)',
   })
+  .refine((c) => c.rollout.environment === 'verifiers' || c.python_env.id === '', {
+    path: ['python_env', 'id'],
+    message: 'names a Python environment, which runs only with rollout.environment verifiers (it would be ignored)',
+  })
   .refine((c) => c.rollout.environment !== 'verifiers' || c.rollout.multi_turn, {
     path: ['rollout', 'multi_turn'],
     message:
