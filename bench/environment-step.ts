@@ -107,6 +107,7 @@ try {
   await client.connection.close();
   await rollout.stop();
   await server.stop();
-  // The Temporal runtime can outlive its last worker here (tests/ts/byo-verifiers.test.ts says when).
+  // The Temporal runtime may keep the process up after its last worker (the suite runs its files with
+  // --test-force-exit for the same reason).
   setTimeout(() => process.exit(), 2_000).unref();
 }

@@ -69,10 +69,6 @@ after(async () => {
   await client?.connection.close();
   await rollout?.stop();
   await server?.stop();
-  // After the hung environment's attempt timed out on the environment worker's queue, the Temporal
-  // runtime of this process stays up with no JS handle left (only stdio): end the file's process
-  // rather than wait for the runner's timeout. Unref'd: a process that exits on its own is not held.
-  setTimeout(() => process.exit(), 2_000).unref();
 });
 
 let next = 0;
