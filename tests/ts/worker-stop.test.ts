@@ -110,6 +110,8 @@ test("worker stop stops this stack's background workers and leaves another stack
     [
       ['rollout', true, cfg.temporal.task_queues.rollout],
       ['trainer', true, cfg.temporal.task_queues.trainer],
+      // Started only for a run of a Python environment (python_env).
+      ['environments', false, cfg.temporal.task_queues.environments],
     ],
   );
 
@@ -188,6 +190,7 @@ test('a stack whose engines cannot start leaves no worker behind (the workers bo
       [
         ['rollout', false],
         ['trainer', false],
+        ['environments', false],
       ],
       'and stopped when the engines could not start',
     );
