@@ -3,7 +3,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import sharp from 'sharp';
 import { z } from 'zod';
 import type { BlobStore } from '../stores/blobstore.js';
-import type { ChatMessage, ToolSpec } from '../lib/data/prompt.js';
+import type { ChatMessage, ContentPart, ToolSpec } from '../lib/data/prompt.js';
+import { ImageIntake } from '../lib/images.js';
 import { resolveImageUrls } from '../lib/data/prompt-images.js';
 import { appendObservation, checkObservationSpecials, observationSuffix, TrajectoryError } from '../lib/trajectory.js';
 import { neutraliseSpecialTokens } from '../engine/template.js';
@@ -128,6 +129,7 @@ export function renderActivities(deps: RenderDeps) {
   return {
     async renderPrompt(input: RenderPromptInput): Promise<RenderPromptResult> {
       const engines = deps.engines();
+      input = { ...input, messages: await storeDataUrlImages(input.episode_id, input.messages, deps.store) };
       const messages = await resolveImageUrls(input.messages, deps.store);
       const rendered = await engines.render(
         { messages, tools: input.tools, add_generation_prompt: true },
@@ -197,15 +199,17 @@ export function observationRenderer(deps: { engines: () => EpisodeEngines }) {
   return async (input: {
     episode_id: string;
     observation: string;
+    messages?: EpisodeMessage[];
     tools: ToolSpec[];
   }): Promise<{ engine: string; token_ids: number[] }> => {
     const engines = deps.engines();
     const conv = await engines.tokenConventions();
     const opts = { session_id: input.episode_id };
-    const withObservation = (content: string) =>
+    const answered = observationMessages(input);
+    const withObservation = (text: (content: string) => string) =>
       engines.render(
         {
-          messages: [...PREFIX_CONVERSATION, { role: 'user', content }],
+          messages: [...PREFIX_CONVERSATION, ...answered.map((m) => ({ ...m, content: text(m.content) }))],
           tools: input.tools,
           add_generation_prompt: true,
         },
@@ -216,8 +220,8 @@ export function observationRenderer(deps: { engines: () => EpisodeEngines }) {
       opts,
     );
     // The observation may echo the model's answer: its text must never turn into special tokens.
-    const extended = await withObservation(neutraliseSpecialTokens(input.observation));
-    const skeleton = await withObservation(SKELETON_OBSERVATION);
+    const extended = await withObservation(neutraliseSpecialTokens);
+    const skeleton = await withObservation(() => SKELETON_OBSERVATION);
     let token_ids: number[];
     try {
       token_ids = observationSuffix(prefix.token_ids, extended.token_ids, conv.end_of_turn_id);
@@ -238,6 +242,56 @@ export function observationRenderer(deps: { engines: () => EpisodeEngines }) {
     }
     return { engine: extended.engine, token_ids };
   };
+}
+
+/** A Python environment's prompt carries its images as data: URLs: each is stored (a normalised PNG,
+ *  as a dataset's images are) and the message points at its blob, so the sample keeps its images. */
+async function storeDataUrlImages(
+  episodeId: string,
+  messages: EpisodeMessage[],
+  store: BlobStore,
+): Promise<EpisodeMessage[]> {
+  if (
+    !messages.some(
+      (m) =>
+        Array.isArray(m.content) &&
+        m.content.some((p) => p.type === 'image_url' && p.image_url.url.startsWith('data:')),
+    )
+  )
+    return messages;
+  const intake = new ImageIntake({ store, roots: [] });
+  const stored = async (part: ContentPart): Promise<ContentPart> => {
+    if (part.type !== 'image_url' || !part.image_url.url.startsWith('data:')) return part;
+    try {
+      return { type: 'image_url', image_url: { url: await intake.ingest(part.image_url.url) } };
+    } catch (err) {
+      throw ApplicationFailure.nonRetryable(
+        `${episodeId}: an image of the prompt: ${(err as Error).message}`,
+        'InvalidImage',
+      );
+    }
+  };
+  return Promise.all(
+    messages.map(async (m) =>
+      Array.isArray(m.content) ? { ...m, content: await Promise.all(m.content.map(stored)) } : m,
+    ),
+  );
+}
+
+/** What the environment answered, as text messages: its messages, or one user message. An image
+ *  after the prompt is refused: a sample's images are its prompt's (the trainer's layout). */
+function observationMessages(input: { episode_id: string; observation: string; messages?: EpisodeMessage[] }) {
+  if (!input.messages) return [{ role: 'user' as const, content: input.observation }];
+  return input.messages.map((m, i) => {
+    if (typeof m.content === 'string') return { ...m, content: m.content };
+    if (m.content === null || m.content === undefined) return { ...m, content: '' };
+    if (m.content.some((part) => part.type !== 'text'))
+      throw ApplicationFailure.nonRetryable(
+        `${input.episode_id}: message ${i} the environment answered with has an image; images are taken from the first prompt only (a sample's images are its prompt's)`,
+        'ObservationImage',
+      );
+    return { ...m, content: m.content.map((part) => (part.type === 'text' ? part.text : '')).join('') };
+  });
 }
 
 /** Reads a stored prompt (ids + features) back. */

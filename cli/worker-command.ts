@@ -1,4 +1,4 @@
-// tempo-rl worker rollout|trainer (foreground) | stop|status [--json] (this stack's background workers)
+// tempo-rl worker rollout|trainer|environments (foreground) | stop|status [--json] (this stack's background workers)
 import type { Command } from 'commander';
 import { stopWorkers, workerStatuses } from '../supervise/stack.js';
 import { action, configFrom, printJson } from './common.js';
@@ -26,6 +26,15 @@ export function register(program: Command): void {
         await checkTemporalAnswers(cfg);
         const { runTrainerWorker } = await import('../supervise/trainer-process.js');
         process.exitCode = await runTrainerWorker(cfg);
+      }),
+    );
+  worker
+    .command('environments')
+    .description('the Python environment worker of python_env (task queue temporal.task_queues.environments)')
+    .action(
+      action(async (_opts: object, cmd: Command) => {
+        const { runEnvironmentWorker } = await import('../supervise/environment-worker.js');
+        process.exitCode = await runEnvironmentWorker(configFrom(cmd));
       }),
     );
   worker

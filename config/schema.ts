@@ -58,7 +58,7 @@ export const MAX_TURNS = 64;
 export const MAX_STEPS_PER_WORKFLOW_RUN = 5;
 
 /** The task queues' names before the stack's suffix (temporal.task_queues). */
-export const TASK_QUEUE_BASES = { rollout: 'rollout', trainer: 'trainer' } as const;
+export const TASK_QUEUE_BASES = { rollout: 'rollout', trainer: 'trainer', environments: 'environments' } as const;
 export type TaskQueueKind = keyof typeof TASK_QUEUE_BASES;
 
 /** The default name of a stack's task queue: the base name and a short stable hash of its resolved
@@ -115,6 +115,8 @@ export const TemporalConfig = z
       .strictObject({
         rollout: taskQueueName,
         trainer: taskQueueName,
+        /** The Python environment worker's (python_env). */
+        environments: taskQueueName,
       })
       .prefault({}),
   })
@@ -402,6 +404,26 @@ const stateDir = localPath().superRefine((p, ctx) => {
     });
 });
 
+/** A Python environment (rollout.environment verifiers), served by the environment worker
+ *  (workers/environments; docs/environments.md "Bring your own environment"). */
+export const PythonEnvConfig = z
+  .strictObject({
+    /** The verifiers taskset id: an installed module that exports a v1 Taskset (and maybe its Env),
+     *  e.g. tempo_rl_geo3k, tempo_rl_reasoning_gym, or a package installed into the worker's Python. */
+    id: z.string().default(''),
+    /** The taskset's config fields (its own keys: the environment checks them). */
+    args: z.record(z.string(), z.unknown()).default({}),
+    /** The verifiers harness that plays the agent: null is verifiers' plain chat loop. */
+    harness: z.string().min(1).default('null'),
+    /** Environment worker processes of the stack: more run more episodes at once. */
+    workers: z.number().int().min(1).max(64, 'at most 64 processes').default(1),
+    /** One attempt of an episode's environment: a hung one is cut here and retried (replaying the calls made). */
+    episode_timeout_s: seconds().int().min(5, 'at least 5 s (a harness program starts in about a second)').default(600),
+    /** Attempts of an episode's environment (a killed worker, a hang); then the episode is FAILED. */
+    attempts: z.number().int().min(1).max(20).default(3),
+  })
+  .prefault({});
+
 export const TempoConfig = z
   .strictObject({
     state_dir: stateDir.default(''),
@@ -417,6 +439,7 @@ export const TempoConfig = z
     grpo: GrpoConfig,
     sft: SftConfig,
     run: RunConfig,
+    python_env: PythonEnvConfig,
     log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'),
   })
   .superRefine((c, ctx) => {
@@ -428,6 +451,20 @@ export const TempoConfig = z
         path: ['dataset', 'synthetic_task'],
         message: `makes rows that environment ${env.name} (rollout.environment) cannot take; its tasks: ${env.syntheticTasks.join(', ')}`,
       });
+  })
+  .refine((c) => c.rollout.environment !== 'verifiers' || c.python_env.id !== '', {
+    path: ['python_env', 'id'],
+    message:
+      'is required when rollout.environment is verifiers (the taskset id: an installed module exporting a verifiers v1 Taskset)',
+  })
+  .refine((c) => c.rollout.environment === 'verifiers' || c.python_env.id === '', {
+    path: ['python_env', 'id'],
+    message: 'names a Python environment, which runs only with rollout.environment verifiers (it would be ignored)',
+  })
+  .refine((c) => c.rollout.environment !== 'verifiers' || c.rollout.multi_turn, {
+    path: ['rollout', 'multi_turn'],
+    message:
+      'must be true for the verifiers environment: its harness owns the turns (rollout.max_turns bounds its model calls)',
   })
   .refine((c) => c.model.warm_start === 'none' || c.rollout.environment === 'geo3k', {
     path: ['model', 'warm_start'],

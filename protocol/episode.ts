@@ -1,7 +1,7 @@
 // The episode workflow's contract: its input, its result, its query, and its workflow id.
 // Pure (imported by the workflow bundle, the activities, the training run and the CLI); it imports
 // nothing from workflows/ or activities/, only types from lib/.
-import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { JsonValue } from '../lib/env/types.js';
 import type { RewardMatch } from '../lib/math/options.js';
 import type { EpisodeStatus } from '../lib/trajectory.js';
@@ -43,7 +43,45 @@ export interface EpisodeSettings {
   max_staleness?: number;
   /** With max_staleness: what a weight sync does with this episode's request in flight. */
   sync_in_flight?: 'keep' | 'abort' | 'wait';
+  /** A Python environment (rollout.environment verifiers): the environment worker runs the episode's
+   *  harness and each model call is a modelCall update of the workflow (docs/environments.md). */
+  python_env?: PythonEnvSettings;
 }
+
+/** python_env of the config, as an episode runs it. */
+export interface PythonEnvSettings {
+  kind: 'verifiers';
+  /** The taskset id: an installed module exporting a verifiers v1 Taskset. */
+  id: string;
+  args: Record<string, unknown>;
+  harness: string;
+  /** The stack's environment queue (temporal.task_queues.environments). */
+  task_queue: string;
+  /** One attempt of the environment's episode; a hung environment is cut here and retried. */
+  episode_timeout_s: number;
+  /** Attempts of the environment's episode (a crashed or hung worker is retried; each retry replays). */
+  attempts: number;
+}
+
+/** One model call of a Python environment's harness: the messages it adds to the conversation (all
+ *  of them at call 0; after that those after the last assistant turn) and a digest of the whole request. */
+export interface ModelCallRequest {
+  call: number;
+  digest: string;
+  messages: EpisodeMessage[];
+  /** The tools the request offers (call 0; later calls must offer the same: the digest covers them). */
+  tools: ToolSpec[];
+}
+
+export interface ModelCallResult {
+  text: string;
+  finish_reason: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+/** Sent by the environment worker's model gateway (workers/environments/environments/gateway.py). */
+export const modelCallUpdate = defineUpdate<ModelCallResult, [ModelCallRequest]>('modelCall');
 
 export interface EpisodeInput {
   run_id: string;
@@ -146,7 +184,12 @@ export function episodeSettings(
     max_staleness?: number;
     sync_in_flight?: 'keep' | 'abort' | 'wait';
   },
-  opts: { generate_timeout_s?: number; env?: { name: string; stop: readonly string[] }; stop?: string[] } = {},
+  opts: {
+    generate_timeout_s?: number;
+    env?: { name: string; stop: readonly string[] };
+    stop?: string[];
+    python_env?: PythonEnvSettings;
+  } = {},
 ): EpisodeSettings {
   const env = opts.env ?? GEO3K_STOP;
   if (rollout.environment !== undefined && rollout.environment !== env.name)
@@ -172,6 +215,7 @@ export function episodeSettings(
     ...(rollout.max_staleness
       ? { max_staleness: rollout.max_staleness, sync_in_flight: rollout.sync_in_flight ?? 'keep' }
       : {}),
+    ...(opts.python_env ? { python_env: opts.python_env } : {}),
   };
 }
 

@@ -92,6 +92,22 @@ if _offline && [ ! -x "$TEMPO_RL_TEMPORAL_BIN" ]; then
   _offline_lacks "the temporal binary ($TEMPO_RL_TEMPORAL_BIN)"; return 1 2>/dev/null || exit 1
 fi
 
+# --- the environment worker's Python (workers/environments: verifiers, OpenEnv), apart from the trainer's
+# (verifiers pins openai<3 and mcp 2.0, which would move vLLM's packages). Offline: skipped unless present.
+_envpy_hash=$(_hash "$TEMPO_RL_ROOT/workers/environments/uv.lock" "$TEMPO_RL_ROOT/workers/environments/pyproject.toml")
+export TEMPO_RL_ENV_VENV="${TEMPO_RL_ENV_VENV:-$TEMPO_RL_CACHE/env-venv-$_envpy_hash}"
+if [ "$(cat "$TEMPO_RL_ENV_VENV/.tempo-rl-stamp" 2>/dev/null)" != "$_envpy_hash" ] && ! _offline; then
+  _say "creating the environment worker's Python in $TEMPO_RL_ENV_VENV (uv sync --frozen)"
+  # stamped only when uv sync succeeded, as the trainer's
+  if ! (cd "$TEMPO_RL_ROOT/workers/environments" && UV_CACHE_DIR="$TEMPO_RL_CACHE/uv-cache" UV_PROJECT_ENVIRONMENT="$TEMPO_RL_ENV_VENV" \
+    "$TEMPO_RL_UV" sync --frozen --quiet >&2); then
+    _fail "uv sync --frozen failed in workers/environments (its output is above): $TEMPO_RL_ENV_VENV is not installed"
+    return 1 2>/dev/null || exit 1
+  fi
+  echo "$_envpy_hash" > "$TEMPO_RL_ENV_VENV/.tempo-rl-stamp"
+fi
+export TEMPO_RL_ENV_PYTHON="$TEMPO_RL_ENV_VENV/bin/python"
+
 if [ -n "$_npm_pid" ] && ! wait "$_npm_pid"; then
   _fail "npm ci failed (its output is above): node_modules is not installed"
   return 1 2>/dev/null || exit 1

@@ -12,12 +12,17 @@ import { preflight } from './preflight.js';
 import { serverStatus, startServer, stopServer } from './server.js';
 import { activeTrainerPid, trainerCommand } from './trainer-process.js';
 import { readJsonRecord } from '../lib/bounded-file.js';
+import { environmentWorkerCommand, needsEnvironmentWorker } from './environment-worker.js';
 
 const log = childLogger('stack');
-export const WORKER_KINDS = ['rollout', 'trainer'] as const;
+export const WORKER_KINDS = ['rollout', 'trainer', 'environments'] as const;
 export type WorkerKind = (typeof WORKER_KINDS)[number];
 // What a worker's command line holds, so that a recorded pid reused by another process is not "ours".
-const WORKER_COMMAND = { rollout: 'worker rollout', trainer: 'trainer.worker' } as const;
+const WORKER_COMMAND = {
+  rollout: 'worker rollout',
+  trainer: 'trainer.worker',
+  environments: '-m environments',
+} as const;
 
 function workerRecordPath(cfg: TempoConfig, kind: WorkerKind): string {
   return path.join(stateLayout(cfg.state_dir).workers, `${kind}.json`);
@@ -98,18 +103,18 @@ export function startWorker(cfg: TempoConfig, kind: WorkerKind): number {
   const cfgFile = path.join(dir, 'config.json');
   writeFileSync(cfgFile, JSON.stringify(cfg));
   const logFile = path.join(dir, `${kind}.log`);
-  const spawn = () =>
-    kind === 'rollout'
-      ? spawnDetached(
-          process.execPath,
-          ['--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), '-c', cfgFile, 'worker', 'rollout'],
-          { log: logFile, cwd: REPO_ROOT },
-        )
-      : (() => {
-          const { cmd, args, env } = trainerCommand(cfg);
-          return spawnDetached(cmd, args, { log: logFile, env, cwd: REPO_ROOT });
-        })();
-  const count = kind === 'trainer' ? 1 + cfg.run.trainer_standbys : 1;
+  const spawn = () => {
+    if (kind === 'rollout')
+      return spawnDetached(
+        process.execPath,
+        ['--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), '-c', cfgFile, 'worker', 'rollout'],
+        { log: logFile, cwd: REPO_ROOT },
+      );
+    const { cmd, args, env } = kind === 'trainer' ? trainerCommand(cfg) : environmentWorkerCommand(cfg);
+    return spawnDetached(cmd, args, { log: logFile, env, cwd: REPO_ROOT });
+  };
+  const count =
+    kind === 'trainer' ? 1 + cfg.run.trainer_standbys : kind === 'environments' ? cfg.python_env.workers : 1;
   const pids = Array.from({ length: count }, () => spawn().pid);
   const rec: WorkerRecord = { pid: pids[0]!, pids, log: logFile, task_queue: cfg.temporal.task_queues[kind] };
   writeFileSync(workerRecordPath(cfg, kind), JSON.stringify(rec));
@@ -144,15 +149,18 @@ export interface Started {
   engines: boolean;
   rollout: boolean;
   trainer: boolean;
+  /** The Python environment worker (python_env): only for a run of a Python environment. */
+  environments: boolean;
 }
 
 export async function ensureStack(cfg: TempoConfig): Promise<Started> {
   await preflight(cfg);
-  const started: Started = { server: false, engines: false, rollout: false, trainer: false };
+  const started: Started = { server: false, engines: false, rollout: false, trainer: false, environments: false };
   if (!(await serverStatus(cfg)).running) started.server = (await startServer(cfg)).started;
   // The workers boot (imports, the workflow bundle) while the engines do: neither needs the other to
   // start, and an engine's start leaves a core idle much of the time (measured: the demo's start-up).
   for (const kind of WORKER_KINDS) {
+    if (kind === 'environments' && !needsEnvironmentWorker(cfg)) continue;
     if (!workerPid(cfg, kind)) {
       startWorker(cfg, kind);
       started[kind] = true;
@@ -173,9 +181,10 @@ export async function ensureStack(cfg: TempoConfig): Promise<Started> {
 
 /** Stops what `started` holds (workers first, the server last); returns what was still running then. */
 export async function stopStarted(cfg: TempoConfig, started: Started): Promise<string[]> {
-  const stopped: Started = { server: false, engines: false, rollout: false, trainer: false };
+  const stopped: Started = { server: false, engines: false, rollout: false, trainer: false, environments: false };
   if (started.rollout) stopped.rollout = await stopWorker(cfg, 'rollout');
   if (started.trainer) stopped.trainer = await stopWorker(cfg, 'trainer');
+  if (started.environments) stopped.environments = await stopWorker(cfg, 'environments');
   if (started.engines) stopped.engines = (await stopEngines(cfg)) > 0;
   if (started.server) stopped.server = await stopServer(cfg);
   return describeStarted(stopped);
@@ -186,6 +195,7 @@ const STARTED_NAMES = {
   engines: 'engines',
   rollout: 'rollout worker',
   trainer: 'trainer worker',
+  environments: 'environment worker',
 } as const;
 
 /** The names of what `started` holds, for messages. */

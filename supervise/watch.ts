@@ -7,6 +7,7 @@ import { readTail } from '../lib/bounded-file.js';
 import type { TempoConfig } from '../config/schema.js';
 import { engineUrls, readEngineRecords } from './engines.js';
 import { engineSilence, StackProblem } from './preflight.js';
+import { needsEnvironmentWorker } from './environment-worker.js';
 import { workerProcesses, WORKER_KINDS } from './stack.js';
 
 /** How often the workers are checked, and how long an engine may not answer before the run command
@@ -16,7 +17,8 @@ export const ENGINE_GRACE_MS = 30_000;
 
 /** A worker kind none of whose processes is alive, named with the end of its log; null: all is well. */
 function deadWorker(cfg: TempoConfig): string | null {
-  for (const kind of WORKER_KINDS) {
+  // the environment worker runs only for Python environments (ensureStack starts it for those)
+  for (const kind of WORKER_KINDS.filter((k) => k !== 'environments' || needsEnvironmentWorker(cfg))) {
     const w = workerProcesses(cfg, kind);
     if (!w.record) return `the ${kind} worker's record is gone (stopped by \`tempo-rl worker stop\`?)`;
     if (w.alive.length === 0)

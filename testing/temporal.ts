@@ -9,6 +9,7 @@ import type { TempoConfig } from '../config/schema.js';
 import { startServer, stopServer } from '../supervise/server.js';
 import { freePort } from '../supervise/process.js';
 import { REPO_ROOT } from '../lib/paths.js';
+import { environmentWorkerCommand } from '../supervise/environment-worker.js';
 import { trainerCommand } from '../supervise/trainer-process.js';
 import { createRolloutWorker } from '../workers/rollout-worker.js';
 import { TEST_WORKFLOWS_PATH } from './test-workflows.js';
@@ -67,6 +68,23 @@ export function startTrainerWorker(cfg: TempoConfig): ChildProcess {
   const { cmd, args, env } = trainerCommand(cfg);
   const child = spawn(cmd, args, { env, cwd: REPO_ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
   return child;
+}
+
+/** The Python environment worker as a child process (SIGKILL-able), once it polls its queue. Its
+ *  harness programs run in their own process groups: a SIGKILLed worker leaves none polling. */
+export function startEnvironmentWorker(cfg: TempoConfig, pythonPath: string[] = []): Promise<ChildProcess> {
+  const { cmd, args, env } = environmentWorkerCommand(cfg);
+  const withPath = { ...env, PYTHONPATH: [...pythonPath, env.PYTHONPATH].filter(Boolean).join(':') };
+  const child = spawn(cmd, args, { env: withPath, cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'inherit'] });
+  return new Promise((resolve, reject) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      if (!d.toString().includes('"environment_worker": "ready"')) return;
+      // Nothing else comes on stdout; a harness program it started may hold the pipe past its exit.
+      child.stdout!.destroy();
+      resolve(child);
+    });
+    child.once('exit', (code) => reject(new Error(`the environment worker exited before it was ready (${code})`)));
+  });
 }
 
 export async function stopChild(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {

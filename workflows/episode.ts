@@ -10,6 +10,7 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setHandler,
+  workflowInfo,
 } from '@temporalio/workflow';
 import { responseBudget, type EpisodeStatus, type Stop } from '../lib/trajectory.js';
 import type { RenderPromptResult, RolloutActivities, SampleTurn, TrajectoryStep } from '../protocol/activities.js';
@@ -23,6 +24,7 @@ import {
   type EpisodeProgress,
   type EpisodeSummary,
 } from '../protocol/episode.js';
+import { playPythonEpisode } from './python-episode.js';
 
 const NON_RETRYABLE = [
   'ImagePlaceholderMismatch',
@@ -33,6 +35,8 @@ const NON_RETRYABLE = [
   'SampleMismatch',
   'InvalidSampleRecipe',
   'ObservationSpecialTokens',
+  'ObservationImage',
+  'InvalidImage',
 ];
 
 function activitiesFor(input: EpisodeInput) {
@@ -272,7 +276,8 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
   setHandler(episodeProgressQuery, () => progress);
   const turns = new Turns(id, input, acts, progress);
   try {
-    await turns.play();
+    if (s.python_env) await playPythonEpisode(id, workflowInfo().workflowId, input, turns, acts, progress);
+    else await turns.play();
   } catch (err) {
     if (isCancellation(err)) throw err;
     // Only non-retryable failures (or exhausted retries) land here: the episode is FAILED, and its

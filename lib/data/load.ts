@@ -119,6 +119,18 @@ async function loadSynthetic(
     );
   const seed = cfg.synthetic_seed + (split === 'eval' ? 1_000_003 : 0);
   const n = split === 'eval' ? Math.max(4, Math.ceil(cfg.synthetic_size / 4)) : cfg.synthetic_size;
+  // A Python environment's own taskset holds the problems: a row names a task by its index (the
+  // label), training on tasks 0..n-1 and evaluating on the n/4 after them.
+  if (task === 'taskset') {
+    const first = split === 'eval' ? cfg.synthetic_size : 0;
+    const rows = Array.from({ length: n }, (_, i) => ({
+      id: `task-${first + i}`,
+      problem: `task ${first + i} of the environment's taskset`,
+      answer: String(first + i),
+      images: [],
+    }));
+    return { rows, skipped: [] };
+  }
   if (task === 'arithmetic')
     return { rows: arithmeticProblems(n, seed).map((p) => ({ ...p, images: [] })), skipped: [] };
   const problems = syntheticProblems(n, seed, task);

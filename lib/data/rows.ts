@@ -81,7 +81,7 @@ export const TextRow = z.looseObject(rowFields).transform((r, ctx): RawRow => {
 });
 
 /** dataset.synthetic_task: the seeded generators of lib/data (each environment names the ones whose rows it takes). */
-export const SYNTHETIC_TASKS = ['measure', 'angle_facts', 'arithmetic'] as const;
+export const SYNTHETIC_TASKS = ['measure', 'angle_facts', 'arithmetic', 'taskset'] as const;
 export type SyntheticTask = (typeof SYNTHETIC_TASKS)[number];
 
 function valueAt(value: unknown, keys: PropertyKey[]): unknown {

@@ -3,9 +3,13 @@
 import { arithmeticEnvironment } from './arithmetic-environment.js';
 import { geo3kEnvironment } from './geo3k-environment.js';
 import type { Environment } from './types.js';
+import { verifiersEnvironment } from './verifiers-environment.js';
 
 const ENVIRONMENTS: Record<string, Environment> = Object.fromEntries(
-  [geo3kEnvironment, arithmeticEnvironment].map((env) => [env.name, env as unknown as Environment]),
+  [geo3kEnvironment, arithmeticEnvironment, verifiersEnvironment].map((env) => [
+    env.name,
+    env as unknown as Environment,
+  ]),
 );
 
 export const DEFAULT_ENVIRONMENT = geo3kEnvironment.name;

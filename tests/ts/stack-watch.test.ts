@@ -157,8 +157,6 @@ test('train exits non-zero, naming the rollout worker, when the worker dies as t
     ['--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), ...sets, 'worker', 'status', '--json'],
     { env, encoding: 'utf8' },
   );
-  assert.deepEqual(
-    (JSON.parse(status.stdout) as { workers: Array<{ running: boolean }> }).workers.map((w) => w.running),
-    [false, false],
-  );
+  const workers = (JSON.parse(status.stdout) as { workers: Array<{ running: boolean }> }).workers;
+  assert.ok(workers.length >= 2 && workers.every((w) => !w.running), status.stdout);
 });

@@ -99,7 +99,7 @@ async function pausedRun(runId: string) {
 test("worker stop stops this stack's background workers and leaves another stack's", { timeout: 300_000 }, async () => {
   const otherPid = startWorker(other, 'rollout');
   const started = await ensureStack(cfg);
-  assert.deepEqual(started, { server: false, engines: false, rollout: true, trainer: true });
+  assert.deepEqual(started, { server: false, engines: false, rollout: true, trainer: true, environments: false });
   await workersAnswer();
   const standbys = workerStatuses(cfg).find((w) => w.kind === 'trainer')!.standby_pids;
   assert.equal(standbys.length, cfg.run.trainer_standbys, "the trainer's standbys run beside it");
@@ -113,6 +113,8 @@ test("worker stop stops this stack's background workers and leaves another stack
     [
       ['rollout', true, cfg.temporal.task_queues.rollout],
       ['trainer', true, cfg.temporal.task_queues.trainer],
+      // Started only for a run of a Python environment (python_env).
+      ['environments', false, cfg.temporal.task_queues.environments],
     ],
   );
 
@@ -191,6 +193,7 @@ test('a stack whose engines cannot start leaves no worker behind (the workers bo
       [
         ['rollout', false],
         ['trainer', false],
+        ['environments', false],
       ],
       'and stopped when the engines could not start',
     );
