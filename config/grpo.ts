@@ -12,7 +12,7 @@ export const GrpoFields = z.strictObject({
    *  tool-call format at 2e-3); verl's actor has the same knob (lr_warmup_steps). */
   lr_warmup_steps: z.number().int().nonnegative().default(0),
   /** After the warm-up: constant, or cosine from lr down to a tenth of it at the last step. */
-  lr_schedule: z.enum(['constant', 'cosine']).default('constant'),
+  lr_schedule: z.enum(['constant', 'cosine', 'wsd']).default('constant'),
   weight_decay: z.number().nonnegative().default(0),
   /** AdamW's epsilon. Larger values damp the update of parameters whose gradients are tiny (Adam
    *  otherwise moves them a full lr step): on the tiny demo model 1e-8 let one GRPO step break the

@@ -310,7 +310,7 @@ export const SftConfig = z
     batch_size: batch().default(16),
     lr: z.number().positive().default(1e-5),
     /** constant, or cosine from sft.lr down to a tenth of it over run.steps (a constant high rate plateaus). */
-    lr_schedule: z.enum(['constant', 'cosine']).default('constant'),
+    lr_schedule: z.enum(['constant', 'cosine', 'wsd']).default('constant'),
     /** Render the next step's records while a step trains (measured on 2 shared cores, 24 steps of the
      *  demo's warm start: 112 s against 118–122 s without; docs/tasks.md). */
     render_ahead: z.boolean().default(true),

@@ -25,6 +25,8 @@ export interface LearningSummary {
   tool_calls?: { all: number; first_turns: number; later_turns: number | undefined };
   /** Mean share of episodes TRUNCATED per step. */
   truncated?: number;
+  /** Step 0's rollout (the starting weights, before any update) beside the held-out eval before. */
+  step0?: { reward: number; first_answer?: number; episodes?: number; prompts?: number };
 }
 
 const num = (v: number | undefined) => (typeof v === 'number' && Number.isFinite(v) ? v : undefined);
@@ -82,7 +84,44 @@ export function learningSummary(rows: Row[]): LearningSummary {
     episodes_per_step: num(rows[0]?.['rollout/n_episodes']),
     tool_calls: toolCalls(rows),
     ...(truncated.length ? { truncated: mean(truncated) } : {}),
+    ...step0Of(rows[0]),
   };
+}
+
+function step0Of(r: Row | undefined): Pick<LearningSummary, 'step0'> {
+  const reward = num(r?.['rollout/raw_reward']);
+  if (reward === undefined) return {};
+  return {
+    step0: {
+      reward,
+      first_answer: num(r?.['rollout/first_answer_correct']),
+      episodes: num(r?.['rollout/n_episodes']),
+      prompts: num(r?.['rollout/n_groups']),
+    },
+  };
+}
+
+/** Half the width of a 95% interval of a mean of `n` 0/1 rewards around `p` from sampling alone (prompts
+ *  that differ in difficulty widen it further). */
+const sampling95 = (p: number, n: number) => 1.96 * Math.sqrt((p * (1 - p)) / Math.max(n, 1));
+
+/** Why step 0's training reward need not match the held-out eval before, though both sample the same
+ *  starting weights at the same temperature (docs/tasks.md "Reading the demo's numbers"). */
+function step0Line(s: LearningSummary): string | undefined {
+  const z = s.step0;
+  if (!z || s.eval_before === undefined || !z.episodes) return undefined;
+  const shape = z.prompts
+    ? `${z.prompts} train prompts × ${Math.round(z.episodes / z.prompts)}`
+    : `${z.episodes} episodes`;
+  const evalN = s.eval_prompts ?? 0;
+  const fa = (v: number | undefined) => (v === undefined ? '' : `, first answer right ${pct(v)}`);
+  return (
+    `step 0, before any update: training reward ${f2(z.reward)} on ${shape}${fa(z.first_answer)}; the held-out eval before: ` +
+    `${f2(s.eval_before)} on ${evalN} prompts × 1${fa(s.first_answer_before)}. The same weights at the same temperature; ` +
+    `each is a small sample (±${sampling95(z.reward, z.episodes).toFixed(2)} and ±${sampling95(s.eval_before, evalN).toFixed(2)} at 95% from sampling alone), ` +
+    `and a step's few prompts are one draw of figures the starting policy answers unequally, so the two can differ by 0.3 with nothing learnt — ` +
+    'the eval before and after scores the same prompts, so its difference is what was learnt'
+  );
 }
 
 const f2 = (v: number | undefined) => (v === undefined ? 'n/a' : v.toFixed(2));
@@ -110,6 +149,8 @@ export function headlineLines(s: LearningSummary): string[] {
       `parseable calc_score calls: ${pct(t.all)} of turns — first turns ${pct(t.first_turns)}, turns after a wrong answer ${pct(t.later_turns)} ` +
         "(where the share falls it is mostly second turns: they follow a wrong answer and mostly stay wrong, so GRPO pushes their tokens down — the call's format with them — and the KL to the warm start pulls them back)",
     );
+  const zero = step0Line(s);
+  if (zero) lines.push(zero);
   if (s.truncated !== undefined) lines.push(`episodes TRUNCATED: ${pct(s.truncated)} a step on average`);
   return lines;
 }

@@ -54,7 +54,7 @@ export interface RunPlan {
   empty_step_wait_s?: number;
   /** sft.lr_schedule or grpo.lr_schedule; cosine: hyper.lr decays to a tenth from the end of the
    *  warm-up to the last step (workflows/sft-metrics.ts scheduledLr). Absent: constant. */
-  lr_schedule?: 'constant' | 'cosine';
+  lr_schedule?: 'constant' | 'cosine' | 'wsd';
   /** GRPO's linear warm-up (grpo.lr_warmup_steps). Absent: none. */
   lr_warmup_steps?: number;
   steps: number;

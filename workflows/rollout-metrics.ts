@@ -41,6 +41,7 @@ export function rolloutMetrics(summaries: EpisodeSummary[], split: GroupSplit): 
     'rollout/failed': split.failed,
     'rollout/zero_std_dropped': split.dropped_zero_std,
     'rollout/n_episodes': summaries.length,
+    'rollout/n_groups': new Set(summaries.map(groupKey)).size,
     'rollout/n_trained': split.kept.length,
     'rollout/total_response_tokens': ok.reduce((a, e) => a + e.response_len, 0),
     ...toolMetrics(summaries, 'rollout'),

@@ -6,7 +6,7 @@ import sharp from 'sharp';
 import { writeOutputDir } from '../out-path.js';
 import { seededRandom as rng } from '../prompt-order.js';
 import type { SyntheticTask } from './rows.js';
-import { angleProblem } from './synth-angles.js';
+import { angleKinds, angleProblem } from './synth-angles.js';
 import { label, type SyntheticProblem, svgDoc } from './synth-svg.js';
 
 export type { SyntheticProblem };
@@ -116,8 +116,9 @@ export type GeometryTask = Extract<SyntheticTask, 'measure' | 'angle_facts'>;
 export function syntheticProblems(n: number, seed: number, task: GeometryTask = 'measure'): SyntheticProblem[] {
   const r = rng(seed);
   const int = (lo: number, hi: number) => lo + Math.floor(r() * (hi - lo + 1));
+  const kinds = task === 'angle_facts' ? angleKinds(n, int) : [];
   return Array.from({ length: n }, (_, i) => {
-    const problem = task === 'angle_facts' ? angleProblem(int) : MAKERS[int(0, MAKERS.length - 1)]!(r, int);
+    const problem = task === 'angle_facts' ? angleProblem(kinds[i]!, int) : MAKERS[int(0, MAKERS.length - 1)]!(r, int);
     return { id: `synth-${seed}-${i}`, ...problem };
   });
 }

@@ -50,7 +50,15 @@ const DEMO_ROWS = [0.12, 0.41, 0.34, 0.72, 0.62, 0.81, 0.66, 0.69, 0.69, 0.69].m
   'rollout/tool_call_rate': 44 / 48,
   'rollout/first_turn_tool_call_rate': 1,
   'rollout/truncated_ratio': step === 6 ? 0.0625 : 0,
-  ...(step === 0 ? { 'eval_start/reward': 0.156, 'eval_start/first_answer_correct': 0.094, 'eval_start/n': 32 } : {}),
+  ...(step === 0
+    ? {
+        'eval_start/reward': 0.156,
+        'eval_start/first_answer_correct': 0.094,
+        'eval_start/n': 32,
+        'rollout/first_answer_correct': 0.0625,
+        'rollout/n_groups': 8,
+      }
+    : {}),
   ...(step === 9 ? { 'eval/reward': 0.594, 'eval/first_answer_correct': 0.531, 'eval/n': 32 } : {}),
 }));
 
@@ -74,6 +82,10 @@ test('the summary leads with the held-out eval, and reads the noisy reward by ha
   );
   assert.match(lines[1]!, /0\.44 ± 0\.2\d → 0\.71 ± 0\.0\d .*noisy: each step is 32 sampled episodes/);
   assert.match(lines[2]!, /first turns 100%, turns after a wrong answer 75%/);
+  assert.match(
+    lines[3]!,
+    /^step 0, before any update: training reward 0\.12 on 8 train prompts × 4, first answer right 6%; the held-out eval before: 0\.16 on 32 prompts × 1, first answer right 9%\. .*±0\.11 and ±0\.13 at 95%/,
+  );
   assert.deepEqual(smoothed([0, 3, 0, 3]), [1.5, 1, 2, 1.5]);
 });
 

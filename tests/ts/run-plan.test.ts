@@ -158,6 +158,21 @@ test('GRPO lr warm-up: linear to grpo.lr over lr_warmup_steps, then constant', (
   assert.throws(() => plan(['grpo.lr_warmup_steps=-1']), /grpo\.lr_warmup_steps/);
 });
 
+test('lr schedule wsd: constant, then linearly down to a tenth over the last fifth of the steps', () => {
+  const lr = (step: number) => scheduledLr(0.01, 'wsd', step, 101);
+  for (const step of [0, 50, 80]) assert.equal(lr(step), 0.01, `step ${step} is in the stable part`);
+  assert.ok(Math.abs(lr(90) - 0.0055) < 1e-12, `half-way down the decay: ${lr(90)}`);
+  assert.ok(Math.abs(lr(100) - 0.001) < 1e-12, `the last step: ${lr(100)}`);
+  const sft = initialRunState(
+    loadConfig({
+      env: {},
+      sets: ['state_dir=/tmp/x', 'algorithm=sft', 'sft.path=/tmp/x.jsonl', 'sft.lr_schedule=wsd'],
+    }),
+    'r1',
+  ).plan;
+  assert.equal(sft.lr_schedule, 'wsd');
+});
+
 test('lr schedule: cosine from the end of the warm-up down to a tenth at the last step; SFT and GRPO each take their own key', () => {
   const plan = (sets: string[]) =>
     initialRunState(
