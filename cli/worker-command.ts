@@ -63,7 +63,7 @@ export function register(program: Command): void {
         if (opts.json) return printJson({ workers });
         for (const w of workers)
           console.log(
-            `${w.kind}: ${w.running ? `running (pid ${w.pid}${w.standby_pids.length ? `, standby ${w.standby_pids.join(' ')}` : ''}, log ${w.log})` : 'not running'}, task queue ${w.task_queue}`,
+            `${w.kind}: ${w.running ? `running (${w.standby_pids.length || w.pids.length < 2 ? `pid ${w.pid}` : `pids ${w.pids.join(' ')}`}${w.standby_pids.length ? `, standby ${w.standby_pids.join(' ')}` : ''}, log ${w.log})` : 'not running'}, task queue ${w.task_queue}`,
           );
       }),
     );

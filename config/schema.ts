@@ -2,6 +2,7 @@
 // TEMPO_RL__* environment variables and in the Python trainer's contract). Objects are strict: an
 // unknown key is an error, never ignored.
 import { createHash } from 'node:crypto';
+import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import { SYNTHETIC_TASKS } from '../lib/data/rows.js';
@@ -247,6 +248,24 @@ export const DatasetConfig = z
   })
   .prefault({});
 
+export const MAX_ROLLOUT_WORKER_PROCESSES = 64;
+/** Cores per rollout worker process under `worker_processes: auto`. One process saturates at about
+ *  1.3 cores (its main thread, its workflow thread), and the Temporal server spends about as much CPU
+ *  per task as the workers do, so a process per 4 cores leaves the server, the engines' API servers
+ *  and the trainer their share (docs/benchmarks.md "512 episodes in flight"). */
+export const CORES_PER_ROLLOUT_WORKER = 4;
+export const MAX_AUTO_ROLLOUT_WORKERS = 8;
+
+/** The rollout worker processes a stack starts: the key's number, or for `auto` one per
+ *  CORES_PER_ROLLOUT_WORKER cores of this host (at least 1, at most MAX_AUTO_ROLLOUT_WORKERS). */
+export function rolloutWorkerProcesses(
+  rollout: { worker_processes: 'auto' | number },
+  cores = os.availableParallelism(),
+): number {
+  if (rollout.worker_processes !== 'auto') return rollout.worker_processes;
+  return Math.max(1, Math.min(MAX_AUTO_ROLLOUT_WORKERS, Math.floor(cores / CORES_PER_ROLLOUT_WORKER)));
+}
+
 export const RolloutConfig = z
   .strictObject({
     /** The registered environment episodes run in (lib/env/registry.ts): its rows, prompt, tools, stop strings, steps and grade. */
@@ -268,6 +287,13 @@ export const RolloutConfig = z
     max_context_len: tokens().default(4096),
     temperature: samplingTemperature,
     concurrency: batch().default(8),
+    /** Rollout worker processes the stack runs (each with its own event loop for workflow tasks and
+     *  activities, all on the stack's rollout queue); auto: rolloutWorkerProcesses below. */
+    worker_processes: z
+      .union([z.literal('auto'), positiveInt.max(MAX_ROLLOUT_WORKER_PROCESSES)], {
+        error: `expected auto or a whole number of processes from 1 to ${MAX_ROLLOUT_WORKER_PROCESSES} (each a Node process)`,
+      })
+      .default('auto'),
     seed: z.number().int().nonnegative().default(0),
     /** exact (vime's math RM): equal values only; rounded: also a decimal that rounds the other side (docs/reward.md). */
     reward_match: z.enum(REWARD_MATCHES).default('exact'),

@@ -3,7 +3,7 @@
 // stack's (its state dir's): they poll its own task queues (config/schema.ts stackTaskQueue).
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { TempoConfig } from '../config/schema.js';
+import { rolloutWorkerProcesses, type TempoConfig } from '../config/schema.js';
 import { engineStatuses, startEngines, stopEngines } from './engines.js';
 import { childLogger } from '../lib/log.js';
 import { REPO_ROOT, stateLayout } from '../lib/paths.js';
@@ -30,7 +30,8 @@ function workerRecordPath(cfg: TempoConfig, kind: WorkerKind): string {
 
 interface WorkerRecord {
   pid: number;
-  /** Every process of the kind: the trainer's standbys beside the first (run.trainer_standbys). */
+  /** Every process of the kind: the rollout worker's rollout.worker_processes, the trainer's standbys
+   *  beside the first (run.trainer_standbys). */
   pids?: number[];
   log: string;
   task_queue?: string;
@@ -72,9 +73,11 @@ export function workerPid(cfg: TempoConfig, kind: WorkerKind): number | null {
 export interface WorkerStatus {
   kind: WorkerKind;
   running: boolean;
-  /** The active process (the trainer holding its lock). */
+  /** The active process (the trainer holding its lock; the first rollout worker). */
   pid: number | null;
-  /** The kind's other live processes: the trainer's standbys. */
+  /** Every live process of the kind (rollout: rollout.worker_processes of them, all polling). */
+  pids: number[];
+  /** The trainer's other live processes: its standbys. */
   standby_pids: number[];
   task_queue: string;
   log: string | null;
@@ -85,18 +88,21 @@ export function workerStatuses(cfg: TempoConfig): WorkerStatus[] {
   return WORKER_KINDS.map((kind) => {
     const pid = workerPid(cfg, kind);
     const rec = pid ? readWorkerRecord(cfg, kind) : null;
+    const pids = workerPids(cfg, kind);
     return {
       kind,
       running: pid !== null,
       pid,
-      standby_pids: workerPids(cfg, kind).filter((p) => p !== pid),
+      pids,
+      standby_pids: kind === 'trainer' ? pids.filter((p) => p !== pid) : [],
       task_queue: rec?.task_queue ?? cfg.temporal.task_queues[kind],
       log: rec?.log ?? null,
     };
   });
 }
 
-/** Starts a worker as a background process; the config travels as a resolved JSON (valid YAML) file. */
+/** Starts a kind's background processes (rollout: rollout.worker_processes of them; trainer: one and
+ *  its standbys); the config travels as a resolved JSON (valid YAML) file. Returns the first's pid. */
 export function startWorker(cfg: TempoConfig, kind: WorkerKind): number {
   const dir = stateLayout(cfg.state_dir).workers;
   mkdirSync(dir, { recursive: true });
@@ -114,7 +120,11 @@ export function startWorker(cfg: TempoConfig, kind: WorkerKind): number {
     return spawnDetached(cmd, args, { log: logFile, env, cwd: REPO_ROOT });
   };
   const count =
-    kind === 'trainer' ? 1 + cfg.run.trainer_standbys : kind === 'environments' ? cfg.python_env.workers : 1;
+    kind === 'trainer'
+      ? 1 + cfg.run.trainer_standbys
+      : kind === 'environments'
+        ? cfg.python_env.workers
+        : rolloutWorkerProcesses(cfg.rollout);
   const pids = Array.from({ length: count }, () => spawn().pid);
   const rec: WorkerRecord = { pid: pids[0]!, pids, log: logFile, task_queue: cfg.temporal.task_queues[kind] };
   writeFileSync(workerRecordPath(cfg, kind), JSON.stringify(rec));

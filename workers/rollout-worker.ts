@@ -21,6 +21,41 @@ export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', imp
 // 10 s); a live but busy worker loses nothing but a replay of a short history.
 const STICKY_TIMEOUT = '3 seconds';
 
+/** Workflow tasks one process runs at once (the SDK's default, kept on purpose): a process runs its
+ *  workflow code on one thread, and at 512 episodes in flight one process was CPU-bound (about 1.3
+ *  cores) with its workflow tasks queued for seconds — more slots would only queue them inside it;
+ *  more processes (rollout.worker_processes) take the load. A task's local activities hold its slot
+ *  while they run, so this also bounds the quick steps (renders) a process sends the engines at once. */
+export const WORKFLOW_TASK_SLOTS = 40;
+/** Workflow task polls a process keeps open (the SDK's default: 8 on its sticky queue, 2 shared). */
+export const WORKFLOW_TASK_POLLS = 10;
+
+/** How one rollout worker process takes work (each of rollout.worker_processes has these). */
+export interface RolloutWorkerSlots {
+  workflowTasks: number;
+  workflowTaskPolls: number;
+  activities: number;
+  localActivities: number;
+  cachedWorkflows: number;
+}
+
+/** The slots of one rollout worker process (docs/benchmarks.md "512 episodes in flight"). */
+export function rolloutWorkerSlots(cfg: Pick<TempoConfig, 'rollout'>): RolloutWorkerSlots {
+  const inFlight = cfg.rollout.concurrency * (1 + cfg.rollout.max_staleness);
+  return {
+    workflowTasks: WORKFLOW_TASK_SLOTS,
+    workflowTaskPolls: WORKFLOW_TASK_POLLS,
+    // Generate waits on the engine: a slot for every episode in flight, and as many for retries.
+    activities: Math.max(4, cfg.rollout.concurrency * 2),
+    // A workflow task runs one local activity at a time.
+    localActivities: WORKFLOW_TASK_SLOTS,
+    // Every episode in flight (the async window's too) may be this process's (sticky queues keep it
+    // here), and one evicted from the cache is replayed from its history at its next task: room for
+    // twice that (an eval's episodes beside a step's, the runs' own workflows).
+    cachedWorkflows: Math.max(WORKFLOW_TASK_SLOTS, 2 * inFlight),
+  };
+}
+
 /** Fails the activities that dead rollout workers of this stack left running on this host (workers/inflight.ts). */
 async function failOverDeadWorkers(cfg: TempoConfig, ledger: InflightLedger): Promise<void> {
   const client = await connectClient(cfg);
@@ -59,6 +94,7 @@ export async function createRolloutWorker(
     killPoints: { reach: { fn: (info, name) => kills.reach(name, info.workflowId) } },
   };
   const connection = await connectWorker(cfg);
+  const slots = rolloutWorkerSlots(cfg);
   const worker = await Worker.create({
     connection,
     namespace: cfg.temporal.namespace,
@@ -67,7 +103,11 @@ export async function createRolloutWorker(
     activities: createActivities(deps),
     interceptors: { activity: [ledger.interceptor(), ...(kills.points.length ? [kills.interceptor()] : [])] },
     sinks,
-    maxConcurrentActivityTaskExecutions: Math.max(4, cfg.rollout.concurrency * 2),
+    maxConcurrentWorkflowTaskExecutions: slots.workflowTasks,
+    maxConcurrentWorkflowTaskPolls: slots.workflowTaskPolls,
+    maxConcurrentActivityTaskExecutions: slots.activities,
+    maxConcurrentLocalActivityExecutions: slots.localActivities,
+    maxCachedWorkflows: slots.cachedWorkflows,
     stickyQueueScheduleToStartTimeout: STICKY_TIMEOUT,
   });
   await failedOver;

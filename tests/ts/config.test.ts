@@ -5,6 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { ConfigError, loadConfig, redact } from '../../config/load.js';
+import { rolloutWorkerProcesses } from '../../config/schema.js';
 import { initialRunState } from '../../lib/run-plan.js';
 import { REPO_ROOT } from '../../lib/paths.js';
 
@@ -110,6 +111,24 @@ test('engines.routing: cache_aware by default, each policy accepted; a negative 
   for (const p of ['round_robin', 'consistent_hash', 'cache_aware'])
     assert.equal(loadConfig({ env: {}, sets: [`engines.routing=${p}`] }).engines.routing, p);
   assert.throws(() => loadConfig({ env: {}, sets: ['engines.balance_threshold=-1'] }), /engines\.balance_threshold/);
+});
+
+test('rollout.worker_processes: auto is one process per 4 cores (1 to 8); a number is honoured, 0 refused', () => {
+  const cfg = loadConfig({ env: {} });
+  assert.equal(cfg.rollout.worker_processes, 'auto');
+  assert.deepEqual(
+    [1, 2, 7, 8, 16, 32, 64, 256].map((cores) => rolloutWorkerProcesses(cfg.rollout, cores)),
+    [1, 1, 1, 2, 4, 8, 8, 8],
+  );
+  const three = loadConfig({ env: {}, sets: ['rollout.worker_processes=3'] });
+  assert.equal(rolloutWorkerProcesses(three.rollout, 64), 3);
+  assert.equal(loadConfig({ env: { TEMPO_RL__ROLLOUT__WORKER_PROCESSES: '2' } }).rollout.worker_processes, 2);
+  for (const bad of ['0', '-1', '1.5', 'many', '65'])
+    assert.throws(
+      () => loadConfig({ env: {}, sets: [`rollout.worker_processes=${bad}`] }),
+      /rollout\.worker_processes/,
+      bad,
+    );
 });
 
 test('tempo-rl config check exits 2 on a typo and prints the resolved config redacted', () => {

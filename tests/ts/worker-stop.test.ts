@@ -9,7 +9,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { loadConfig } from '../../config/load.js';
+import { loadConfig, withSets } from '../../config/load.js';
 import type { TempoConfig } from '../../config/schema.js';
 import { detachedStart, recordDetachedStart } from '../../cli/detached-run.js';
 import { REPO_ROOT, stateLayout } from '../../lib/paths.js';
@@ -26,7 +26,8 @@ import { startTestServer } from '../../testing/temporal.js';
 // External engines (only their /health is asked, before a stack starts): ensureStack then starts only the workers.
 const engine = await healthStub();
 const server = await startTestServer([`engines.urls=["${engine.url}"]`]);
-const cfg = server.cfg;
+// Two rollout worker processes, as rollout.worker_processes asks.
+const cfg = withSets(server.cfg, ['rollout.worker_processes=2']);
 const env = { ...process.env };
 delete env.TEMPORAL_ADDRESS;
 const other: TempoConfig = loadConfig({
@@ -58,13 +59,17 @@ function cli(...args: string[]): Record<string, unknown> {
   return JSON.parse(out) as Record<string, unknown>;
 }
 
-/** Both background workers of the stack poll its own queues. */
+/** The stack's background workers, every rollout worker process among them, poll its own queues. */
 async function workersAnswer(): Promise<void> {
   const q = cfg.temporal.task_queues;
+  const rollout = workerStatuses(cfg).find((w) => w.kind === 'rollout')!.pids;
+  assert.equal(rollout.length, 2, `two rollout worker processes recorded: ${rollout}`);
   await waitFor(
-    async () =>
-      (await pollerPids(client, cfg.temporal.namespace, q.rollout, 'workflow')).includes(workerPid(cfg, 'rollout')!),
-    'the background rollout worker polling',
+    async () => {
+      const polling = await pollerPids(client, cfg.temporal.namespace, q.rollout, 'workflow');
+      return rollout.every((pid) => polling.includes(pid));
+    },
+    'both background rollout workers polling',
     60_000,
   );
   await waitFor(
@@ -103,7 +108,8 @@ test("worker stop stops this stack's background workers and leaves another stack
   await workersAnswer();
   const standbys = workerStatuses(cfg).find((w) => w.kind === 'trainer')!.standby_pids;
   assert.equal(standbys.length, cfg.run.trainer_standbys, "the trainer's standbys run beside it");
-  const pids = [workerPid(cfg, 'rollout'), workerPid(cfg, 'trainer'), ...standbys];
+  const rollouts = workerStatuses(cfg).find((w) => w.kind === 'rollout')!.pids;
+  const pids = [...rollouts, workerPid(cfg, 'trainer'), ...standbys];
   assert.ok(
     pids.every((p) => p !== null),
     `all recorded: ${pids}`,
@@ -121,7 +127,7 @@ test("worker stop stops this stack's background workers and leaves another stack
   assert.deepEqual(cli('worker', 'stop', '--json'), { stopped: ['rollout', 'trainer'] });
   assert.ok(
     pids.every((p) => !isAlive(p!)),
-    "every worker process is gone, the trainer's standby too",
+    'every worker process is gone: both rollout workers, the trainer and its standby',
   );
   assert.deepEqual(cli('worker', 'status', '--json').workers, workerStatuses(cfg));
   assert.ok(workerStatuses(cfg).every((w) => !w.running));
@@ -136,7 +142,7 @@ test('stop RUN of a detached run stops what its start started, once no run of th
   const started = await ensureStack(cfg);
   assert.ok(started.rollout && started.trainer);
   await workersAnswer();
-  const pids = [workerPid(cfg, 'rollout')!, workerPid(cfg, 'trainer')!];
+  const pids = [...workerStatuses(cfg).find((w) => w.kind === 'rollout')!.pids, workerPid(cfg, 'trainer')!];
   recordDetachedStart(cfg, 'detached-1', started);
   const first = await pausedRun('detached-1');
   const second = await pausedRun('detached-2');
