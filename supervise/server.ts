@@ -11,6 +11,12 @@ const log = childLogger('server');
 
 export const SEARCH_ATTRIBUTES = { TempoRlStatus: 'Keyword', TempoRlStep: 'Int' } as const;
 
+/** The embedded server's dynamic config. Eager activities: the generate activity a workflow task
+ *  schedules comes back in the answer to that task's completion, to the same worker process, instead
+ *  of through the task queue (no matching round trip, and an episode's turns stay with the process
+ *  whose engine router has seen its prefix; docs/benchmarks.md "512 episodes in flight"). */
+export const DYNAMIC_CONFIG = { 'system.enableActivityEagerExecution': true } as const;
+
 export interface ServerStatus {
   running: boolean;
   address: string;
@@ -133,6 +139,7 @@ export async function startServer(cfg: TempoConfig): Promise<{ started: boolean;
     '--sqlite-pragma',
     'synchronous=normal',
     ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([k, v]) => ['--search-attribute', `${k}=${v}`]),
+    ...Object.entries(DYNAMIC_CONFIG).flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${JSON.stringify(v)}`]),
   ];
   const { pid } = spawnDetached(bin, args, { log: paths.serverLog });
   const rec: ServerRecord = { pid, address: before.address, ui: before.ui, db: paths.temporalDb };

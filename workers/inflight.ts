@@ -43,12 +43,16 @@ export class InflightLedger {
     this.dir = path.join(root, processDirName(process.pid));
   }
 
-  /** Notes each activity this process runs while it runs. */
+  /** Notes each (regular) activity this process runs while it runs. */
   interceptor(): ActivityInterceptorsFactory {
     return () => ({
       inbound: {
         execute: async (input, next) => {
-          const file = this.note(Context.current().info);
+          // A local activity has no task of its own to fail over: a dead worker's workflow task is
+          // retried whole, local activities included.
+          const info = Context.current().info;
+          if (info.isLocal) return next(input);
+          const file = this.note(info);
           try {
             return await next(input);
           } finally {
