@@ -20,15 +20,24 @@ import { episodeId, toolSummaryOf, turnSeed, type EpisodeInput, type EpisodeSumm
 /** Per activity type: calls and milliseconds inside the activity function. */
 export type ActivityTimes = Map<string, { n: number; ms: number }>;
 
-type Acts = Pick<
+/** The episode's activities, as the workflow calls them. */
+export type DirectActivities = Pick<
   RolloutActivities,
   'renderPrompt' | 'generateTurn' | 'envStep' | 'renderObservation' | 'scoreEpisode' | 'storeSample'
 >;
+type Acts = DirectActivities;
 
-export async function directEpisode(acts: Acts, input: EpisodeInput, times?: ActivityTimes): Promise<EpisodeSummary> {
+/** `context: false`: the activities are called as plain functions (they read no activity Context). */
+export async function directEpisode(
+  acts: Acts,
+  input: EpisodeInput,
+  times?: ActivityTimes,
+  opts: { context?: boolean } = {},
+): Promise<EpisodeSummary> {
   const s = input.settings;
   const id = episodeId(input);
   const call = async <A, R>(name: keyof Acts, fn: (a: A) => Promise<R>, arg: A, timeoutS: number): Promise<R> => {
+    if (opts.context === false) return timed(name, () => fn(arg));
     const env = new MockActivityEnvironment({
       activityType: name,
       attempt: 1,
@@ -36,16 +45,19 @@ export async function directEpisode(acts: Acts, input: EpisodeInput, times?: Act
       heartbeatTimeoutMs: name === 'generateTurn' ? 15_000 : undefined,
       heartbeatDetails: undefined,
     });
+    return timed(name, async () => (await env.run(fn as never, arg as never)) as R);
+  };
+  async function timed<R>(name: string, run: () => Promise<R>): Promise<R> {
     const t0 = performance.now();
     try {
-      return (await env.run(fn as never, arg as never)) as R;
+      return await run();
     } finally {
       if (times) {
         const t = times.get(name) ?? { n: 0, ms: 0 };
         times.set(name, { n: t.n + 1, ms: t.ms + performance.now() - t0 });
       }
     }
-  };
+  }
   const quick = 30;
   const limits = { max_response_len: s.max_response_len, max_context_len: s.max_context_len };
 
@@ -55,6 +67,7 @@ export async function directEpisode(acts: Acts, input: EpisodeInput, times?: Act
   let finalAnswer: string | null = null;
   let envReward: number | null = null;
   let lastText: string | null = null;
+  let envState = input.env_state;
   const recipe: SampleTurn[] = [];
   let prompt: Awaited<ReturnType<Acts['renderPrompt']>> | null = null;
   try {
@@ -120,9 +133,11 @@ export async function directEpisode(acts: Acts, input: EpisodeInput, times?: Act
           max_turns: maxTurns,
           tolerance: s.reward_tolerance,
           match: s.reward_match,
+          ...(envState !== undefined ? { state: envState } : {}),
         },
         quick,
       );
+      if (env.state !== undefined) envState = env.state;
       const answer = env.tool_call && !env.tool_call.error ? env.tool_call.answer : null;
       Object.assign(recipe[recipe.length - 1]!, {
         tool_answer: answer,
@@ -182,6 +197,7 @@ export async function directEpisode(acts: Acts, input: EpisodeInput, times?: Act
             match: s.reward_match,
             final_answer: finalAnswer,
             response_text: finalAnswer === null ? lastText : null,
+            environment: s.environment,
           },
           quick,
         );

@@ -218,6 +218,8 @@ export interface HistoryBreakdown {
   activity_exec_ms: number;
   activity_exec_by_type_ms: Record<string, number>;
   workflow_tasks: number;
+  /** Local activities' results, recorded as markers when their workflow task completes. */
+  markers: number;
   wft_queue_ms: number;
   wft_proc_ms: number;
   /** Workflow tasks that timed out (a sticky task not picked up within the worker's 3 s sticky
@@ -242,6 +244,7 @@ export function breakdown(events: Event[]): HistoryBreakdown {
     activity_exec_ms: 0,
     activity_exec_by_type_ms: {},
     workflow_tasks: 0,
+    markers: 0,
     wft_queue_ms: 0,
     wft_proc_ms: 0,
     wft_timed_out: 0,
@@ -268,6 +271,7 @@ export function breakdown(events: Event[]): HistoryBreakdown {
       b.wft_timed_out_ms += ms(e) - ms(byId.get(Number(to.scheduledEventId))!);
     }
     if (e.workflowTaskFailedEventAttributes) b.wft_failed++;
+    if (e.markerRecordedEventAttributes) b.markers++;
     if (e.activityTaskTimedOutEventAttributes || e.activityTaskFailedEventAttributes) b.activity_attempts_failed++;
     const w = e.workflowTaskCompletedEventAttributes;
     if (w) {
@@ -296,6 +300,7 @@ export function meanBreakdown(bs: HistoryBreakdown[]): Record<string, unknown> {
     'activity_queue_ms',
     'activity_exec_ms',
     'workflow_tasks',
+    'markers',
     'wft_queue_ms',
     'wft_proc_ms',
     'wft_timed_out',

@@ -21,10 +21,11 @@
 //   node --import tsx bench/overhead.ts [--part a|b|ab] [--concurrency 4,32,128] [--turns 1,3] [--reps 3]
 //        [--batch-factor 1] [--policy tiny|warm] [--warm DIR] [--max-response-len 512]
 //        [--b-episodes 512] [--b-concurrency 64,256] [--b-latency lo-hi] [--worker child|inproc]
-//        [--quiet-wait 90] [--out FILE]
+//        [--quiet-wait 90] [--set section.key=value]… [--out FILE]
 //
-// --worker child (default): the rollout worker is a process of its own (bench/overhead-worker.ts, the
-// production createRolloutWorker), as `tempo-rl worker rollout` runs; inproc: in this process.
+// --worker child (default): the rollout workers are processes of their own (bench/overhead-worker.ts, the
+// production createRolloutWorker), rollout.worker_processes of them as the stack starts them; inproc: one
+// in this process. --set: config keys of the stack (rollout.worker_processes=4).
 // --quiet-wait S: before each measurement, wait up to S seconds for other processes to use < 0.3 cores.
 // --noisy-cores C, --noisy-retries N: a measurement during which other processes used more than C cores
 // on average is discarded (kept in the JSON as noisy_runs) and taken again, up to N times.
@@ -32,52 +33,43 @@
 // Every measured number is printed with os.loadavg() and the CPU seconds used meanwhile by our processes
 // and by everyone else's (the machine is shared); "LOADED" marks a 1-minute load average above 2.5.
 // Raw numbers: bench/results/overhead-<date>.json (a second run the same day merges its part in).
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import type { Client } from '@temporalio/client';
 import sharp from 'sharp';
-import { createActivities, type RolloutActivities, type RolloutDeps } from '../activities/index.js';
 import { loadImageProcessorSpec } from '../activities/render.js';
 import { vllmEpisodeEngines } from '../activities/vllm-episode-engines.js';
 import { loadConfig } from '../config/load.js';
 import { cachedWarmStart } from '../cli/warm-start.js';
-import { RolloutConfig, type TempoConfig } from '../config/schema.js';
-import { LocalBlobStore } from '../stores/blobstore.js';
+import { RolloutConfig } from '../config/schema.js';
 import { buildMessages } from '../lib/data/prompt.js';
 import { readEngineRecords, startEngines, stopEngines } from '../supervise/engines.js';
-import { REPO_ROOT, stateLayout, tinyModelDir } from '../lib/paths.js';
+import { REPO_ROOT, tinyModelDir } from '../lib/paths.js';
 import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
 import { freePort } from '../supervise/process.js';
-import { connectClient } from '../lib/temporal.js';
-import {
-  startRolloutWorker,
-  startTestServer,
-  stopChild,
-  type RunningWorker,
-  type TestServer,
-} from '../testing/temporal.js';
-import {
-  EPISODE_WORKFLOW_TYPE,
-  WORKFLOW_TASK_TIMEOUT,
-  episodeId,
-  episodeSettings,
-  type EpisodeInput,
-  type EpisodeSettings,
-  type EpisodeSummary,
-} from '../protocol/episode.js';
+import { episodeSettings, type EpisodeInput, type EpisodeSettings } from '../protocol/episode.js';
 import { directEpisode, NO_OP_IMAGE_PROCESSOR, noOpEngine, type ActivityTimes } from './overhead-direct.js';
+import { median, round } from './overhead-stats.js';
 import {
-  breakdown,
-  measured,
-  meanBreakdown,
-  median,
-  round,
-  type HistoryBreakdown,
-  type LoadReport,
-} from './overhead-stats.js';
+  BENCH_ROOT,
+  checkHealthy,
+  cleanupAll,
+  eagerActivities,
+  fmtCpu,
+  fmtLoad,
+  historyReport,
+  measuredClean,
+  onCleanup,
+  print,
+  startStack,
+  summaries,
+  TOOL_CALL_ID,
+  windowed,
+  workerRoot,
+  workerSetup,
+  workflowBatch,
+} from './rollout-harness.js';
 
 const { values: args } = parseArgs({
   options: {
@@ -97,6 +89,8 @@ const { values: args } = parseArgs({
     'quiet-wait': { type: 'string', default: '90' },
     'noisy-cores': { type: 'string', default: '0.25' },
     'noisy-retries': { type: 'string', default: '2' },
+    /** Config keys of the stack (`section.key=value`), e.g. rollout.worker_processes=2. */
+    set: { type: 'string', multiple: true, default: [] },
     out: { type: 'string' },
   },
 });
@@ -114,27 +108,13 @@ const QUIET = Number(args['quiet-wait']);
  *  and <tool_call>, and stops at <tool_call>: each turn is random words then an empty tool call, which
  *  the environment answers with a tool error (not done) until the last turn. Every episode runs
  *  exactly max_turns turns; a turn is ~23 tokens on average (a geometric length, 1 in 23 to stop). */
-const TOOL_CALL_ID = 151657;
 const WORD_IDS = [
   1007, 1008, 1012, 1013, 1026, 1029, 1030, 1031, 1032, 1033, 1034, 1035, 1039, 1042, 1044, 1045, 1051, 1052, 1053,
   1059, 1062, 1063,
 ];
-const print = (s = '') => process.stdout.write(`${s}\n`);
-
 const noWarmStart = (): never => {
   throw new Error('no warm-started tiny model in the cache: run `tempo-rl demo` once, or pass --warm DIR');
 };
-
-// ---- clean-up of everything started here, also on SIGINT/SIGTERM ----
-const cleanups: Array<() => Promise<unknown>> = [];
-async function cleanupAll(): Promise<void> {
-  while (cleanups.length) await cleanups.pop()!().catch((err) => console.error(`clean-up: ${(err as Error).message}`));
-}
-for (const sig of ['SIGINT', 'SIGTERM'] as const)
-  process.once(sig, () => {
-    console.error(`${sig}: stopping what the bench started`);
-    void cleanupAll().finally(() => process.exit(130));
-  });
 
 function envWithoutTemporal(): NodeJS.ProcessEnv {
   const env = { ...process.env };
@@ -143,200 +123,12 @@ function envWithoutTemporal(): NodeJS.ProcessEnv {
   return env;
 }
 
-/** The newest warm-started tiny model in the cache (they all write calc_score tool calls). */
-/** Runs fn over items with at most `limit` in flight (a sliding window). */
-async function windowed<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const out: R[] = new Array(items.length);
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: Math.min(limit, items.length) }, async () => {
-      while (next < items.length) {
-        const i = next++;
-        out[i] = await fn(items[i]!);
-      }
-    }),
-  );
-  return out;
-}
-
-interface Stack {
-  server: TestServer;
-  cfg: TempoConfig;
-  client: Client;
-  acts: RolloutActivities;
-  store: LocalBlobStore;
-  roots: () => Map<string, number[]>;
-}
-
-/** Server + rollout worker + the activity functions of the direct path. The worker is a process of
- *  its own (--worker child, the default: as `tempo-rl worker rollout` runs), or this process's
- *  (--worker inproc: then it shares `deps`, and this process's event loop, with the client). */
-async function startStack(
-  sets: string[],
-  mode: 'vllm' | 'double',
-  deps: (cfg: TempoConfig, store: LocalBlobStore) => Promise<Omit<RolloutDeps, 'cfg' | 'store'>>,
-  extraRoots: () => Map<string, number[]> = () => new Map(),
-): Promise<Stack> {
-  const server = await startTestServer(sets);
-  cleanups.push(() => server.stop());
-  const cfg = server.cfg;
-  const store = new LocalBlobStore(stateLayout(cfg.state_dir).blobs);
-  const d: RolloutDeps = { cfg, store, ...(await deps(cfg, store)) };
-  let workerPid: number | null = null;
-  if (args.worker === 'inproc') {
-    const worker: RunningWorker = await startRolloutWorker(cfg, d);
-    cleanups.push(() => worker.stop());
-  } else {
-    const dir = path.join(server.stateDir, 'workers');
-    mkdirSync(dir, { recursive: true });
-    const cfgFile = path.join(dir, 'bench-config.json');
-    writeFileSync(cfgFile, JSON.stringify(cfg));
-    const log = openSync(path.join(dir, 'bench-worker.log'), 'a');
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', path.join(REPO_ROOT, 'bench', 'overhead-worker.ts'), cfgFile, mode],
-      { cwd: REPO_ROOT, env: { ...process.env, TEMPORAL_ADDRESS: '' }, stdio: ['ignore', 'pipe', log] },
-    );
-    cleanups.push(() => stopChild(child));
-    workerPid = child.pid ?? null;
-    await new Promise<void>((resolve, reject) => {
-      let buf = '';
-      child.stdout!.on('data', (chunk: Buffer) => {
-        buf += chunk.toString();
-        if (buf.includes('worker-ready')) resolve();
-      });
-      child.once('exit', (code) =>
-        reject(new Error(`the bench worker exited (${code}); see ${path.join(dir, 'bench-worker.log')}`)),
-      );
-    });
-    child.stdout!.resume();
-  }
-  const client = await connectClient(cfg);
-  cleanups.push(() => client.connection.close());
-  const serverPid = () => {
-    try {
-      return [JSON.parse(readFileSync(stateLayout(cfg.state_dir).serverRecord, 'utf8')).pid as number];
-    } catch {
-      return [];
-    }
-  };
-  const roots = () =>
-    new Map([
-      [args.worker === 'inproc' ? 'bench+worker (node)' : 'bench (node)', [process.pid]],
-      ...(workerPid ? [['rollout worker (node)', [workerPid]] as [string, number[]]] : []),
-      ['temporal server', serverPid()],
-      ...extraRoots(),
-    ]);
-  return { server, cfg, client, acts: createActivities(d), store, roots };
-}
-
-interface WfEpisode {
-  workflowId: string;
-  runId: string;
-  /** Client clock (ms): start called, start returned, result returned. */
-  t_start_call: number;
-  t_started: number;
-  t_result: number;
-  summary: EpisodeSummary;
-}
-
-async function workflowBatch(stack: Stack, inputs: EpisodeInput[], conc: number, tag: string): Promise<WfEpisode[]> {
-  return windowed(inputs, conc, async (input) => {
-    const workflowId = `bench/${tag}/${episodeId(input)}`;
-    const t_start_call = Date.now();
-    const h = await stack.client.workflow.start(EPISODE_WORKFLOW_TYPE, {
-      taskQueue: stack.cfg.temporal.task_queues.rollout,
-      workflowId,
-      args: [input],
-      workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
-    });
-    const t_started = Date.now();
-    const summary = (await h.result()) as EpisodeSummary;
-    return { workflowId, runId: h.firstExecutionRunId, t_start_call, t_started, t_result: Date.now(), summary };
-  });
-}
-
-/** The histories of a batch: the server-side breakdown, and the client's own waits around it. */
-async function historyReport(
-  stack: Stack,
-  eps: WfEpisode[],
-): Promise<{ breakdowns: HistoryBreakdown[]; client: Record<string, number>; summary: Record<string, unknown> }> {
-  const breakdowns: HistoryBreakdown[] = [];
-  const startLag: number[] = [];
-  const resultLag: number[] = [];
-  await windowed(eps, 16, async (e) => {
-    const events = (await stack.client.workflow.getHandle(e.workflowId, e.runId).fetchHistory()).events ?? [];
-    breakdowns.push(breakdown(events));
-    const t = (i: number) => Number(events[i]!.eventTime!.seconds) * 1000 + (events[i]!.eventTime!.nanos ?? 0) / 1e6;
-    startLag.push(t(0) - e.t_start_call);
-    resultLag.push(e.t_result - t(events.length - 1));
-  });
-  const mean = (xs: number[]) => round(xs.reduce((a, b) => a + b, 0) / (xs.length || 1), 2);
-  return {
-    breakdowns,
-    client: {
-      start_call_to_started_event_ms: mean(startLag),
-      completed_event_to_result_ms: mean(resultLag),
-      start_call_ms: mean(eps.map((e) => e.t_started - e.t_start_call)),
-    },
-    summary: meanBreakdown(breakdowns),
-  };
-}
-
-function summaries(s: EpisodeSummary[]): {
-  turns: Record<string, number>;
-  status: Record<string, number>;
-  mean_turns: number;
-  mean_response_len: number;
-} {
-  const turns: Record<string, number> = {};
-  const status: Record<string, number> = {};
-  for (const x of s) {
-    turns[x.turns] = (turns[x.turns] ?? 0) + 1;
-    status[x.status] = (status[x.status] ?? 0) + 1;
-  }
-  return {
-    turns,
-    status,
-    mean_turns: round(s.reduce((a, x) => a + x.turns, 0) / s.length, 2),
-    mean_response_len: round(s.reduce((a, x) => a + x.response_len, 0) / s.length, 1),
-  };
-}
-
-/** measured(), run again (up to --noisy-retries times) while other processes took more than
- *  --noisy-cores cores on average during it; the discarded runs are kept in `discarded`. */
-async function measuredClean<T>(
-  roots: () => Map<string, number[]>,
-  fn: (attempt: number) => Promise<T>,
-  what: string,
-  discarded: Array<Record<string, unknown>>,
-) {
-  const retries = Number(args['noisy-retries']);
-  const limit = Number(args['noisy-cores']);
-  for (let attempt = 0; ; attempt++) {
-    const m = await measured(roots, () => fn(attempt), QUIET);
-    const others = m.load.other_cpu_s / m.wall_s;
-    if (others <= limit || attempt >= retries) return m;
-    discarded.push({ what, attempt, wall_s: round(m.wall_s), load: m.load });
-    print(
-      `  ${what}: ${m.wall_s.toFixed(2)} s NOISY (other processes ${round(others, 2)} cores, ${fmtLoad(m.load)}): measuring again`,
-    );
-  }
-}
-
-/** A batch with FAILED episodes (a dead engine) measures nothing: stop there. */
-function checkHealthy(s: { status: Record<string, number> }, what: string): void {
-  if (s.status.FAILED)
-    throw new Error(
-      `${what}: ${s.status.FAILED} episodes FAILED (${JSON.stringify(s.status)}); the measurement stops here`,
-    );
-}
-const fmtCpu = (l: LoadReport) =>
-  Object.entries(l.cpu_s)
-    .map(([k, v]) => `${k} ${v}`)
-    .join(', ');
-const fmtLoad = (l: LoadReport) =>
-  `${l.quiet_wait ? `${l.quiet_wait.quiet ? 'quiet' : 'NOT QUIET'} after ${l.quiet_wait.waited_s} s (others ${l.quiet_wait.other_cores} cores); ` : ''}load ${l.loadavg_start.join('/')}→${l.loadavg_end.join('/')} (max1 ${l.load1_max}${l.loaded ? ', LOADED >2.5' : ''}), CPU-s: ${fmtCpu(l)}, other procs ${l.other_cpu_s}, kernel ${l.kernel_cpu_s}`;
+const NOISE = {
+  quietWaitS: QUIET,
+  noisyCores: Number(args['noisy-cores']),
+  noisyRetries: Number(args['noisy-retries']),
+};
+const worker = args.worker === 'inproc' ? 'inproc' : 'child';
 const fmtTimes = (t: ActivityTimes) =>
   Object.fromEntries([...t].map(([k, v]) => [k, { n: v.n, mean_ms: round(v.ms / v.n, 2) }]));
 
@@ -369,7 +161,7 @@ async function partA(): Promise<Record<string, unknown>> {
       'rollout.max_context_len=2048',
     ],
   });
-  cleanups.push(async () => {
+  onCleanup(async () => {
     // The engine's log outlives the bench (a crashed engine's stack trace is there).
     const logs = readEngineRecords(engCfg)
       .map((r) => r.log)
@@ -402,15 +194,16 @@ async function partA(): Promise<Record<string, unknown>> {
     // The worker's activity slots are 2 × rollout.concurrency: sized for the widest batch, for every batch.
     `rollout.concurrency=${Math.max(...concs)}`,
   ];
-  const stack = await startStack(
-    sets,
-    'vllm',
-    async (cfg) => {
+  const stack = await startStack({
+    sets: [...sets, ...args.set],
+    mode: 'vllm',
+    worker,
+    deps: async (cfg) => {
       const engines = vllmEpisodeEngines(cfg); // one pool, used by the worker and by the direct loop
       return { engines: () => engines, imageProcessor: loadImageProcessorSpec(warm) };
     },
-    () => new Map([['vllm engine', enginePids()]]),
-  );
+    extraRoots: () => new Map([['vllm engine', enginePids()]]),
+  });
   const { cfg, acts } = stack;
   const dataset = await acts.prepareDataset({ run_id: 'overhead', dataset: cfg.dataset });
   const blobStore = configuredBlobStoreUri(cfg);
@@ -469,6 +262,7 @@ async function partA(): Promise<Record<string, unknown>> {
               (attempt) => workflowBatch(stack, inputs, conc, `wf-r${rep}-a${attempt}`),
               `turns ${turns} conc ${conc} rep ${rep} workflow`,
               noisyRuns,
+              NOISE,
             );
             const h = await historyReport(stack, m.value);
             const s = summaries(m.value.map((e) => e.summary));
@@ -484,6 +278,7 @@ async function partA(): Promise<Record<string, unknown>> {
               () => (times.clear(), windowed(inputs, conc, (i) => directEpisode(acts, i, times))),
               `turns ${turns} conc ${conc} rep ${rep} direct`,
               noisyRuns,
+              NOISE,
             );
             const s = summaries(m.value);
             checkHealthy(s, `turns ${turns} conc ${conc} rep ${rep} direct`);
@@ -510,7 +305,7 @@ async function partA(): Promise<Record<string, unknown>> {
 
   const lines = [
     `command: \`${COMMAND}\``,
-    `policy: ${policy === 'warm' ? `${path.basename(warm)} (warm start; 3-turn: label ${WRONG_LABEL})` : `${path.basename(warm)} (untrained; ${WORD_IDS.length} word ids + <tool_call>, stop <tool_call>)`} on 1 vLLM-CPU engine (--no-enable-chunked-prefill); rollout worker: ${args.worker === 'inproc' ? 'in the bench process' : 'own process'}; ${os.availableParallelism()} cores; max_response_len ${maxResp}; batch = ${factor} × concurrency episodes; median of ${reps}`,
+    `policy: ${policy === 'warm' ? `${path.basename(warm)} (warm start; 3-turn: label ${WRONG_LABEL})` : `${path.basename(warm)} (untrained; ${WORD_IDS.length} word ids + <tool_call>, stop <tool_call>)`} on 1 vLLM-CPU engine (--no-enable-chunked-prefill); rollout workers: ${JSON.stringify(workerSetup(stack))}; ${os.availableParallelism()} cores; max_response_len ${maxResp}; batch = ${factor} × concurrency episodes; median of ${reps}`,
     '',
     '| turns (mean) | concurrency | episodes | workflow s (median) | direct s (median) | workflow/direct | per-rep ratios | load1 max wf / direct | other procs CPU-s wf / direct |',
     '|---|---|---|---|---|---|---|---|---|',
@@ -548,8 +343,8 @@ async function partA(): Promise<Record<string, unknown>> {
         1,
       );
       const cpu = (xs: Array<Record<string, any>>, k: string) => round(median(xs.map((x) => x.load.cpu_s[k] ?? 0)), 1);
-      const workerName = args.worker === 'inproc' ? 'bench+worker (node)' : 'rollout worker (node)';
-      const benchName = args.worker === 'inproc' ? 'bench+worker (node)' : 'bench (node)';
+      const workerName = workerRoot(stack);
+      const benchName = worker === 'inproc' ? workerName : BENCH_ROOT;
       return `| ${r.turns} | ${r.concurrency} | ${avg('e2e_ms')} | ${avg('activity_exec_ms')} | ${avg('activity_queue_ms')} | ${avg('wft_queue_ms')} | ${avg('wft_proc_ms')} | ${avg('wft_timed_out')}, ${avg('wft_timed_out_ms')} | ${avg('other_ms')} | ${avg('activities')} | ${avg('workflow_tasks')} | ${cl('start_call_to_started_event_ms')} | ${cl('completed_event_to_result_ms')} | ${directActs} | ${cpu(wf, 'vllm engine')} / ${cpu(wf, 'temporal server')} / ${cpu(wf, workerName)} | ${cpu(d, 'vllm engine')} / ${cpu(d, benchName)} |`;
     }),
   ];
@@ -572,7 +367,7 @@ async function partA(): Promise<Record<string, unknown>> {
     wrong_label_for_multi_turn: WRONG_LABEL,
     batch_factor: factor,
     reps,
-    worker_activity_slots: 2 * Math.max(...concs),
+    workers: workerSetup(stack),
     rows,
     noisy_runs: noisyRuns,
     tables: lines,
@@ -581,17 +376,18 @@ async function partA(): Promise<Record<string, unknown>> {
 
 // ---------------------------------------------------------------- (b)
 async function partB(): Promise<Record<string, unknown>> {
-  const workerProc = args.worker === 'inproc' ? 'bench+worker (node)' : 'rollout worker (node)';
   const n = Number(args['b-episodes']);
   const concs = nums(args['b-concurrency']);
   // The direct loop's own no-op engine; the worker (child process) has one of its own, with the same latency.
   if (args['b-latency']) process.env.BENCH_ENGINE_LATENCY_MS = args['b-latency'];
   const engine = noOpEngine();
   // As testing/episode-engine-double.ts's harness: a 64×64 image (4 tokens) in each prompt.
-  const stack = await startStack([`rollout.concurrency=${Math.max(...concs)}`], 'double', async () => ({
-    engines: () => engine,
-    imageProcessor: NO_OP_IMAGE_PROCESSOR,
-  }));
+  const stack = await startStack({
+    sets: [`rollout.concurrency=${Math.max(...concs)}`, ...args.set],
+    mode: 'double',
+    worker,
+    deps: async () => ({ engines: () => engine, imageProcessor: NO_OP_IMAGE_PROCESSOR }),
+  });
   const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#ffffff' } })
     .png()
     .toBuffer();
@@ -622,49 +418,73 @@ async function partB(): Promise<Record<string, unknown>> {
   const noisyRuns: Array<Record<string, unknown>> = [];
   for (const conc of concs) {
     const inputs = inputsFor(`b-c${conc}`, n);
+    let eager0: number | null = null;
     const m = await measuredClean(
       stack.roots,
-      (attempt) => workflowBatch(stack, inputs, conc, `b-a${attempt}`),
+      async (attempt) => {
+        eager0 = await eagerActivities(stack);
+        return workflowBatch(stack, inputs, conc, `b-a${attempt}`);
+      },
       `no-op conc ${conc} workflow`,
       noisyRuns,
+      NOISE,
     );
+    const eager1 = await eagerActivities(stack);
     const h = await historyReport(stack, m.value);
     const totalActs = h.breakdowns.reduce((a, b) => a + b.activities, 0);
     const totalWft = h.breakdowns.reduce((a, b) => a + b.workflow_tasks, 0);
+    const totalMarkers = h.breakdowns.reduce((a, b) => a + b.markers, 0);
     const s = summaries(m.value.map((e) => e.summary));
     checkHealthy(s, `no-op conc ${conc} workflow`);
     print(
-      `  no-op conc ${conc} workflow: ${n} episodes ${m.wall_s.toFixed(2)} s, ${totalActs} activities, ${totalWft} wf tasks, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`,
+      `  no-op conc ${conc} workflow: ${n} episodes ${m.wall_s.toFixed(2)} s, ${totalActs} activities (${eager1 !== null && eager0 !== null ? eager1 - eager0 : '?'} eager), ${totalWft} wf tasks, turns ${JSON.stringify(s.turns)}, ${fmtLoad(m.load)}`,
     );
     const times: ActivityTimes = new Map();
+    const directMs: number[] = [];
+    const timedDirect = async (input: EpisodeInput) => {
+      const t0 = performance.now();
+      await directEpisode(stack.acts, input, times);
+      directMs.push(performance.now() - t0);
+    };
     const d = await measuredClean(
       stack.roots,
-      () => (
-        times.clear(), windowed(inputsFor(`b-c${conc}-direct`, n), conc, (i) => directEpisode(stack.acts, i, times))
-      ),
+      () => (times.clear(), (directMs.length = 0), windowed(inputsFor(`b-c${conc}-direct`, n), conc, timedDirect)),
       `no-op conc ${conc} direct`,
       noisyRuns,
+      NOISE,
     );
     const directActs = [...times.values()].reduce((a, t) => a + t.n, 0);
     print(
       `  no-op conc ${conc} direct:   ${n} episodes ${d.wall_s.toFixed(2)} s, ${directActs} activities, ${fmtLoad(d.load)}`,
     );
     const turns = m.value.reduce((a, e) => a + e.summary.turns, 0);
-    const controlCpuS = (m.load.cpu_s['temporal server'] ?? 0) + (m.load.cpu_s[workerProc] ?? 0);
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / (xs.length || 1);
+    /** An episode's time through the workflows (the client's start call to its result) less its time
+     *  through the direct loop, on average: what durability adds to each episode. */
+    const addedMs = mean(m.value.map((e) => e.t_result - e.t_start_call)) - mean(directMs);
+    const controlCpuS = (m.load.cpu_s['temporal server'] ?? 0) + (m.load.cpu_s[workerRoot(stack)] ?? 0);
     rows.push({
       concurrency: conc,
       episodes: n,
       ratio_workflow_over_direct: round(m.wall_s / d.wall_s, 3),
-      /** Server + rollout worker CPU per episode, per turn and per durable record (an activity or a workflow task). */
+      added_ms_per_episode: round(addedMs, 1),
+      direct_episode_ms: round(mean(directMs), 1),
+      /** Server + rollout worker CPU per episode, per turn, per durable record (a step's result in the
+       *  history: an activity's, or a local activity's marker) and per Temporal task (an activity or a
+       *  workflow task: what the server dispatches). */
       control_cpu_ms: {
         per_episode: round((1000 * controlCpuS) / n, 2),
         per_turn: round((1000 * controlCpuS) / turns, 2),
-        per_record: round((1000 * controlCpuS) / (totalActs + totalWft), 2),
+        per_record: round((1000 * controlCpuS) / (totalActs + totalMarkers), 2),
+        per_task: round((1000 * controlCpuS) / (totalActs + totalWft), 2),
       },
       workflow: {
         wall_s: round(m.wall_s),
         episodes_per_s: round(n / m.wall_s, 1),
         activities: totalActs,
+        markers: totalMarkers,
+        /** Handed back with the completion of the workflow task that scheduled them (eager). */
+        eager_activities: eager1 !== null && eager0 !== null ? eager1 - eager0 : null,
         activities_per_s: round(totalActs / m.wall_s, 1),
         workflow_tasks: totalWft,
         workflow_tasks_per_s: round(totalWft / m.wall_s, 1),
@@ -687,20 +507,20 @@ async function partB(): Promise<Record<string, unknown>> {
   const one = (rows[0]!.workflow as Record<string, any>).history;
   for (const r of rows)
     print(
-      `  conc ${r.concurrency}: workflow ÷ direct ${r.ratio_workflow_over_direct}; control-plane CPU (server + worker) ms per episode / turn / durable record: ${Object.values(r.control_cpu_ms as Record<string, number>).join(' / ')}`,
+      `  conc ${r.concurrency}: workflow ÷ direct ${r.ratio_workflow_over_direct}, ${r.added_ms_per_episode} ms added to a ${r.direct_episode_ms} ms episode; control-plane CPU (server + worker) ms per episode / turn / durable record / Temporal task: ${Object.values(r.control_cpu_ms as Record<string, number>).join(' / ')}`,
     );
   const perTask = (w: Record<string, any>, proc: string) =>
     round((1000 * (w.load.cpu_s[proc] ?? 0)) / (w.activities + w.workflow_tasks), 2);
   const lines = [
     `command: \`${COMMAND}\``,
-    `rollout worker: ${args.worker === 'inproc' ? 'in the bench process' : 'own process'}; no-op engine (EngineDouble): 2-turn episodes (turn 1 a wrong calc_score call, turn 2 \\boxed{60}); per episode ${round(one.per_episode_mean.activities, 2)} activities (${Object.keys(one.activity_types).join(', ')}), ${round(one.per_episode_mean.workflow_tasks, 2)} workflow tasks, ${round(one.per_episode_mean.events, 1)} history events; ${os.availableParallelism()} cores; worker activity slots ${2 * Math.max(...concs)}, workflow task slots 40 (SDK default)`,
+    `rollout workers: ${JSON.stringify(workerSetup(stack))}; no-op engine (EngineDouble): 2-turn episodes (turn 1 a wrong calc_score call, turn 2 \\boxed{60}); per episode ${round(one.per_episode_mean.activities, 2)} activities (${Object.keys(one.activity_types).join(', ')}), ${round(one.per_episode_mean.markers, 2)} local activities' markers, ${round(one.per_episode_mean.workflow_tasks, 2)} workflow tasks, ${round(one.per_episode_mean.events, 1)} history events; ${os.availableParallelism()} cores`,
     '',
     '| concurrency | episodes | wall s | episodes/s | activities/s | workflow tasks/s | history events/s | direct (no Temporal) activities/s | CPU ms per task (activity or wf task): server / worker | CPU-s ours (by process) | CPU-s other procs | load (start→end, max1) |',
     '|---|---|---|---|---|---|---|---|---|---|---|---|',
     ...rows.map((r) => {
       const w = r.workflow as Record<string, any>;
       const d = r.direct as Record<string, any>;
-      return `| ${r.concurrency} | ${r.episodes} | ${w.wall_s} | ${w.episodes_per_s} | ${w.activities_per_s} | ${w.workflow_tasks_per_s} | ${round(w.history_events / w.wall_s, 1)} | ${d.activities_per_s} | ${perTask(w, 'temporal server')} / ${perTask(w, args.worker === 'inproc' ? 'bench+worker (node)' : 'rollout worker (node)')} | ${fmtCpu(w.load)} | ${w.load.other_cpu_s} | ${w.load.loadavg_start[0]}→${w.load.loadavg_end[0]}, ${w.load.load1_max}${w.load.loaded ? ' LOADED' : ''} |`;
+      return `| ${r.concurrency} | ${r.episodes} | ${w.wall_s} | ${w.episodes_per_s} | ${w.activities_per_s} | ${w.workflow_tasks_per_s} | ${round(w.history_events / w.wall_s, 1)} | ${d.activities_per_s} | ${perTask(w, 'temporal server')} / ${perTask(w, workerRoot(stack))} | ${fmtCpu(w.load)} | ${w.load.other_cpu_s} | ${w.load.loadavg_start[0]}→${w.load.loadavg_end[0]}, ${w.load.load1_max}${w.load.loaded ? ' LOADED' : ''} |`;
     }),
     '',
     'per episode (means from the histories, ms):',
@@ -721,7 +541,7 @@ async function partB(): Promise<Record<string, unknown>> {
     cores: os.availableParallelism(),
     engine: 'EngineDouble (testing/episode-engine-double.ts)',
     engine_latency_ms: args['b-latency'] ?? '0',
-    worker_activity_slots: 2 * Math.max(...concs),
+    workers: workerSetup(stack),
     rows,
     noisy_runs: noisyRuns,
     tables: lines,

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The rollout path next to a GPU engine, in one go (about 6 minutes with a CUDA-graphs engine of the
+# Qwen3-VL-2B shape on one H100 and 16 cores): what a step's rollout costs through the episode
+# workflows against a plain loop of the same requests, and the control plane at 512 episodes in flight.
+# Node from PATH, the temporal binary from TEMPO_RL_TEMPORAL_BIN (the offline pack's environment sets
+# both; scripts/bootstrap.sh with TEMPO_RL_OFFLINE=1 installs nothing). Each step writes its JSON as it
+# goes (a step cut short by its time limit keeps the rows it finished) and its log to OUTDIR; a line per
+# step says how it ended (OUTDIR/summary.log).
+#
+#   bench/gpu-rollout.sh OUTDIR URL        URL: the running engine (tempo-rl's routes, e.g. http://127.0.0.1:8120)
+#
+# In order (the first answers most):
+#   1. path-64     bench/rollout-path.ts at 64 in flight, single-turn then 4 turns: plain loop vs the
+#                  rollout workers, 1,024-token responses (goal: workflow ÷ plain ≥ 0.95)       ~1.5 min
+#   2. cp-512      bench/overhead.ts part b, 1,024 two-turn episodes at 512 in flight, 1–4 s turns,
+#                  the 16-core default (rollout.worker_processes auto): workflows ÷ direct (goal ≤ 1.05)
+#                  and control-plane CPU per durable record (goal ≤ 5 ms)                         ~1 min
+#   3. path-256    bench/rollout-path.ts at 256 in flight                                          ~2 min
+#   4. cp-512-w1   step 2 with one rollout worker process (the earlier layout), for comparison    ~1 min
+#   5. cp-512-w8   step 2 with eight                                                               ~1 min
+set -uo pipefail
+cd "$(dirname "$0")/.."
+USAGE='usage: bench/gpu-rollout.sh OUTDIR URL'
+OUT=$(mkdir -p "${1:?$USAGE}" && cd "$1" && pwd)
+URL=${2:?$USAGE}
+say() { echo "[gpu-rollout $(date +%T)] $*" | tee -a "$OUT/summary.log" >&2; }
+source scripts/bootstrap.sh > "$OUT/bootstrap.log" 2>&1 || { say "bootstrap failed: $OUT/bootstrap.log"; exit 1; }
+command -v node > /dev/null || { say 'node is not on PATH'; exit 1; }
+
+{
+  echo "date: $(date -Is)"
+  echo "commit: $(git rev-parse HEAD 2> /dev/null || echo unknown)"
+  echo "cores: $(nproc)"
+  echo "node: $(node --version)"
+  echo "temporal: $("${TEMPO_RL_TEMPORAL_BIN:-temporal}" --version 2>&1 | head -1)"
+  nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv 2>&1
+} > "$OUT/host.txt"
+
+step() {  # name, time limit (s), then the bench and its flags
+  local name=$1 limit=$2
+  shift 2
+  say "$name: node --import tsx $*"
+  local t0=$SECONDS
+  timeout --kill-after=30 "$limit" node --import tsx "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  say "$name: exit $rc after $((SECONDS - t0)) s$([ $rc = 124 ] && echo ' (time limit: the rows finished are in its JSON)')"
+  grep -E 'workflow ÷ (plain|direct)|tokens/s \{' "$OUT/$name.log" | tee -a "$OUT/summary.log" >&2
+}
+path_run() {  # name, limit, concurrency
+  step "$1" "$2" bench/rollout-path.ts --url "$URL" --concurrency "$3" --turns 1,4 --max-response-len 1024 \
+    --out "$OUT/$1.json"
+}
+cp_run() {  # name, limit, then --set flags
+  local name=$1 limit=$2
+  shift 2
+  step "$name" "$limit" bench/overhead.ts --part b --b-concurrency 512 --b-episodes 1024 --b-latency 1000-4000 \
+    --quiet-wait 0 --noisy-retries 0 "$@" --out "$OUT/$name.json"
+}
+
+path_run path-64 150 64
+cp_run cp-512 120
+path_run path-256 200 256
+cp_run cp-512-w1 120 --set rollout.worker_processes=1
+cp_run cp-512-w8 120 --set rollout.worker_processes=8
+say "done: $OUT"
