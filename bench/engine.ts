@@ -7,8 +7,10 @@
 //   node --import tsx bench/engine.ts [--urls U1,U2] [--part 1|2] [--concurrency 8] [--requests 48]
 //        [--max-tokens 32] [--prompts 8] [--samples 8] [--turns 3] [--turn-tokens 48]
 //        [--episode-concurrency 16] [--rounds 1] [--balance-threshold N] [--json]
-// Engines: --urls, else TEMPO_RL_TEST_ENGINE_URLS, else the engines recorded in the state directory,
-// else two engines started here (and stopped at the end).
+// Engines: --urls (or TEMPO_RL_TEST_ENGINE_URLS), used as given and never stopped: part 1 on them all,
+// part 2 on the first two (it needs two: with one, only part 1 runs, and --part 2 is refused); else the
+// engines recorded in the state directory when there are two; else two engines started here (and
+// stopped at the end).
 import { mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -206,10 +208,20 @@ async function routing(urls: string[], suffix: number[]): Promise<Rates> {
   ) as Rates;
 }
 
+/** The engines given (--urls, else TEMPO_RL_TEST_ENGINE_URLS), each checked to be a URL. */
+function givenUrls(): string[] {
+  const text = args.urls ?? process.env.TEMPO_RL_TEST_ENGINE_URLS ?? '';
+  const urls = text.split(',').filter(Boolean);
+  for (const u of urls)
+    if (!URL.canParse(u) || !/^https?:$/.test(new URL(u).protocol))
+      throw new Error(`--urls: not an http(s) URL: ${JSON.stringify(u)}`);
+  return urls;
+}
+
 async function withEngines<T>(fn: (urls: string[]) => Promise<T>): Promise<T> {
-  const given = (args.urls ?? process.env.TEMPO_RL_TEST_ENGINE_URLS ?? '').split(',').filter(Boolean);
-  const cfg = loadConfig({});
-  const recorded = given.length ? given : engineUrls(cfg);
+  const given = givenUrls();
+  if (given.length) return fn(given);
+  const recorded = engineUrls(loadConfig({}));
   if (recorded.length >= 2) return fn(recorded.slice(0, 2));
   const stateDir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-bench-'));
   const own = loadConfig({
@@ -253,6 +265,10 @@ async function throughput(urls: string[]) {
 const loadavg = () => os.loadavg().map((v) => Number(v.toFixed(2)));
 
 const report = await withEngines(async (urls) => {
+  const routingUrls = urls.slice(0, 2);
+  const runRouting = args.part !== '1' && routingUrls.length === 2;
+  if (args.part === '2' && !runRouting)
+    throw new Error(`--part 2 (routing between engines) needs two engines; --urls gave ${urls.length}`);
   const warm = new VllmClient({ url: urls[0]! });
   await Promise.all(
     urls.map((u) => new VllmClient({ url: u }).generate({ tokenIds: [1, 2, 3], sampling: { maxTokens: 4 } })),
@@ -268,9 +284,11 @@ const report = await withEngines(async (urls) => {
       observation_tokens: number;
       loadavg: number[];
     };
+    routing_skipped?: string;
   } = { engines: urls };
+  if (args.part !== '1' && !runRouting) out.routing_skipped = 'part 2 needs two engines; one was given';
   if (args.part !== '2') out.throughput = { ...(await throughput(urls)), loadavg: loadavg() };
-  if (args.part !== '1') {
+  if (runRouting) {
     // A tool's answer as the observation between turns (the template's tokens for a user message).
     const suffix = (
       await messageSuffix(
@@ -279,7 +297,7 @@ const report = await withEngines(async (urls) => {
         { endOfTurnId: IM_END },
       )
     ).tokenIds;
-    const policies = await routing(urls, suffix);
+    const policies = await routing(routingUrls, suffix);
     out.routing = {
       ...step,
       rounds,
