@@ -44,7 +44,7 @@ step() {  # name, time limit (s), then the bench and its flags
   timeout --kill-after=30 "$limit" node --import tsx "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   say "$name: exit $rc after $((SECONDS - t0)) s$([ $rc = 124 ] && echo ' (time limit: the rows finished are in its JSON)')"
-  grep -E 'workflow ÷ (plain|direct)|tokens/s \{' "$OUT/$name.log" | tee -a "$OUT/summary.log" >&2
+  grep -E '^ *conc [0-9]+( turns [0-9]+)?: ' "$OUT/$name.log" | tee -a "$OUT/summary.log" >&2
 }
 path_run() {  # name, limit, concurrency
   step "$1" "$2" bench/rollout-path.ts --url "$URL" --concurrency "$3" --turns 1,4 --max-response-len 1024 \
