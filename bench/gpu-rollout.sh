@@ -18,6 +18,9 @@
 #   3. path-256    bench/rollout-path.ts at 256 in flight                                          ~2 min
 #   4. cp-512-w1   step 2 with one rollout worker process (the earlier layout), for comparison    ~1 min
 #   5. cp-512-w8   step 2 with eight                                                               ~1 min
+#
+# DRY=1: the same steps at small sizes (8 and 16 in flight, 64-token budgets; 32 in flight for the
+# control plane), to check the script itself on a CPU engine (about 4 minutes on 2 cores).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 USAGE='usage: bench/gpu-rollout.sh OUTDIR URL'
@@ -46,20 +49,24 @@ step() {  # name, time limit (s), then the bench and its flags
   say "$name: exit $rc after $((SECONDS - t0)) s$([ $rc = 124 ] && echo ' (time limit: the rows finished are in its JSON)')"
   grep -E '^ *conc [0-9]+( turns [0-9]+)?: ' "$OUT/$name.log" | tee -a "$OUT/summary.log" >&2
 }
+if [ "${DRY:-0}" = 1 ]; then
+  SMALL=8 LARGE=16 TOKENS=(--max-response-len 64 --turn-words 15 --samples 4) CP=(--b-concurrency 32 --b-episodes 64)
+else
+  SMALL=64 LARGE=256 TOKENS=(--max-response-len 1024) CP=(--b-concurrency 512 --b-episodes 1024)
+fi
 path_run() {  # name, limit, concurrency
-  step "$1" "$2" bench/rollout-path.ts --url "$URL" --concurrency "$3" --turns 1,4 --max-response-len 1024 \
-    --out "$OUT/$1.json"
+  step "$1" "$2" bench/rollout-path.ts --url "$URL" --concurrency "$3" --turns 1,4 "${TOKENS[@]}" --out "$OUT/$1.json"
 }
 cp_run() {  # name, limit, then --set flags
   local name=$1 limit=$2
   shift 2
-  step "$name" "$limit" bench/overhead.ts --part b --b-concurrency 512 --b-episodes 1024 --b-latency 1000-4000 \
-    --quiet-wait 0 --noisy-retries 0 "$@" --out "$OUT/$name.json"
+  step "$name" "$limit" bench/overhead.ts --part b "${CP[@]}" --b-latency 1000-4000 --quiet-wait 0 --noisy-retries 0 \
+    "$@" --out "$OUT/$name.json"
 }
 
-path_run path-64 150 64
+path_run path-64 150 "$SMALL"
 cp_run cp-512 120
-path_run path-256 200 256
+path_run path-256 200 "$LARGE"
 cp_run cp-512-w1 120 --set rollout.worker_processes=1
 cp_run cp-512-w8 120 --set rollout.worker_processes=8
 say "done: $OUT"
