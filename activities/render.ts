@@ -203,7 +203,6 @@ export function observationRenderer(deps: { engines: () => EpisodeEngines }) {
     tools: ToolSpec[];
   }): Promise<{ engine: string; token_ids: number[] }> => {
     const engines = deps.engines();
-    const conv = await engines.tokenConventions();
     const opts = { session_id: input.episode_id };
     const answered = observationMessages(input);
     const withObservation = (text: (content: string) => string) =>
@@ -215,13 +214,14 @@ export function observationRenderer(deps: { engines: () => EpisodeEngines }) {
         },
         opts,
       );
-    const prefix = await engines.render(
-      { messages: PREFIX_CONVERSATION, tools: input.tools, add_generation_prompt: false },
-      opts,
-    );
-    // The observation may echo the model's answer: its text must never turn into special tokens.
-    const extended = await withObservation(neutraliseSpecialTokens);
-    const skeleton = await withObservation(() => SKELETON_OBSERVATION);
+    // The three renders at once: a turn waits for one engine round trip, not three.
+    const [conv, prefix, extended, skeleton] = await Promise.all([
+      engines.tokenConventions(),
+      engines.render({ messages: PREFIX_CONVERSATION, tools: input.tools, add_generation_prompt: false }, opts),
+      // The observation may echo the model's answer: its text must never turn into special tokens.
+      withObservation(neutraliseSpecialTokens),
+      withObservation(() => SKELETON_OBSERVATION),
+    ]);
     let token_ids: number[];
     try {
       token_ids = observationSuffix(prefix.token_ids, extended.token_ids, conv.end_of_turn_id);

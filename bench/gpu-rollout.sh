@@ -66,7 +66,7 @@ cp_run() {  # name, limit, then --set flags
 
 path_run path-64 150 "$SMALL"
 cp_run cp-512 120
-path_run path-256 200 "$LARGE"
+path_run path-256 240 "$LARGE"
 cp_run cp-512-w1 120 --set rollout.worker_processes=1
 cp_run cp-512-w8 120 --set rollout.worker_processes=8
 say "done: $OUT"
