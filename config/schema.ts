@@ -26,6 +26,7 @@ import {
   tokens,
 } from './bounds.js';
 import { GrpoConfig, modelDtype, routingReplay, samplingTemperature } from './grpo.js';
+import { OpenEnvConfig, openEnvIssues } from './openenv.js';
 
 export {
   MAX_BATCH,
@@ -430,14 +431,15 @@ const stateDir = localPath().superRefine((p, ctx) => {
     });
 });
 
-/** A Python environment (rollout.environment verifiers), served by the environment worker
+/** A Python environment (rollout.environment verifiers or openenv), served by the environment worker
  *  (workers/environments; docs/environments.md "Bring your own environment"). */
 export const PythonEnvConfig = z
   .strictObject({
     /** The verifiers taskset id: an installed module that exports a v1 Taskset (and maybe its Env),
      *  e.g. tempo_rl_geo3k, tempo_rl_reasoning_gym, or a package installed into the worker's Python. */
     id: z.string().default(''),
-    /** The taskset's config fields (its own keys: the environment checks them). */
+    /** verifiers: the taskset's config fields (its own keys: the environment checks them). openenv: the
+     *  reset's keyword arguments, beside the seed (the row's task index) and the episode id. */
     args: z.record(z.string(), z.unknown()).default({}),
     /** The verifiers harness that plays the agent: null is verifiers' plain chat loop. */
     harness: z.string().min(1).default('null'),
@@ -447,6 +449,7 @@ export const PythonEnvConfig = z
     episode_timeout_s: seconds().int().min(5, 'at least 5 s (a harness program starts in about a second)').default(600),
     /** Attempts of an episode's environment (a killed worker, a hang); then the episode is FAILED. */
     attempts: z.number().int().min(1).max(20).default(3),
+    openenv: OpenEnvConfig,
   })
   .prefault({});
 
@@ -491,6 +494,9 @@ export const TempoConfig = z
     path: ['rollout', 'multi_turn'],
     message:
       'must be true for the verifiers environment: its harness owns the turns (rollout.max_turns bounds its model calls)',
+  })
+  .superRefine((c, ctx) => {
+    for (const issue of openEnvIssues(c.rollout, c.python_env)) ctx.addIssue({ code: 'custom', ...issue });
   })
   .refine((c) => c.model.warm_start === 'none' || c.rollout.environment === 'geo3k', {
     path: ['model', 'warm_start'],

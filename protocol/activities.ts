@@ -13,7 +13,7 @@ import type { RewardMatch } from '../lib/math/options.js';
 import type { DataCursor } from '../lib/prompt-order.js';
 import type { EpisodeStatus, Stop, TokenConventions } from '../lib/trajectory.js';
 import type { ToolSpec } from '../engine/types.js';
-import type { EpisodeMessage, EpisodeSummary } from './episode.js';
+import type { EpisodeMessage, EpisodeSummary, OpenEnvSettings } from './episode.js';
 import type { DatasetInfo } from './training-run.js';
 
 /** Where a task says its run's store is (a store URI): a worker of another store refuses the task.
@@ -274,6 +274,62 @@ export interface VerifiersEpisodeResult {
   stop_condition: string | null;
 }
 
+/** An OpenEnv server as the environment worker reaches it (python_env.openenv, less what only the
+ *  workflow reads). */
+export type OpenEnvSpec = Omit<OpenEnvSettings, 'reward'>;
+
+export interface OpenEnvResetInput {
+  workflow_id: string;
+  environment: OpenEnvSpec;
+  /** The reset's arguments: python_env.args, the row's task index as `seed`, the episode id. */
+  reset: Record<string, unknown>;
+}
+
+/** What the history keeps to rebuild a session: the digest of the reset's answer, and each action
+ *  sent with the digest of its answer (workers/environments/environments/openenv_env.py). */
+export interface OpenEnvRecord {
+  reset: string;
+  steps: Array<{ action: Record<string, unknown>; digest: string }>;
+}
+
+export interface OpenEnvStepInput extends OpenEnvResetInput {
+  recorded: OpenEnvRecord;
+  /** The model's turn (its text without the trailing EOS): the action is parsed from it. */
+  text: string;
+  turn: number;
+}
+
+export interface OpenEnvAnswer {
+  /** What the model reads next: the observation's text (or why there was no action). */
+  observation: string;
+  reward: number | null;
+  done: boolean;
+  /** The answer's digest (null: nothing was sent). */
+  digest: string | null;
+  /** The server's state when it is JSON and small (for the record: it cannot be written back). */
+  state: JsonValue | null;
+  /** stepped, done, refused (the server's validation refused the action), no_action: why, reset. */
+  reason: string;
+  /** The worker that holds the session: the next step goes to its queue. */
+  session_queue: string;
+}
+
+export interface OpenEnvResetResult extends OpenEnvAnswer {
+  /** The step tool (the environment's action schema) in tool mode; none in text mode. */
+  tools: ToolSpec[];
+  openenv_version: string;
+}
+
+export interface OpenEnvStepResult extends OpenEnvAnswer {
+  /** The action sent (recorded for a rebuild), or null when the turn had none. */
+  action: Record<string, unknown> | null;
+  /** Actions replayed to rebuild the session before this one (0: the session was live). */
+  replayed: number;
+}
+
 export interface EnvironmentActivities {
   runVerifiersEpisode(input: VerifiersEpisodeInput): Promise<VerifiersEpisodeResult>;
+  openenvReset(input: OpenEnvResetInput): Promise<OpenEnvResetResult>;
+  openenvStep(input: OpenEnvStepInput): Promise<OpenEnvStepResult>;
+  openenvClose(input: { workflow_id: string }): Promise<void>;
 }

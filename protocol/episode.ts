@@ -43,24 +43,39 @@ export interface EpisodeSettings {
   max_staleness?: number;
   /** With max_staleness: what a weight sync does with this episode's request in flight. */
   sync_in_flight?: 'keep' | 'abort' | 'wait';
-  /** A Python environment (rollout.environment verifiers): the environment worker runs the episode's
-   *  harness and each model call is a modelCall update of the workflow (docs/environments.md). */
+  /** A Python environment (rollout.environment verifiers or openenv), served by the environment worker:
+   *  a verifiers harness whose model calls are modelCall updates of the workflow, or an OpenEnv
+   *  server the workflow steps turn by turn (docs/environments.md). */
   python_env?: PythonEnvSettings;
 }
 
 /** python_env of the config, as an episode runs it. */
 export interface PythonEnvSettings {
-  kind: 'verifiers';
+  kind: 'verifiers' | 'openenv';
   /** The taskset id: an installed module exporting a verifiers v1 Taskset. */
   id: string;
+  /** verifiers: the taskset's config fields. openenv: the reset's arguments beside the seed. */
   args: Record<string, unknown>;
   harness: string;
+  /** kind openenv: the server and how turns become actions (python_env.openenv of the config). */
+  openenv?: OpenEnvSettings;
   /** The stack's environment queue (temporal.task_queues.environments). */
   task_queue: string;
   /** One attempt of the environment's episode; a hung environment is cut here and retried. */
   episode_timeout_s: number;
   /** Attempts of the environment's episode (a crashed or hung worker is retried; each retry replays). */
   attempts: number;
+}
+
+/** python_env.openenv of the config (config/schema.ts has the meaning of each). */
+export interface OpenEnvSettings {
+  url: string;
+  app: string;
+  action: 'tool' | 'text';
+  text_field: string;
+  observation_field: string;
+  reward: 'sum' | 'last';
+  step_timeout_s: number;
 }
 
 /** One model call of a Python environment's harness: the messages it adds to the conversation (all

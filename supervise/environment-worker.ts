@@ -4,12 +4,13 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
+import { PYTHON_ENVIRONMENTS } from '../lib/env/registry.js';
 import { cacheDir, envPythonBin, REPO_ROOT } from '../lib/paths.js';
 import { temporalAddress } from '../lib/temporal.js';
 import { trainerTemporalEnv } from './trainer-process.js';
 
 export function needsEnvironmentWorker(cfg: TempoConfig): boolean {
-  return cfg.rollout.environment === 'verifiers';
+  return PYTHON_ENVIRONMENTS.includes(cfg.rollout.environment);
 }
 
 export function environmentWorkerCommand(cfg: TempoConfig): { cmd: string; args: string[]; env: NodeJS.ProcessEnv } {

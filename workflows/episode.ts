@@ -24,6 +24,7 @@ import {
   type EpisodeProgress,
   type EpisodeSummary,
 } from '../protocol/episode.js';
+import { playOpenEnvEpisode } from './openenv-episode.js';
 import { playPythonEpisode } from './python-episode.js';
 
 const NON_RETRYABLE = [
@@ -276,7 +277,9 @@ export async function episode(input: EpisodeInput): Promise<EpisodeSummary> {
   setHandler(episodeProgressQuery, () => progress);
   const turns = new Turns(id, input, acts, progress);
   try {
-    if (s.python_env) await playPythonEpisode(id, workflowInfo().workflowId, input, turns, acts, progress);
+    if (s.python_env?.kind === 'openenv')
+      await playOpenEnvEpisode(id, workflowInfo().workflowId, input, turns, acts, progress);
+    else if (s.python_env) await playPythonEpisode(id, workflowInfo().workflowId, input, turns, acts, progress);
     else await turns.play();
   } catch (err) {
     if (isCancellation(err)) throw err;

@@ -30,7 +30,7 @@ import {
 } from '../protocol/episode.js';
 
 /** The environment worker's failures that a retry cannot fix (workers/environments/environments/errors.py). */
-const ENVIRONMENT_NON_RETRYABLE = [
+export const ENVIRONMENT_NON_RETRYABLE = [
   'EnvironmentNotInstalled',
   'InvalidEnvironment',
   'EnvironmentDiverged',

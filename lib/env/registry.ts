@@ -2,17 +2,21 @@
 // schema checks names against it; each environment loads its grader on first use.
 import { arithmeticEnvironment } from './arithmetic-environment.js';
 import { geo3kEnvironment } from './geo3k-environment.js';
+import { openenvEnvironment } from './openenv-environment.js';
 import type { Environment } from './types.js';
 import { verifiersEnvironment } from './verifiers-environment.js';
 
 const ENVIRONMENTS: Record<string, Environment> = Object.fromEntries(
-  [geo3kEnvironment, arithmeticEnvironment, verifiersEnvironment].map((env) => [
+  [geo3kEnvironment, arithmeticEnvironment, verifiersEnvironment, openenvEnvironment].map((env) => [
     env.name,
     env as unknown as Environment,
   ]),
 );
 
 export const DEFAULT_ENVIRONMENT = geo3kEnvironment.name;
+
+/** The environments the Python environment worker serves (python_env in the config). */
+export const PYTHON_ENVIRONMENTS: readonly string[] = [verifiersEnvironment.name, openenvEnvironment.name];
 
 export function environmentNames(): string[] {
   return Object.keys(ENVIRONMENTS);

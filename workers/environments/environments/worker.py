@@ -3,7 +3,9 @@
 Serves the environment activities of one stack on its own task queue (`environments-<hash>`,
 config/load.ts), started, recorded and stopped by tempo-rl like the other workers
 (supervise/stack.ts): `python_env.workers` processes poll the queue, so more processes run more
-episodes at once. The connection comes from temporalio.envconfig: the TEMPORAL_* variables tempo-rl
+episodes at once. Each process also polls a queue of its own (`<queue>-<random>`): an OpenEnv
+episode's steps go to the process that holds its session (openenv_env.py), and to the shared queue
+once that process is gone. The connection comes from temporalio.envconfig: the TEMPORAL_* variables tempo-rl
 resolved (--no-config-file), --address and --namespace winning. Logs are JSON lines on stderr.
 It imports nothing from the trainer (workers/trainer) and runs in a Python environment of its own
 (workers/environments/pyproject.toml)."""
@@ -18,12 +20,14 @@ import os
 import signal
 import sys
 import time
+import uuid
 from typing import Any
 
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
 from temporalio.worker import Worker
 
+from .openenv_env import OpenEnvEnvironments
 from .verifiers_env import VerifiersEnvironments
 
 DEFAULT_ADDRESS = "127.0.0.1:7233"
@@ -59,10 +63,19 @@ async def run(connect: dict[str, Any], task_queue: str, slots: int = EPISODE_SLO
         loop.add_signal_handler(sig, stop.set)
     client = await Client.connect(**connect)
     verifiers = VerifiersEnvironments(client)
+    own_queue = f"{task_queue}-{uuid.uuid4().hex[:12]}"
+    openenv = OpenEnvEnvironments(own_queue)
     worker = Worker(
         client,
         task_queue=task_queue,
-        activities=[verifiers.run_episode],
+        activities=[verifiers.run_episode, openenv.reset, openenv.step, openenv.close_session],
+        max_concurrent_activities=slots,
+    )
+    # The OpenEnv sessions this process holds: their steps come here while it lives.
+    sessions = Worker(
+        client,
+        task_queue=own_queue,
+        activities=[openenv.step, openenv.close_session],
         max_concurrent_activities=slots,
     )
     log.info(
@@ -73,9 +86,10 @@ async def run(connect: dict[str, Any], task_queue: str, slots: int = EPISODE_SLO
     sys.stdout.write(json.dumps({"environment_worker": "ready", "pid": os.getpid(), "task_queue": task_queue}) + "\n")
     sys.stdout.flush()
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the life of the process
-    async with worker:
+    async with worker, sessions:
         await stop.wait()
     await verifiers.close()
+    await openenv.close()
     log.info("environment worker stopped")
 
 
@@ -100,4 +114,6 @@ def main(argv: list[str] | None = None) -> None:
         args.log_level.lower(), args.log_level.upper()
     )
     logging.basicConfig(level=level, handlers=[handler], force=True)
+    # A line per HTTP request (the OpenEnv servers' health and schema reads) is noise at info.
+    logging.getLogger("httpx").setLevel(max(logging.WARNING, logging.getLogger().level))
     asyncio.run(run(connect_kwargs(args.address, args.namespace, not args.no_config_file), args.task_queue, args.slots))
