@@ -108,4 +108,7 @@ def test_a_run_started_from_another_runs_checkpoint_commits_its_own(make_input, 
     doc = {**make_input(mixed_refs, step=0, run_dir=tmp_path / "b"), "model_path": full.checkpoint}
     out = second.train_step(TrainStepInput.model_validate({**doc, "checkpoint_interval": 1}))
     ckpt.check_complete(out.checkpoint)
-    assert ckpt.read_meta(out.checkpoint)["step"] == 0 and ckpt.read_meta(out.checkpoint)["base_model_path"] == full.checkpoint
+    assert (
+        ckpt.read_meta(out.checkpoint)["step"] == 0
+        and ckpt.read_meta(out.checkpoint)["base_model_path"] == full.checkpoint
+    )
