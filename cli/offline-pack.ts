@@ -25,7 +25,7 @@ import {
 } from '../lib/bounded-file.js';
 import type { OwnOutput } from '../lib/out-path.js';
 import { downloadWheels, resolveWheels, trainerRequirements, type WheelPlan } from './offline-wheels.js';
-import { LINUX_X64_GNU, type Target } from './offline-target.js';
+import { LINUX_X64_GNU, type Target, glibcNeeded } from './offline-target.js';
 
 export const PACK_MANIFEST = 'offline-pack.json';
 export const LAYOUT = {
@@ -490,6 +490,8 @@ export async function buildOfflinePack(opts: PackOptions): Promise<PackSummary> 
       created: new Date().toISOString(),
       platform: target.name,
       glibc: target.glibc,
+      // what offline-install.sh checks: the level these wheels and Node need (not the --glibc asked for)
+      glibcNeeded: glibcNeeded(wheels?.files.map((w) => w.file) ?? []),
       node: version,
       pythonVersion: wheels?.pythonVersion ?? null,
       wheels: wheels?.files.map((w) => w.file) ?? [],

@@ -59,3 +59,24 @@ export function linuxX64Gnu(glibc = DEFAULT_GLIBC): Target {
 }
 
 export const LINUX_X64_GNU: Target = linuxX64Gnu();
+
+/** The glibc a host needs to load these wheels and Node 20 (2.28): the highest manylinux level among the
+ *  wheels' platform tags (manylinux2014 is 2.17, manylinux2010 2.12, manylinux1 2.5; pure-Python
+ *  wheels need none). A wheel file names every tag it loads under; the lowest of them is its need. */
+export function glibcNeeded(wheelFiles: readonly string[]): string {
+  const legacy: Record<string, number> = { manylinux2014: 17, manylinux2010: 12, manylinux1: 5 };
+  let need = GLIBC_MINOR.min;
+  for (const file of wheelFiles) {
+    const platforms =
+      file
+        .replace(/\.whl$/, '')
+        .split('-')
+        .pop() ?? '';
+    const levels = platforms
+      .split('.')
+      .map((tag) => Number(/^manylinux_2_(\d+)_/.exec(tag)?.[1] ?? legacy[tag.replace(/_x86_64$|_aarch64$/, '')]))
+      .filter((n) => Number.isFinite(n));
+    if (levels.length) need = Math.max(need, Math.min(...levels));
+  }
+  return `2.${need}`;
+}

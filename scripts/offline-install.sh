@@ -25,7 +25,8 @@ have="$("$PY" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
 # ...and for a glibc level: a host with an older one cannot load them (pack again with its --glibc).
 glibc_problem="$("$PY" - "$DIR/offline-pack.json" <<'PY'
 import json, platform, sys
-want = json.load(open(sys.argv[1])).get("glibc")
+pack = json.load(open(sys.argv[1]))
+want = pack.get("glibcNeeded") or pack.get("glibc")  # what its wheels and Node need; older packs: what they were built for
 name, have = platform.libc_ver()
 if want and name == "glibc" and tuple(map(int, have.split("."))) < tuple(map(int, want.split("."))):
     print(f"the pack's wheels need glibc {want} or later, and this host has {have} (pack again with --glibc {have})")

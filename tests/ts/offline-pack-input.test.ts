@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { isOfflinePack, PACK_MANIFEST, projectFiles } from '../../cli/offline-pack.js';
-import { linuxX64Gnu, manylinuxTags } from '../../cli/offline-target.js';
+import { glibcNeeded, linuxX64Gnu, manylinuxTags } from '../../cli/offline-target.js';
 import { parseHostPackages, resolveWheels } from '../../cli/offline-wheels.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-pack-input-'));
@@ -110,4 +110,18 @@ test('a wheel published only for a newer glibc is named, with the glibc it needs
     resolveWheels(plan, mkdtempSync(path.join(tmp, 'pip-'))),
     /no wheel of llguidance<1\.8,>=1\.7 for CPython 3\.12 on manylinux 2\.5 to 2\.28 x86_64 \(--glibc 2\.28\): its wheel llguidance-1\.7\.\d+-\S+-manylinux_2_31_x86_64\.whl needs glibc 2\.31/,
   );
+});
+
+test("a pack records the glibc its wheels and Node need, not the level it was built for (a host between the two can run it)", () => {
+  assert.equal(glibcNeeded([]), '2.28', 'Node 20 alone');
+  assert.equal(
+    glibcNeeded([
+      'pydantic-2.14.4-py3-none-any.whl',
+      'pydantic_core-2.50.5-cp312-cp312-manylinux2014_x86_64.manylinux_2_17_x86_64.whl',
+      'temporalio-1.35.0-cp310-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl',
+    ]),
+    '2.28',
+  );
+  assert.equal(glibcNeeded(['llguidance-1.7.0-cp39-abi3-manylinux_2_31_x86_64.whl', 'x-1-py3-none-any.whl']), '2.31');
+  assert.equal(glibcNeeded(['pillow-13.0.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl']), '2.28');
 });
