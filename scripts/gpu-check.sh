@@ -1,25 +1,36 @@
 #!/usr/bin/env bash
 # The GPU tier: tempo-rl's GPU tests and benches on a host with a CUDA GPU and GPU vLLM (in tempo-rl's
-# Python, or brought by an offline pack: README "Offline GPU hosts"). One log per phase, the benches'
-# JSON and the run's metrics go to OUTDIR; a line per phase says how it ended.
+# Python, or brought by an offline pack: docs/deployment.md "Hosts without network"). One log per phase,
+# the benches' JSON and the runs' metrics go to OUTDIR; a line per phase says how it ended.
 #
-#   scripts/gpu-check.sh OUTDIR [PHASE ...]      phases, in order: models engines tests bench train stop
+#   scripts/gpu-check.sh OUTDIR [PHASE ...]
+#   phases, in order: models engines tests bench rollout train certify trainer stop
 #
 # OUTDIR (made if missing; a relative one is relative to where the script is started) and the phase
 # names are checked before anything runs; every phase runs even if one fails, and the exit status is 1
 # when one did (2 for a usage error).
 #
 # Engines (all on GPU 0, started at once, each with its KV cache size given: vLLM sizes it from the
-# whole GPU's free memory, which engines starting beside it change):
-#   p  the Qwen3-VL-2B-shaped model, colocated as configs/geo3k-multiturn-qwen3vl-2b.yaml runs it (the
-#      `train` phase's own engine: that run adopts it)          port 8120
-#   t  two of the tiny model, for the engine-layer tests          ports 8150-8151
-#   w  the warm-started tiny policy ($TEMPO_RL_WARM_START; else the tiny model)   port 8160
-#   m  the tiny MoE, returning routed experts                     port 8170
+# whole GPU's free memory, which engines starting beside it change); GPU_CHECK_ENGINES picks some
+# (default: all):
+#   p   the Qwen3-VL-2B-shaped model, colocated as configs/geo3k-multiturn-qwen3vl-2b.yaml runs it, CUDA
+#       graphs where measured (engines.cuda_graphs auto): the `train` phase's own engine   port 8120
+#   e   the same model eager (engines.cuda_graphs false), not colocated: the comparisons    port 8125
+#   t   two of the tiny model, for the engine-layer tests                                  ports 8150-8151
+#   w   the warm-started tiny policy ($TEMPO_RL_WARM_START; else the tiny model), auto      port 8160
+#   we  the same, eager                                                                    port 8165
+#   m   the tiny MoE, returning routed experts                                             port 8170
+# Phases: tests (GPU tests against t, w, m), bench (parity on p/e/w/we, weight sync on p and w, R3 on
+# m: each where its engine answers), rollout (bench/gpu-rollout.sh on p: the plain loop against the
+# workflow path, the control plane at 512 in flight (GPU_ROLLOUT_STEPS picks steps); and the plain loop
+# against the workflow path, single-turn at 64 in flight, on e), train (the 2B
+# config on one GPU, adopting p, at each of PRODUCT_RUNS: "episodes:steps", default "64:3 256:5"),
+# certify (run.deterministic on the GPU with the tiny model: CI's kill subset, bench/certify.ts),
+# trainer (bench/gpu-trainer.sh, no engine: run it before the engines or after stop).
 # Geo3K rows come from $TEMPO_RL_GEO3K_DIR (default ../shared/data/geo3k).
 [ -n "${BASH_VERSION:-}" ] || { echo "scripts/gpu-check.sh: run it with bash (it is not sh)" >&2; exit 2; }
 set -uo pipefail
-ALL_PHASES=(models engines tests bench train stop)
+ALL_PHASES=(models engines tests bench rollout train certify trainer stop)
 usage() {
   echo "usage: scripts/gpu-check.sh OUTDIR [PHASE ...]   (phases, in order: ${ALL_PHASES[*]})" >&2
   [ -z "${1:-}" ] || echo "gpu-check: $1" >&2
@@ -27,7 +38,7 @@ usage() {
 }
 [ $# -ge 1 ] || usage
 case "$1" in
-  -h | --help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
   '' | -*) usage "OUTDIR \"$1\" is not a folder name" ;;
 esac
 for phase in "${@:2}"; do
@@ -61,16 +72,20 @@ models() {
 }
 [ -f "$STATE/models.env" ] && source "$STATE/models.env"
 
-# The run of the train phase: the multi-turn 2B config on one GPU, three steps, Geo3K rows from disk.
+# The runs of the train phase: the multi-turn 2B config on one GPU (8 samples a prompt as configured),
+# EPISODES a step, Geo3K rows from disk, no eval. Its engine is p.
 PRODUCT_CONFIG=configs/geo3k-multiturn-qwen3vl-2b.yaml
-product_sets() {
+product_sets() {  # EPISODES STEPS
   echo --set "model.path=$SHAPED" --set model.num_gpus=1 --set engines.count=1 \
     --set engines.base_port=8120 --set engines.gpu_memory_utilization=0.35 --set "$(kv 34359738368)" \
     --set engines.max_model_len=8192 --set rollout.max_context_len=8192 --set rollout.max_response_len=1024 \
-    --set dataset.kind=geo3k_dir --set "dataset.path=$GEO3K" --set rollout.prompts_per_step=16 \
-    --set rollout.n_samples_per_prompt=4 --set rollout.concurrency=64 --set run.steps=3 --set run.eval_interval=0 \
+    --set dataset.kind=geo3k_dir --set "dataset.path=$GEO3K" --set "rollout.prompts_per_step=$(($1 / 8))" \
+    --set rollout.n_samples_per_prompt=8 --set "rollout.concurrency=$1" --set "run.steps=$2" --set run.eval_interval=0 \
     --set grpo.micro_batch_tokens=8192
 }
+ENGINES=(${GPU_CHECK_ENGINES:-p e t w we m})
+wants() { [[ " ${ENGINES[*]} " == *" $1 "* ]]; }
+answers() { curl -sf -o /dev/null -m 5 "http://127.0.0.1:$1/health"; }
 
 start_engine() {  # name, then global options (-c FILE, --set K=V)
   local name=$1; shift
@@ -78,15 +93,21 @@ start_engine() {  # name, then global options (-c FILE, --set K=V)
 }
 engines() {
   need_models || return 1
+  local ALONE=(--set model.num_gpus=1 --set model.dtype=bfloat16 --set engines.gpu_memory_utilization=0.05)
   # shellcheck disable=SC2046
-  start_engine p -c "$PRODUCT_CONFIG" $(product_sets) &
-  start_engine t "${GPU[@]}" --set engines.count=2 --set engines.base_port=8150 --set "$(kv 2147483648)" &
-  start_engine w "${GPU[@]}" --set "model.path=$WARM" --set engines.base_port=8160 --set "$(kv 2147483648)" &
-  start_engine m "${GPU[@]}" --set "model.path=$MOE" --set rollout.routing_replay=true --set engines.base_port=8170 \
+  wants p && start_engine p -c "$PRODUCT_CONFIG" $(product_sets 64 1) &
+  wants e && start_engine e "${ALONE[@]}" --set "model.path=$SHAPED" --set engines.base_port=8125 --set engines.cuda_graphs=false \
+    --set engines.max_model_len=8192 --set rollout.max_context_len=8192 --set "$(kv 12884901888)" &
+  wants t && start_engine t "${GPU[@]}" --set engines.count=2 --set engines.base_port=8150 --set "$(kv 2147483648)" &
+  wants w && start_engine w "${GPU[@]}" --set "model.path=$WARM" --set engines.base_port=8160 --set "$(kv 2147483648)" &
+  wants we && start_engine we "${ALONE[@]}" --set "model.path=$WARM" --set engines.base_port=8165 --set engines.cuda_graphs=false \
+    --set "$(kv 2147483648)" &
+  wants m && start_engine m "${GPU[@]}" --set "model.path=$MOE" --set rollout.routing_replay=true --set engines.base_port=8170 \
     --set engines.max_model_len=1024 --set rollout.max_context_len=1024 --set rollout.max_response_len=256 --set "$(kv 2147483648)" &
   local failed=0
   for job in $(jobs -p); do wait "$job" || failed=1; done
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv > "$OUT/engines-memory.csv" 2>&1
+  grep -h "tempo-rl engine:" "$STATE"/*/engines/engine-*.log > "$OUT/engines-execution.txt" 2>/dev/null
   return $failed
 }
 
@@ -109,36 +130,69 @@ bench() {
   need_models || return 1
   local rc=0
   run() { local name=$1; shift; timeout 600 "$PY" "$@" --json > "$OUT/bench-$name.json" 2> "$OUT/bench-$name.log" || { rc=1; say "bench $name failed"; }; }
+  parity() { run "parity-$1" bench/logprob-parity.py --engine "http://127.0.0.1:$2" --model "$3" --data "$GEO3K" --device cuda --compute-dtype bfloat16; }
   # parity first: the weight-sync bench leaves perturbed weights on the engines it syncs
-  run parity-tiny bench/logprob-parity.py --engine http://127.0.0.1:8160 --model "$WARM" --data "$GEO3K" --device cuda --compute-dtype bfloat16
-  run parity-tiny-fp32-head bench/logprob-parity.py --engine http://127.0.0.1:8160 --model "$WARM" --data "$GEO3K" --device cuda --compute-dtype bfloat16 --lm-head-fp32
-  run parity-2b bench/logprob-parity.py --engine http://127.0.0.1:8120 --model "$SHAPED" --data "$GEO3K" --device cuda --compute-dtype bfloat16
-  run parity-2b-fp32-head bench/logprob-parity.py --engine http://127.0.0.1:8120 --model "$SHAPED" --data "$GEO3K" --device cuda --compute-dtype bfloat16 --lm-head-fp32
-  run sync-tiny-ipc bench/weight-sync.py --engine http://127.0.0.1:8160 --model "$WARM" --sleep-level 2
-  run sync-tiny-ipc-level1 bench/weight-sync.py --engine http://127.0.0.1:8160 --model "$WARM" --sleep-level 1
-  run sync-2b-ipc bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2
-  run sync-2b-ipc-awake bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED"
-  run sync-2b-ipc-256mb bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --bucket-mb 256
-  run sync-2b-disk bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --transport disk --rounds 2
-  run r3-updates bench/moe-routing-replay.py --engine http://127.0.0.1:8170 --model "$MOE" --device cuda --compute-dtype bfloat16 --steps 4
-  run r3-router bench/moe-routing-replay.py --engine http://127.0.0.1:8170 --model "$MOE" --device cuda --compute-dtype bfloat16 --steps 4 --drift router --noise 0.05
+  answers 8120 && parity 2b-graphs 8120 "$SHAPED"
+  answers 8125 && parity 2b-eager 8125 "$SHAPED"
+  answers 8160 && parity tiny-graphs 8160 "$WARM"
+  answers 8165 && parity tiny-eager 8165 "$WARM"
+  if answers 8120; then
+    run sync-2b-ipc-awake bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED"
+    run sync-2b-ipc bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2
+    run sync-2b-ipc-awake-4gb bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --bucket-mb 4096
+  fi
+  answers 8160 && run sync-tiny-ipc bench/weight-sync.py --engine http://127.0.0.1:8160 --model "$WARM" --sleep-level 2
+  if answers 8170; then
+    run r3-updates bench/moe-routing-replay.py --engine http://127.0.0.1:8170 --model "$MOE" --device cuda --compute-dtype bfloat16 --steps 4
+    run r3-router bench/moe-routing-replay.py --engine http://127.0.0.1:8170 --model "$MOE" --device cuda --compute-dtype bfloat16 --steps 4 --drift router --noise 0.05
+  fi
+  return $rc
+}
+
+rollout() {
+  local rc=0
+  if answers 8125; then  # the eager engine first: the graphs engine's runs below end with the control plane's
+    timeout 300 node --import tsx bench/rollout-path.ts --url http://127.0.0.1:8125 --concurrency 64 --turns 1 \
+      --max-response-len 1024 --out "$OUT/rollout-eager-64.json" > "$OUT/rollout-eager-64.log" 2>&1 || rc=1
+    grep -E 'workflow ÷ plain' "$OUT/rollout-eager-64.log" >&2
+  fi
+  answers 8120 || { say "rollout: engine p (8120) does not answer"; return 1; }
+  bash bench/gpu-rollout.sh "$OUT/rollout" http://127.0.0.1:8120 || rc=1
   return $rc
 }
 
 train() {
   need_models || return 1
-  for name in t w m; do bin/tempo-rl --set "state_dir=$STATE/$name" engine stop >/dev/null 2>&1; done
-  # shellcheck disable=SC2046
-  TEMPO_RL_LOG_LEVEL=warn timeout 1500 bin/tempo-rl --set "state_dir=$STATE/p" $(product_sets) train "$PRODUCT_CONFIG" --run-id gpu-check --json \
-    > "$OUT/train.json" 2> "$OUT/train.log"
-  local rc=$?
-  cp "$STATE/p/runs/gpu-check/metrics.jsonl" "$OUT/train-metrics.jsonl" 2>/dev/null
+  for name in e t w we m; do bin/tempo-rl --set "state_dir=$STATE/$name" engine stop >/dev/null 2>&1; done
+  local rc=0 run episodes steps
+  for run in ${PRODUCT_RUNS:-64:3 256:5}; do
+    episodes=${run%%:*} steps=${run##*:}
+    # shellcheck disable=SC2046
+    TEMPO_RL_LOG_LEVEL=warn timeout 1500 bin/tempo-rl --set "state_dir=$STATE/p" $(product_sets "$episodes" "$steps") \
+      train "$PRODUCT_CONFIG" --run-id "gpu-check-$episodes" --json > "$OUT/train-$episodes.json" 2> "$OUT/train-$episodes.log" || rc=1
+    cp "$STATE/p/runs/gpu-check-$episodes/metrics.jsonl" "$OUT/train-$episodes-metrics.jsonl" 2>/dev/null
+    grep -E "^step [0-9]+ took" "$OUT/train-$episodes.log" >&2
+  done
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv >> "$OUT/train.log" 2>&1
   return $rc
 }
 
+certify() {
+  # its own deterministic engine (vLLM's batch-invariant mode, eager) and trainer on this GPU
+  timeout 900 node --import tsx bench/certify.ts sync --plans ci --set model.num_gpus=1 --set model.dtype=bfloat16 \
+    --set engines.gpu_memory_utilization=0.2 > "$OUT/certify.log" 2>&1
+  local rc=$?
+  cp bench/results/certify-"$(date +%F)"-ci.json "$OUT/" 2>/dev/null
+  grep -E "^\|" "$OUT/certify.log" | tail -8 >&2
+  return $rc
+}
+
+trainer() {
+  bash bench/gpu-trainer.sh "$OUT/trainer" ${GPU_CHECK_TRAINER_RUNS:-}
+}
+
 stop() {
-  for name in p t w m; do bin/tempo-rl --set "state_dir=$STATE/$name" engine stop >/dev/null 2>&1; done
+  for name in p e t w we m; do bin/tempo-rl --set "state_dir=$STATE/$name" engine stop >/dev/null 2>&1; done
   return 0
 }
 
