@@ -93,7 +93,8 @@ start_engine() {  # name, then global options (-c FILE, --set K=V)
 }
 engines() {
   need_models || return 1
-  local ALONE=(--set model.num_gpus=1 --set model.dtype=bfloat16 --set engines.gpu_memory_utilization=0.05)
+  # Engines without a run of their own beside p: colocated, so the GPU count leaves none to the trainer.
+  local ALONE=(--set model.num_gpus=1 --set model.dtype=bfloat16 --set engines.colocate=true --set engines.gpu_memory_utilization=0.05)
   # shellcheck disable=SC2046
   wants p && start_engine p -c "$PRODUCT_CONFIG" $(product_sets 64 1) &
   wants e && start_engine e "${ALONE[@]}" --set "model.path=$SHAPED" --set engines.base_port=8125 --set engines.cuda_graphs=false \
