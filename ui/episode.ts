@@ -40,7 +40,7 @@ export interface EpisodeView {
     turns: Sample['turns'];
   } | null;
   /** The response's tokens: [id, text, rollout logprob, loss mask, trainer logprob (null: none
-   *  written)]; turn by turn, where `spans` says. */
+   *  written, or not finite)]; turn by turn, where `spans` says. */
   tokens: Array<[number, string, number, 0 | 1, number | null]>;
   /** Each turn's place in `tokens`: its generated tokens, its synthetic end-of-turn token, its observation. */
   spans: TurnSpan[];

@@ -248,7 +248,7 @@ function tokenSection(view) {
       : h(
           'p',
           { class: 'muted' },
-          'No trainer logprobs for this sample (not trained, or trained before the trainer wrote them).',
+          'No trainer logprobs for this sample (not trained, an SFT step, longer than the trainer records, or trained before the trainer wrote them).',
         ),
     legend,
     box,
