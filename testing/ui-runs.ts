@@ -14,7 +14,17 @@ import type { BlobStore } from '../stores/blobstore.js';
 import { trainerLogprobsKey } from '../ui/trainer-logprobs.js';
 import { encode, IM_END, IM_START, IMAGE_PAD, toolCall } from './episode-engine-double.js';
 
-export const FIXTURE_SYSTEM = 'You answer with the calc_score tool.';
+/** Long enough to be folded on the pages (its tools listed, as a real system prompt does). */
+export const FIXTURE_SYSTEM = [
+  'You answer with the calc_score tool.',
+  '',
+  '# Tools',
+  '<tools>',
+  '{"type": "function", "function": {"name": "calc_score"}}',
+  '</tools>',
+  '',
+  'Call it within <tool_call></tool_call> XML tags.',
+].join('\n');
 export const FIXTURE_QUESTION = 'Find the measure of angle ABC in the figure.';
 
 export interface FixtureRun {

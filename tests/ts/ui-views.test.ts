@@ -128,6 +128,16 @@ test('the prompt on the episode and group pages; a group’s completions side by
     const promptText = (await page.textContent('.prompt')) ?? '';
     assert.ok(promptText.includes(FIXTURE_SYSTEM) && promptText.includes(FIXTURE_QUESTION));
     assert.equal(await page.locator('.prompt img.figure').count(), 1, 'the figure in its place');
+    // the long system message folded to its first line, opened by a click
+    const folded = page.locator('.prompt .role-system details.folded');
+    assert.equal(await folded.getAttribute('open'), null);
+    assert.match(
+      (await folded.locator('summary').textContent()) ?? '',
+      /^You answer with the calc_score tool\. · 8 lines$/,
+    );
+    assert.equal(await folded.locator('pre.text').isVisible(), false);
+    await folded.locator('summary').click();
+    assert.equal(await folded.locator('pre.text').isVisible(), true);
     const completions = await page.$$eval('.completions article.completion', (els) =>
       els.map((e) => ({ episode: e.getAttribute('data-episode'), turns: e.querySelectorAll('pre.text').length })),
     );

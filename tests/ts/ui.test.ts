@@ -4,9 +4,9 @@
 // against auditEpisode (what `episodes show --json` prints), model text holding markup rendered as
 // text, refusals (foreign Host or Origin, ids outside the state dir, writes), and a live run's page
 // that follows its steps without a reload. Screenshots go to a folder the test prints
-// (TEMPO_RL_UI_SCREENSHOTS=DIR keeps them; TEMPO_RL_UI_README_SHOT=1 also writes docs/images/ui-episode.png).
+// (TEMPO_RL_UI_SCREENSHOTS=DIR keeps them).
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -14,7 +14,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { auditEpisode } from '../../lib/audit.js';
 import { syntheticProblems } from '../../lib/data/synth.js';
 import { selectPrompts } from '../../lib/prompt-order.js';
-import { REPO_ROOT, stateLayout } from '../../lib/paths.js';
+import { stateLayout } from '../../lib/paths.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 import { decode, toolCall } from '../../testing/episode-engine-double.js';
 import { startStandinRuns, type StandinRuns } from '../../testing/run-standins.js';
@@ -216,9 +216,6 @@ test('runs → run → step → group → episode: the episode page shows what a
     assert.equal(await page.evaluate(() => (window as { __pwned?: unknown }).__pwned), undefined);
     assert.equal(await page.locator('main script, main img[src="x"]').count(), 0);
     await page.screenshot({ path: path.join(shots, 'episode.png'), fullPage: true });
-    // The README's screenshot, written again only when asked (TEMPO_RL_UI_README_SHOT=1).
-    if (process.env.TEMPO_RL_UI_README_SHOT === '1')
-      copyFileSync(path.join(shots, 'episode.png'), path.join(REPO_ROOT, 'docs/images/ui-episode.png'));
     assert.deepEqual(problems, [], 'no script error and no Content-Security-Policy violation');
   } finally {
     await page.close();

@@ -6,6 +6,7 @@
 // `tempo-rl episodes show --json` prints (the response's `audit`), all of it put in as text.
 import { apiPath, api, badge, fill, h, link, num, seconds } from '../dom.js';
 import { setCrumbs } from './common.js';
+import { promptSection } from './prompt.js';
 
 const TOOL_CALL = /<tool_call>[\s\S]*?(?:<\/tool_call>|$)/g;
 
@@ -96,54 +97,6 @@ function sampleTurns(view) {
       turnText(text),
     );
   });
-}
-
-/** The prompt's messages, each with its role; an image part shows the episode's image. */
-export function promptSection(messages, imageEpisode, imageCount = 0) {
-  if (!messages?.length)
-    return h(
-      'section',
-      { class: 'prompt' },
-      h('h2', {}, 'Prompt'),
-      h('p', { class: 'muted' }, 'No sample stored: no prompt.'),
-    );
-  const placed = messages.flatMap((m) => m.parts.filter((p) => 'image' in p).map((p) => p.image));
-  // images the prompt's tokens did not place (a template this page does not read): after it
-  const unplaced = Array.from({ length: imageCount }, (_, i) => i).filter((i) => !placed.includes(i));
-  return h(
-    'section',
-    { class: 'prompt' },
-    h('h2', {}, 'Prompt'),
-    messages.map((m) =>
-      h(
-        'div',
-        { class: `message role-${m.role ?? 'none'}`, dataset: { role: m.role ?? '' } },
-        h('span', { class: 'role' }, m.role ?? 'text'),
-        m.parts.length === 0 ? h('span', { class: 'muted' }, ' (the model writes from here)') : null,
-        m.parts.map((p) =>
-          'image' in p
-            ? imageEpisode
-              ? h('img', {
-                  class: 'figure',
-                  src: apiPath('episode/image', { id: imageEpisode, index: p.image }),
-                  alt: `image ${p.image} of the prompt (${p.tokens} tokens)`,
-                  title: `image ${p.image}: ${p.tokens} placeholder tokens`,
-                })
-              : h('span', { class: 'muted' }, `[image ${p.image}: ${p.tokens} tokens]`)
-            : h('pre', { class: 'text', dataset: { field: 'prompt-text' } }, p.text),
-        ),
-      ),
-    ),
-    imageEpisode
-      ? unplaced.map((i) =>
-          h('img', {
-            class: 'figure',
-            src: apiPath('episode/image', { id: imageEpisode, index: i }),
-            alt: `image ${i}`,
-          }),
-        )
-      : null,
-  );
 }
 
 /** Colour classes: by the engine's logprob, or by |trainer − engine| (mismatch). */

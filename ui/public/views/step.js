@@ -5,7 +5,8 @@
 import { api, apiPath, badge, fill, h, link, num } from '../dom.js';
 import { dataTable } from '../tables.js';
 import { setCrumbs } from './common.js';
-import { promptSection, turnText } from './episode.js';
+import { turnText } from './episode.js';
+import { promptSection } from './prompt.js';
 
 const SAMPLE_COLUMNS = [
   {
