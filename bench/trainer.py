@@ -10,6 +10,8 @@ state held in bf16: fast, but at RL learning rates most updates round away — r
 weights_moved, the share of weights a run of --steps steps at lr 1e-6 changed).
 --plain: a plain transformers language-model step at the same shape and precision (full-vocabulary
 loss on every position, SDPA, padded micro-batches of the same token budget), and the ratio.
+--token-logprobs off: without what the worker's step also does after its commit, writing each sample's
+per-token logprobs beside it (trainer.step.token_logprobs; here into a temporary local store), to time it.
 --variable: a realistic GRPO batch instead of the fixed shape: --samples (e.g. 256) with prompts of
 300–1500 tokens and responses of 50–4000, log-normal around 600 (seeded); `padding_efficiency` is the
 share of the plain step's padded tokens that are real (the trainer packs: 1).
@@ -28,6 +30,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 from contextlib import contextmanager
 import time
 from pathlib import Path
@@ -45,6 +48,8 @@ from trainer.model import varlen_attention  # noqa: E402
 from trainer.model.policy import TrainSample, for_training, padded_micro_batches  # noqa: E402
 from trainer.step.metrics import read_metrics  # noqa: E402
 from trainer.step.gradients import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
+from trainer.step.token_logprobs import TokenLogprobs  # noqa: E402
+from trainer.stores.blobs import BlobStore  # noqa: E402
 
 # Dense bf16 tensor-core peaks (NVIDIA's datasheets): H100 SXM and H200 are the same chip.
 PEAKS = {"h100": 989e12, "h200": 989e12, "a100": 312e12}
@@ -135,6 +140,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=3, help="--preset: steps before timing (a GPU compiles first)")
     ap.add_argument("--entropy-coef", type=float, default=0.0)
+    ap.add_argument(
+        "--token-logprobs",
+        choices=["on", "off"],
+        default="on",
+        help="write each sample's per-token logprobs after the step, as the worker does after its commit (default on)",
+    )
     ap.add_argument(
         "--lm-head",
         choices=["fused", "autograd"],
@@ -283,7 +294,12 @@ def run(args, device: torch.device, precision: str, plain: bool) -> dict:
 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    times, metrics = [], {}
+    for i, s in enumerate(samples):
+        s.name = f"bench/0/{i // args.group_size}/{i % args.group_size}"
+    record_tokens = not plain and args.token_logprobs == "on"
+    scratch = tempfile.TemporaryDirectory(prefix="bench-token-logprobs-")
+    store = BlobStore(scratch.name)
+    times, write_times, metrics = [], [], {}
     profiler = None
     for step in range(args.warmup + args.steps):
         if args.profile and step == args.warmup:
@@ -294,18 +310,23 @@ def run(args, device: torch.device, precision: str, plain: bool) -> dict:
         sync()
         t0 = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
+        record = TokenLogprobs() if record_tokens else None
         metrics = (
             plain_step(model, samples, args.micro_batch_tokens, hyper.compute_dtype)
             if plain
-            else accumulate_gradients(model, samples, hyper, NoProgress())
+            else accumulate_gradients(model, samples, hyper, NoProgress(), record=record)
         )
         grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), hyper.grad_clip)
         if not plain:
             metrics, grad_norm = read_metrics(metrics, grad_norm)  # the worker's one sync per update
         optimizer.step()
+        t_write = time.perf_counter()
+        if record is not None:
+            record.write(store, step)
         sync()
         if step >= args.warmup:
             times.append(time.perf_counter() - t0)
+            write_times.append(time.perf_counter() - t_write)
         if profiler is not None:
             profiler.__exit__(None, None, None)
             sort = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
@@ -324,6 +345,8 @@ def run(args, device: torch.device, precision: str, plain: bool) -> dict:
         "varlen_attention": varlen,
         "compiled": not plain and device.type == "cuda" and os.environ.get("TEMPO_RL_COMPILE", "1") != "0",
         "step_seconds": round(seconds, 4),
+        "token_logprobs": record_tokens,
+        "token_logprobs_write_seconds": round(sum(write_times) / len(write_times), 4) if record_tokens else None,
         "tokens_per_second": round(tokens / seconds, 1),
         "tflops_per_second": round(flops / seconds / 1e12, 2),
         "mfu": round(flops / seconds / args.peak_flops, 4),
@@ -333,6 +356,7 @@ def run(args, device: torch.device, precision: str, plain: bool) -> dict:
         "weights_moved": round(moved, 4),
     }
     del model, optimizer
+    scratch.cleanup()
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return out

@@ -20,6 +20,7 @@ import type { StepRecord } from '../protocol/activities.js';
 import { LocalBlobStore, writeFileAtomic } from '../stores/blobstore.js';
 import { decode, encode, toolCall } from '../testing/episode-engine-double.js';
 import { startUi } from '../ui/server.js';
+import { TemporalGate } from '../ui/temporal-gate.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../testing/chromium.js';
 
 const { values } = parseArgs({
@@ -149,7 +150,13 @@ console.log(
 );
 
 const ui = await startUi(
-  { cfg, client: null, store, decoder: () => ({ piece: (id) => decode([id]), text: decode }), temporalUi: null },
+  {
+    cfg,
+    temporal: new TemporalGate(null),
+    store,
+    decoder: () => ({ piece: (id) => decode([id]), text: decode }),
+    temporalUi: null,
+  },
   { host: '127.0.0.1', port: 0 },
 );
 const mid = Math.floor(STEPS / 2);

@@ -6,23 +6,22 @@ import { auditEpisode, listEpisodes, type EpisodeAudit } from '../lib/audit.js';
 import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { connectClient, temporalAddress } from '../lib/temporal.js';
 import type { TempoConfig } from '../config/schema.js';
-import { serverStatus, startServer, stopServer } from '../supervise/server.js';
+import { serverStatus, startServer, stopServerIfUnused } from '../supervise/server.js';
 import { readStepRecords, runDir } from '../activities/run.js';
 import { runExists } from './run-client.js';
 import { parseEpisodeId } from '../protocol/episode.js';
 import { trainingRunWorkflowId } from '../protocol/training-run.js';
 
 /** A client for the look-up. Histories live in the embedded server's SQLite file: start the server
- * for the look-up if it is down, and stop it again. */
+ * for the look-up if it is down, and stop it again unless something else has come to use it. */
 async function withClient<T>(cfg: TempoConfig, fn: (client: Client) => Promise<T>): Promise<T> {
-  const started =
-    !cfg.temporal.address && !(await serverStatus(cfg)).running ? (await startServer(cfg)).started : false;
+  const start = !cfg.temporal.address && !(await serverStatus(cfg)).running ? await startServer(cfg) : null;
   const client = await connectClient(cfg);
   try {
     return await fn(client);
   } finally {
     await client.connection.close();
-    if (started) await stopServer(cfg);
+    if (start?.started && start.status.pid !== null) await stopServerIfUnused(cfg, start.status.pid);
   }
 }
 

@@ -10,7 +10,7 @@ export function register(program: Command): void {
     .option('--json', 'one JSON object on stdout')
     .action(
       action(async (opts: { json?: boolean }, cmd: Command) => {
-        const { started, status } = await startServer(configFrom(cmd));
+        const { started, status } = await startServer(configFrom(cmd), { keep: true });
         if (opts.json) return printJson({ started, ...status });
         if (status.external) console.log(`using the external server at ${status.address}; nothing started`);
         else if (!started) console.log(`already running at ${status.address} (UI ${status.ui}); nothing to do`);

@@ -1,16 +1,18 @@
 // tempo-rl ui [--port N] [--host H]: a local, read-only web page of the runs, their steps, GRPO groups
 // and episodes (ui/). Runs until Ctrl-C; the embedded Temporal server is started for the look-ups if
-// it is down, and stopped again on exit.
+// it is down, and on exit stopped again only if it is still the one it started and nothing else uses
+// it (supervise/server.ts stopServerIfUnused).
 import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
 import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { childLogger } from '../lib/log.js';
 import { modelPath } from '../lib/run-plan.js';
+import { lazyClient, temporalAddress } from '../lib/temporal.js';
 import type { TempoConfig } from '../config/schema.js';
-import { serverStatus, startServer, stopServer } from '../supervise/server.js';
+import { serverStatus, startServer, stopServerIfUnused } from '../supervise/server.js';
 import { resolveUiHost, startUi } from '../ui/server.js';
+import { TemporalGate } from '../ui/temporal-gate.js';
 import { tokenDecoders } from '../ui/tokens.js';
-import { connectToRuns } from './run-client.js';
 import { action, configFrom } from './common.js';
 
 const log = childLogger('ui');
@@ -29,21 +31,37 @@ function parsePort(value: string): number {
   return port;
 }
 
-/** The embedded server if it is down (the histories live in its SQLite file), and a client; with no
- *  server to be had, null: the pages then show what the step records hold. */
-async function temporalForLookups(
-  cfg: TempoConfig,
-): Promise<{ client: Client | null; started: boolean; ui: string | null }> {
-  let started = false;
+export interface Lookups {
+  client: Client;
+  /** The pid of the embedded server started for the look-ups (null: none started). */
+  startedPid: number | null;
+  ui: string | null;
+}
+
+/** The embedded server if it is down (the histories live in its SQLite file), and a client that
+ *  connects on its first look-up: a server that is down now, or later, leaves the pages on the step
+ *  records (ui/temporal-gate.ts) until it answers again. */
+export async function temporalForLookups(cfg: TempoConfig): Promise<Lookups> {
+  let startedPid: number | null = null;
   try {
-    if (!cfg.temporal.address && !(await serverStatus(cfg)).running) started = (await startServer(cfg)).started;
-    const client = await connectToRuns(cfg);
-    const ui = (await serverStatus(cfg)).ui || null;
-    return { client, started, ui };
+    if (!cfg.temporal.address && !(await serverStatus(cfg)).running) {
+      const { started, status } = await startServer(cfg);
+      if (started) startedPid = status.pid;
+    }
   } catch (err) {
-    log.warn({ err: (err as Error).message }, 'no Temporal server: the pages show the step records only');
-    return { client: null, started, ui: null };
+    log.warn({ err: (err as Error).message }, 'cannot start the Temporal server: the pages show the step records');
   }
+  const ui = cfg.temporal.address ? null : (await serverStatus(cfg)).ui || null;
+  return { client: lazyClient(cfg), startedPid, ui };
+}
+
+/** Closes the client; stops the server it started only where no one else uses it. */
+export async function releaseLookups(cfg: TempoConfig, lookups: Lookups): Promise<{ stopped: boolean; why: string }> {
+  await lookups.client.connection.close().catch(() => undefined);
+  if (lookups.startedPid === null) return { stopped: false, why: 'it started no server' };
+  const result = await stopServerIfUnused(cfg, lookups.startedPid);
+  log.info(result, result.stopped ? 'Temporal server stopped' : 'Temporal server left running');
+  return result;
 }
 
 /** Resolves on the first SIGINT or SIGTERM. */
@@ -89,7 +107,7 @@ export function register(program: Command): void {
           const ui = await startUi(
             {
               cfg,
-              client: temporal.client,
+              temporal: new TemporalGate(temporal.client, { address: temporalAddress(cfg) }),
               store,
               decoder: (dir) => decoders(dir ?? modelPath(cfg)),
               temporalUi: temporal.ui,
@@ -101,8 +119,7 @@ export function register(program: Command): void {
           await ui.close();
         } finally {
           closeBlobStore(store);
-          await temporal.client?.connection.close();
-          if (temporal.started) await stopServer(cfg);
+          await releaseLookups(cfg, temporal);
         }
       }),
     );

@@ -31,7 +31,8 @@ const LocalMarkerData = z.object({ activity_type: z.string(), attempt: z.number(
 type Failure = NonNullable<
   NonNullable<NonNullable<History['events']>[number]['activityTaskStartedEventAttributes']>['lastFailure']
 >;
-function failureKind(f: Failure | null | undefined): string | null {
+/** What ended an activity's attempt: a timeout's type, or the failure's type (else its message). */
+export function activityFailureKind(f: Failure | null | undefined): string | null {
   if (!f) return null;
   const timeout = f.timeoutFailureInfo?.timeoutType;
   if (timeout !== undefined && timeout !== null)
@@ -127,7 +128,8 @@ export function activityCalls(history: History): ActivityCall[] {
     const started = ev.activityTaskStartedEventAttributes;
     if (started) {
       const c = bySchedule.get(String(started.scheduledEventId));
-      if (c) Object.assign(c, { attempt: started.attempt ?? null, retried_after: failureKind(started.lastFailure) });
+      if (c)
+        Object.assign(c, { attempt: started.attempt ?? null, retried_after: activityFailureKind(started.lastFailure) });
     }
     const done = ev.activityTaskCompletedEventAttributes;
     if (done) {

@@ -40,6 +40,19 @@ export async function connectClient(cfg: TempoConfig): Promise<Client> {
   return new Client({ connection, namespace: cfg.temporal.namespace });
 }
 
+/**
+ * A client that connects on its first call and reconnects quickly: for a reader that must live
+ * through the server going down and coming back (tempo-rl ui). gRPC's reconnect backoff grows to
+ * two minutes by default, so a restarted server would be noticed a minute late; here within a second.
+ */
+export function lazyClient(cfg: TempoConfig): Client {
+  const connection = Connection.lazy({
+    ...connectionOptions(cfg),
+    channelArgs: { 'grpc.initial_reconnect_backoff_ms': 250, 'grpc.max_reconnect_backoff_ms': 1000 },
+  });
+  return new Client({ connection, namespace: cfg.temporal.namespace });
+}
+
 /** The worker side's connection; @temporalio/worker (its native core) loads only in a worker process. */
 export async function connectWorker(cfg: TempoConfig): Promise<NativeConnection> {
   const { NativeConnection } = await import('@temporalio/worker');

@@ -31,6 +31,9 @@ interface ServerRecord {
   address: string;
   ui: string;
   db: string;
+  /** Asked for by `tempo-rl server start` (as it started it, or found it running): only
+   *  `tempo-rl server stop` stops it, never a command that started it for its own look-ups. */
+  kept?: boolean;
 }
 
 function readRecord(file: string): ServerRecord | null {
@@ -98,14 +101,21 @@ function readlinkOr(p: string): string {
   }
 }
 
-/** Starts the dev server unless one of ours is already running. Returns whether it started one. */
-export async function startServer(cfg: TempoConfig): Promise<{ started: boolean; status: ServerStatus }> {
+/** Starts the dev server unless one of ours is already running. Returns whether it started one.
+ *  `keep`: `tempo-rl server start`'s, marks the server (started or found) as the user's. */
+export async function startServer(
+  cfg: TempoConfig,
+  opts: { keep?: boolean } = {},
+): Promise<{ started: boolean; status: ServerStatus }> {
   const before = await serverStatus(cfg);
   if (before.external) {
     log.info({ address: before.address }, 'TEMPORAL_ADDRESS is set: using that server, starting nothing');
     return { started: false, status: before };
   }
-  if (before.running) return { started: false, status: before };
+  if (before.running) {
+    if (opts.keep) keepRecord(cfg);
+    return { started: false, status: before };
+  }
   if (await portOpen(cfg.server.ip, cfg.server.port))
     throw new Error(
       `server.port ${cfg.server.port} is taken by a process tempo-rl did not start; set server.port or TEMPORAL_ADDRESS`,
@@ -142,7 +152,13 @@ export async function startServer(cfg: TempoConfig): Promise<{ started: boolean;
     ...Object.entries(DYNAMIC_CONFIG).flatMap(([k, v]) => ['--dynamic-config-value', `${k}=${JSON.stringify(v)}`]),
   ];
   const { pid } = spawnDetached(bin, args, { log: paths.serverLog });
-  const rec: ServerRecord = { pid, address: before.address, ui: before.ui, db: paths.temporalDb };
+  const rec: ServerRecord = {
+    pid,
+    address: before.address,
+    ui: before.ui,
+    db: paths.temporalDb,
+    ...(opts.keep ? { kept: true } : {}),
+  };
   writeFileSync(paths.serverRecord, JSON.stringify(rec));
   // Ready when our process listens on both ports; a port that answers for another process (a
   // server started meanwhile) is not ours, and ours then dies at bind.
@@ -180,4 +196,51 @@ export async function stopServer(cfg: TempoConfig): Promise<boolean> {
   await stopProcess(rec.pid);
   rmSync(paths.serverRecord, { force: true });
   return true;
+}
+
+function keepRecord(cfg: TempoConfig): void {
+  const file = stateLayout(cfg.state_dir).serverRecord;
+  const rec = readRecord(file);
+  if (rec && !rec.kept) writeFileSync(file, JSON.stringify({ ...rec, kept: true }));
+}
+
+/**
+ * Processes other than `exclude` with a TCP connection to `port` on this machine (Linux /proc; null
+ * where /proc cannot tell): the clients of a server listening there.
+ */
+export function otherClients(port: number, exclude: number[]): number | null {
+  try {
+    const sockets = new Set<string>();
+    for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+      if (!existsSync(table)) continue;
+      for (const line of readFileSync(table, 'utf8').split('\n').slice(1)) {
+        const f = line.trim().split(/\s+/);
+        // rem_address is HEXIP:HEXPORT, st 01 is ESTABLISHED, field 9 the socket inode
+        if (f.length > 9 && f[3] === '01' && parseInt(f[2]!.split(':')[1]!, 16) === port) sockets.add(f[9]!);
+      }
+    }
+    for (const pid of exclude)
+      for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+        const m = /^socket:\[(\d+)\]$/.exec(readlinkOr(`/proc/${pid}/fd/${fd}`));
+        if (m) sockets.delete(m[1]!);
+      }
+    return sockets.size;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Stops the server a command started for its own look-ups (`pid`, from its startServer), when it is
+ * still that server, no one asked to keep it (`tempo-rl server start`), and no other process is
+ * connected to it (a `train` run's workers, another command). Returns why it was left running.
+ */
+export async function stopServerIfUnused(cfg: TempoConfig, pid: number): Promise<{ stopped: boolean; why: string }> {
+  const rec = readRecord(stateLayout(cfg.state_dir).serverRecord);
+  if (!ours(rec) || rec.pid !== pid) return { stopped: false, why: 'the server running now is not the one it started' };
+  if (rec.kept) return { stopped: false, why: 'tempo-rl server start asked for it' };
+  const clients = otherClients(cfg.server.port, [process.pid, pid]);
+  if (clients === null) return { stopped: false, why: 'cannot tell whether another process uses it' };
+  if (clients > 0) return { stopped: false, why: `${clients} connection(s) of other processes use it` };
+  return { stopped: await stopServer(cfg), why: 'no one else uses it' };
 }

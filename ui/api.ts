@@ -2,11 +2,11 @@
 // episode and its image. Query parameters are checked with zod; a bad one is a 400 naming it.
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { UiError, type UiContext } from './context.js';
+import { UiError, type Served, type UiContext } from './context.js';
 import { episodeImage, episodeView } from './episode.js';
 import { listRuns, runDetail } from './runs.js';
 import { SearchQuery, searchEpisodes } from './search.js';
-import { stepView } from './steps.js';
+import { groupView, stepView } from './steps.js';
 
 const StepParam = z
   .string()
@@ -25,13 +25,23 @@ export function parseParams<T extends z.ZodType>(schema: T, values: Record<strin
   throw new UiError(400, `${what} ${key}: ${issue.message}${given}`);
 }
 
-export function apiRoutes(ctx: UiContext): Hono {
+export function apiRoutes(ctx: UiContext, served: () => Served): Hono {
   const api = new Hono();
+  // what the page's banners say: the Temporal server's state, and a --host beyond loopback
+  api.get('/status', (c) => c.json({ temporal: ctx.temporal.state(), served: served() }));
   api.get('/runs', async (c) => c.json(await listRuns(ctx)));
   api.get('/runs/:run', async (c) => c.json(await runDetail(ctx, c.req.param('run'))));
   api.get('/runs/:run/steps/:step', async (c) => {
     const { step } = parseParams(z.object({ step: StepParam }), { step: c.req.param('step') }, 'step');
     return c.json(await stepView(ctx, c.req.param('run'), step));
+  });
+  api.get('/runs/:run/steps/:step/groups/:prompt', async (c) => {
+    const { step, prompt } = parseParams(
+      z.object({ step: StepParam, prompt: StepParam }),
+      { step: c.req.param('step'), prompt: c.req.param('prompt') },
+      'path',
+    );
+    return c.json(await groupView(ctx, c.req.param('run'), step, prompt));
   });
   api.get('/runs/:run/episodes', async (c) => {
     const q = parseParams(SearchQuery, c.req.query(), 'query parameter');

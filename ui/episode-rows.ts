@@ -2,7 +2,6 @@
 // episode's sample blob (reward, status, turns, answers, tokens): the step page's groups and the run's
 // search both read these rows, never an episode's history. A recorded step's rows never change (its
 // record and samples are written once), so they are kept; a step still running is read each time.
-import type { Client } from '@temporalio/client';
 import { sampleKey } from '../activities/sample.js';
 import { listEpisodes } from '../lib/audit.js';
 import { Sample } from '../lib/contract.js';
@@ -141,15 +140,18 @@ export function recordedRows(ctx: UiContext, rec: StepRecord, src: RowSource): P
   return rows;
 }
 
-/** The rows of a step not recorded yet: its episodes as the Temporal server lists them. */
+/** The rows of a step not recorded yet: its episodes as the Temporal server lists them (null: the
+ *  server did not answer in time). */
 export async function pendingRows(
   ctx: UiContext,
-  client: Client,
   runId: string,
   step: number,
   src: RowSource,
-): Promise<IndexedRow[]> {
-  const listed = await listEpisodes(client, runId, step);
+): Promise<IndexedRow[] | null> {
+  // a step's episodes and their results: more calls than one look-up, still bounded
+  const answer = await ctx.temporal.ask((client) => listEpisodes(client, runId, step), { deadlineMs: 5000 });
+  if (!answer) return null;
+  const listed = answer.value;
   return buildRows(
     ctx,
     listed.map((e) => ({ episode_id: e.episode_id, trained: null })),

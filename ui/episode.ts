@@ -1,7 +1,8 @@
 // An episode's page: exactly what `tempo-rl episodes show --json` prints (auditFromHistory over its
-// history and sample, the function auditEpisode runs), and beside it the sample's tokens (each
-// generated token's text, logprob and loss mask), its outcome in its step, the turns' times, and a
-// link to the history in the Temporal UI.
+// history and sample, the function auditEpisode runs), and beside it the sample's prompt as the model
+// saw it, its tokens (each response token's text, the engine's logprob, the trainer's where it wrote
+// them, and the loss mask) with each turn's place among them, its outcome in its step, the turns'
+// times, the retried generates and what changed, and a link to the history in the Temporal UI.
 import {
   EpisodeNotFound,
   auditFromHistory,
@@ -17,7 +18,10 @@ import { historyUrl, UiError, type UiContext } from './context.js';
 import { publicRow, recordedRows, storedSample, type EpisodeRow } from './episode-rows.js';
 import { stepRecords } from './records.js';
 import { rowSource } from './steps.js';
+import { turnRetries, type TurnRetry } from './retries.js';
+import { promptMessages, turnSpans, type PromptMessage, type TurnSpan } from './sample-view.js';
 import { episodeTimings, type EpisodeTimings } from './timings.js';
+import { trainerLogprobs } from './trainer-logprobs.js';
 
 export interface EpisodeView {
   episode_id: string;
@@ -35,9 +39,17 @@ export interface EpisodeView {
     images: number;
     turns: Sample['turns'];
   } | null;
-  /** The response's tokens: [id, text, rollout logprob, loss mask]; turn by turn, each turn's
-   *  generated tokens then its observation's (sample.turns gives the lengths). */
-  tokens: Array<[number, string, number, 0 | 1]>;
+  /** The response's tokens: [id, text, rollout logprob, loss mask, trainer logprob (null: none
+   *  written, or not finite)]; turn by turn, where `spans` says. */
+  tokens: Array<[number, string, number, 0 | 1, number | null]>;
+  /** Each turn's place in `tokens`: its generated tokens, its synthetic end-of-turn token, its observation. */
+  spans: TurnSpan[];
+  /** The prompt as the model saw it (its images are the episode's images, in order). */
+  prompt: PromptMessage[];
+  /** The step whose trainer wrote the trainer logprobs (null: none written). */
+  trainer_step: number | null;
+  /** Each turn whose generate was retried: the failed attempt beside the completed one. */
+  retries: TurnRetry[];
   /** Its row in its step: outcome (trained, filtered, failed) and advantage. */
   row: EpisodeRow | null;
   timings: EpisodeTimings | null;
@@ -56,14 +68,18 @@ export function checkedEpisodeId(raw: string): { id: string; runId: string; step
   }
 }
 
+const NO_HISTORY =
+  'no Temporal server answers: the turns below are the sample’s (their text decoded from its tokens), without the history’s facts';
+
 async function auditOf(ctx: UiContext, id: string) {
-  if (!ctx.client)
-    return { audit: null, timings: null, note: 'no Temporal server answers: the turns’ text is not shown' };
   try {
-    const history = await episodeHistory(ctx.client, id);
-    return { audit: await auditFromHistory(id, history, ctx.store), timings: episodeTimings(history), note: null };
+    // a long episode's history is several pages: more than one look-up, still bounded
+    const answer = await ctx.temporal.ask((client) => episodeHistory(client, id), { deadlineMs: 5000 });
+    if (!answer) return { audit: null, history: null, note: NO_HISTORY };
+    const history = answer.value;
+    return { audit: await auditFromHistory(id, history, ctx.store), history, note: null };
   } catch (err) {
-    if (err instanceof EpisodeNotFound) return { audit: null, timings: null, note: err.message };
+    if (err instanceof EpisodeNotFound) return { audit: null, history: null, note: err.message };
     throw err;
   }
 }
@@ -77,10 +93,15 @@ async function stepRow(ctx: UiContext, runId: string, step: number, id: string):
 
 export async function episodeView(ctx: UiContext, raw: string): Promise<EpisodeView> {
   const { id, runId, step } = checkedEpisodeId(raw);
-  const [sample, { audit, timings, note }] = await Promise.all([storedSample(ctx, id), auditOf(ctx, id)]);
+  const [sample, { audit, history, note }, trainer] = await Promise.all([
+    storedSample(ctx, id),
+    auditOf(ctx, id),
+    trainerLogprobs(ctx.store, id),
+  ]);
   if (!audit && !sample)
     throw new UiError(404, `no episode ${JSON.stringify(id)}: ${note ?? 'no history'}, and no sample ${sampleKey(id)}`);
   const decoder = sample ? (await rowSource(ctx, runId)).decoder : null;
+  const trained = trainer && sample && trainer.logprobs.length === sample.response_ids.length ? trainer : null;
   return {
     episode_id: id,
     audit,
@@ -97,10 +118,20 @@ export async function episodeView(ctx: UiContext, raw: string): Promise<EpisodeV
       turns: sample.turns,
     },
     tokens: sample
-      ? sample.response_ids.map((t, i) => [t, decoder!.piece(t), sample.rollout_logprobs[i]!, sample.loss_mask[i]!])
+      ? sample.response_ids.map((t, i) => [
+          t,
+          decoder!.piece(t),
+          sample.rollout_logprobs[i]!,
+          sample.loss_mask[i]!,
+          trained?.logprobs[i] ?? null,
+        ])
       : [],
+    spans: sample ? turnSpans(sample) : [],
+    prompt: sample ? promptMessages(sample.prompt_ids, decoder!) : [],
+    trainer_step: trained?.step ?? null,
+    retries: history ? turnRetries(history) : [],
     row: await stepRow(ctx, runId, step, id),
-    timings,
+    timings: history ? episodeTimings(history) : null,
     history_url: historyUrl(ctx, episodeWorkflowId(id)),
   };
 }

@@ -1,5 +1,6 @@
 // The runs page and a run's page: each run's status and progress from its workflow when the Temporal
 // server answers, else from its step records; a run's metrics per step from its step records.
+import { headlineLines, learningSummary } from '../lib/learning-summary.js';
 import { childLogger } from '../lib/log.js';
 import { checkRunId } from '../lib/paths.js';
 import type { StepRecord } from '../protocol/activities.js';
@@ -28,17 +29,21 @@ export interface RunRow {
   ended: string | null;
   last_recorded: string | null;
   last_reward: number | null;
+  /** The held-out eval reward before training (eval_start/reward) and after the last eval (eval/reward). */
+  eval_before: number | null;
+  eval_after: number | null;
+  /** The step whose eval is `eval_after`. */
+  eval_after_step: number | null;
   source: 'temporal' | 'records';
   history_url: string | null;
 }
 
 /** The run's workflows, or null when the server does not answer (the page falls back to records). */
 async function workflowsOrNull(ctx: UiContext, runId?: string): Promise<Map<string, RunWorkflow> | null> {
-  if (!ctx.client) return null;
   try {
-    return await runWorkflows(ctx.client, runId);
+    return (await ctx.temporal.ask((client) => runWorkflows(client, runId)))?.value ?? null;
   } catch (err) {
-    log.warn({ err: (err as Error).message }, 'the Temporal server does not answer: runs from their step records');
+    log.warn({ err: (err as Error).message }, 'cannot list the runs’ workflows: runs from their step records');
     return null;
   }
 }
@@ -64,8 +69,8 @@ async function runRow(
 ): Promise<RunRow & { plan: RunPlan | null; records: StepRecord[] }> {
   const { records, lastWritten } = await stepRecords(ctx.cfg, runId);
   const last = records.at(-1);
-  const plan = wf && ctx.client ? await executionPlan(ctx.client, runId, wf.execution) : null;
-  const progress = wf?.workflow_status === 'RUNNING' && ctx.client ? await runningProgress(ctx.client, runId) : null;
+  const plan = wf ? await executionPlan(ctx.temporal, runId, wf.execution) : null;
+  const progress = wf?.workflow_status === 'RUNNING' ? await runningProgress(ctx.temporal, runId) : null;
   const running = wf?.workflow_status === 'RUNNING';
   return {
     run_id: runId,
@@ -81,10 +86,21 @@ async function runRow(
     ended: wf?.ended ?? null,
     last_recorded: lastWritten,
     last_reward: last?.metrics['rollout/raw_reward'] ?? null,
+    ...evalOf(records),
     source: wf ? 'temporal' : 'records',
     history_url: wf ? historyUrl(ctx, trainingRunWorkflowId(runId)) : null,
     plan,
     records,
+  };
+}
+
+function evalOf(records: StepRecord[]): Pick<RunRow, 'eval_before' | 'eval_after' | 'eval_after_step'> {
+  const before = records.find((r) => typeof r.metrics['eval_start/reward'] === 'number');
+  const after = [...records].reverse().find((r) => typeof r.metrics['eval/reward'] === 'number');
+  return {
+    eval_before: before?.metrics['eval_start/reward'] ?? null,
+    eval_after: after?.metrics['eval/reward'] ?? null,
+    eval_after_step: after?.step ?? null,
   };
 }
 
@@ -132,6 +148,9 @@ export interface RunDetail {
     trained: number;
   }>;
   step_time_keys: readonly string[];
+  /** What the run learnt, in words (lib/learning-summary.ts, as the report and the demo say it): the
+   *  held-out eval before → after first, then the training reward's halves, tool use, step 0. */
+  summary: string[];
 }
 
 export async function runDetail(ctx: UiContext, runId: string): Promise<RunDetail> {
@@ -158,11 +177,12 @@ export async function runDetail(ctx: UiContext, runId: string): Promise<RunDetai
       trained: r.episodes.filter((e) => e.trained).length,
     })),
     step_time_keys: STEP_TIME_KEYS,
+    summary: records.length ? headlineLines(learningSummary(records.map((r) => ({ step: r.step, ...r.metrics })))) : [],
   };
 }
 
 /** The plan of a run's latest execution (null: no server, or no workflow). */
 export async function runPlan(ctx: UiContext, runId: string): Promise<RunPlan | null> {
   const wf = (await workflowsOrNull(ctx, runId))?.get(runId);
-  return wf && ctx.client ? executionPlan(ctx.client, runId, wf.execution) : null;
+  return wf ? executionPlan(ctx.temporal, runId, wf.execution) : null;
 }

@@ -8,7 +8,7 @@ import { Hono } from 'hono';
 import { UnreadableFile } from '../lib/bounded-file.js';
 import { childLogger } from '../lib/log.js';
 import { apiRoutes } from './api.js';
-import { UiError, type UiContext } from './context.js';
+import { UiError, type Served, type UiContext } from './context.js';
 import { allowedAuthorities, authority, guard } from './guard.js';
 import { staticAssets } from './static.js';
 
@@ -106,7 +106,11 @@ function errorResponse(err: unknown): { status: 400 | 403 | 404 | 405 | 500; err
   return { status: 500, error: e?.message ?? String(err) };
 }
 
-export function uiApp(ctx: UiContext, allowed: () => Set<string>): Hono {
+export function uiApp(
+  ctx: UiContext,
+  allowed: () => Set<string>,
+  served: () => Served = () => ({ host: '127.0.0.1', remote: false }),
+): Hono {
   const app = new Hono();
   app.use('*', async (c, next) => {
     const t0 = performance.now();
@@ -114,7 +118,12 @@ export function uiApp(ctx: UiContext, allowed: () => Set<string>): Hono {
     log.debug({ method: c.req.method, path: c.req.path, status: c.res.status, ms: performance.now() - t0 }, 'request');
   });
   app.use('*', guard(allowed));
-  app.route('/api', apiRoutes(ctx));
+  app.use('/api/*', async (c, next) => {
+    await next();
+    // the Temporal server's state after the look-ups of this answer: the page's banner follows it
+    c.res.headers.set('X-Temporal-State', ctx.temporal.state().state);
+  });
+  app.route('/api', apiRoutes(ctx, served));
   app.get('*', staticAssets());
   app.onError((err, c) => {
     const { status, error } = errorResponse(err);
@@ -134,7 +143,11 @@ export async function startUi(
     });
   const { host, loopback } = await resolveUiHost(opts.host, opts.port, { allowRemote: opts.allowRemote });
   let allowed = new Set<string>();
-  const app = uiApp(ctx, () => allowed);
+  const app = uiApp(
+    ctx,
+    () => allowed,
+    () => ({ host, remote: !loopback }),
+  );
   const server = await new Promise<Server>((resolve, reject) => {
     const s = serve({ fetch: app.fetch, hostname: host, port: opts.port }, () => resolve(s as Server)) as Server;
     s.once('error', (err: NodeJS.ErrnoException) =>

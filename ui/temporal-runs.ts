@@ -1,7 +1,8 @@
 // What the Temporal server knows of the runs: their workflow executions (one visibility query for
 // all of them), each execution's plan (its start event's input, read as a one-event history page),
 // and a running run's progress (its query, bounded in time: a run whose workers are gone has no one
-// to answer it).
+// to answer it). Each look-up goes through the gate (ui/temporal-gate.ts): bounded, and null when
+// the server does not answer.
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { runProgress } from '../cli/run-client.js';
@@ -17,6 +18,7 @@ import {
 } from '../protocol/training-run.js';
 import { childLogger } from '../lib/log.js';
 import { checkRunId } from '../lib/paths.js';
+import type { TemporalGate } from './temporal-gate.js';
 
 const log = childLogger('ui');
 
@@ -67,17 +69,21 @@ export async function runWorkflows(client: Client, runId?: string): Promise<Map<
 
 const plans = new Map<string, RunPlan | null>();
 
-/** The plan an execution started with (cached: an execution's input never changes). */
-export async function executionPlan(client: Client, runId: string, execution: string): Promise<RunPlan | null> {
+/** The plan an execution started with (cached: an execution's input never changes; not cached when
+ *  the server did not answer). */
+export async function executionPlan(gate: TemporalGate, runId: string, execution: string): Promise<RunPlan | null> {
   if (plans.has(execution)) return plans.get(execution)!;
   let plan: RunPlan | null = null;
   try {
-    const page = await client.workflowService.getWorkflowExecutionHistory({
-      namespace: client.options.namespace,
-      execution: { workflowId: trainingRunWorkflowId(runId), runId: execution },
-      maximumPageSize: 1,
-    });
-    const payload = page.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
+    const page = await gate.ask((client) =>
+      client.workflowService.getWorkflowExecutionHistory({
+        namespace: client.options.namespace,
+        execution: { workflowId: trainingRunWorkflowId(runId), runId: execution },
+        maximumPageSize: 1,
+      }),
+    );
+    if (!page) return null;
+    const payload = page.value.history?.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
     plan = payload ? (defaultPayloadConverter.fromPayload<RunState>(payload).plan ?? null) : null;
   } catch (err) {
     log.warn({ run: runId, err: (err as Error).message }, 'cannot read the plan of the run');
@@ -87,14 +93,17 @@ export async function executionPlan(client: Client, runId: string, execution: st
 }
 
 /** A running run's progress (step, phase, episodes), or null when no worker answers in time. */
-export async function runningProgress(client: Client, runId: string, timeoutMs = 2000): Promise<RunProgress | null> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<null>((resolve) => {
-    timer = setTimeout(() => resolve(null), timeoutMs);
-  });
+export async function runningProgress(
+  gate: TemporalGate,
+  runId: string,
+  timeoutMs = 2000,
+): Promise<RunProgress | null> {
   try {
-    return await Promise.race([runProgress(client, runId).catch(() => null), timeout]);
-  } finally {
-    clearTimeout(timer);
+    return (
+      (await gate.ask((client) => runProgress(client, runId), { deadlineMs: timeoutMs, timeoutIsDown: false }))
+        ?.value ?? null
+    );
+  } catch {
+    return null;
   }
 }

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from trainer.checkpoint import atomic as ckpt
 from trainer.contract import TrainStepInput
 from trainer.worker.data_parallel import plan_step
+from trainer.step.token_logprobs import trainer_logprobs_key
 from trainer.step.train_step import Trainer
 
 HERE = Path(__file__).parent
@@ -119,9 +120,17 @@ def test_plan_balances_tokens_within_each_update_batch():
     assert plan.counts == {"train/n_samples": 6.0, "train/n_tokens": 145.0, "train/n_response_tokens": 36.0}
 
 
-def test_a_step_at_world_size_2_equals_one_process(steps, tmp_path):
+def test_a_step_at_world_size_2_equals_one_process(steps, tmp_path, mixed_refs, blob_dir):
     ref = Trainer(device="cpu").train_step(TrainStepInput.model_validate(steps("one", 0)))
+    records = [blob_dir / "named" / trainer_logprobs_key(r["ref"][19:-5]) for r in mixed_refs]
+    one = [json.loads(p.read_text())["logprobs"] for p in records]
+    for p in records:
+        p.unlink()
     out, ipc = torchrun(tmp_path, [steps("two", 0)], "--ipc")
+    # each rank wrote its share's trainer logprobs: every sample's, as one process wrote them
+    for p, lps in zip(records, one, strict=True):
+        two = json.loads(p.read_text())["logprobs"]
+        assert len(two) == len(lps) and max(abs(a - b) for a, b in zip(two, lps, strict=True)) <= 2e-4, p
     assert_sends_full_weights(ipc["ipc_digests"], tmp_path / "two")
     assert not out["already_committed"]
     for k in (

@@ -211,9 +211,9 @@ def test_a_deterministic_step_runs_under_deterministic_algorithms_and_gives_the_
     seen = []
     real = Trainer._apply
 
-    def spy(self, state, inp, progress):
+    def spy(self, state, inp, progress, *rest):
         seen.append((torch.are_deterministic_algorithms_enabled(), torch.initial_seed()))
-        return real(self, state, inp, progress)
+        return real(self, state, inp, progress, *rest)
 
     monkeypatch.setattr(Trainer, "_apply", spy)
     outs = []

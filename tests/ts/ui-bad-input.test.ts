@@ -14,6 +14,7 @@ import { LocalBlobStore } from '../../stores/blobstore.js';
 import { removeTestState } from '../../testing/state.js';
 import { forgetRecords } from '../../ui/records.js';
 import { resolveUiHost, uiApp } from '../../ui/server.js';
+import { TemporalGate } from '../../ui/temporal-gate.js';
 
 const state = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-ui-bad-'));
 after(() => removeTestState(state));
@@ -21,7 +22,7 @@ const cfg = loadConfig({ env: {}, sets: [`state_dir=${state}`] });
 const app = uiApp(
   {
     cfg,
-    client: null,
+    temporal: new TemporalGate(null),
     store: new LocalBlobStore(stateLayout(state).blobs),
     decoder: () => ({ piece: String, text: (ids) => ids.join(' ') }),
     temporalUi: null,

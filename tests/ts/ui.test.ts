@@ -4,19 +4,22 @@
 // against auditEpisode (what `episodes show --json` prints), model text holding markup rendered as
 // text, refusals (foreign Host or Origin, ids outside the state dir, writes), and a live run's page
 // that follows its steps without a reload. Screenshots go to a folder the test prints
-// (TEMPO_RL_UI_SCREENSHOTS=DIR keeps them; TEMPO_RL_UI_README_SHOT=1 also writes docs/images/ui-episode.png).
+// (TEMPO_RL_UI_SCREENSHOTS=DIR keeps them).
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { auditEpisode } from '../../lib/audit.js';
-import { REPO_ROOT, stateLayout } from '../../lib/paths.js';
+import { syntheticProblems } from '../../lib/data/synth.js';
+import { selectPrompts } from '../../lib/prompt-order.js';
+import { stateLayout } from '../../lib/paths.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 import { decode, toolCall } from '../../testing/episode-engine-double.js';
 import { startStandinRuns, type StandinRuns } from '../../testing/run-standins.js';
 import { startUi, type UiServer } from '../../ui/server.js';
+import { TemporalGate } from '../../ui/temporal-gate.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../../testing/chromium.js';
 
 const skip = existsSync(CHROMIUM) ? false : `no browser at ${CHROMIUM} (Debian's chromium package)`;
@@ -24,6 +27,7 @@ const MARKUP = '<script>window.__pwned=1</script><img src=x onerror="window.__pw
 const RUN = 'browse';
 /** Sample 1 of prompt 1 in step 0 writes markup in each turn. */
 const MARKUP_EPISODE = `${RUN}/0/1/1`;
+const RETRY_CAUSE = 'the stand-in engine dropped the connection';
 
 let h: StandinRuns;
 let store: LocalBlobStore;
@@ -31,15 +35,34 @@ let ui: UiServer;
 let browser: Browser;
 let shots: string;
 
+/** The label of each training prompt (`step/prompt`) of the stand-in runs' synthetic data, in the
+ *  order the run draws them: sample 0 answers it, sample 1 answers "7" (right for none). */
+function trainLabels(cfg: StandinRuns['cfg'], steps: number): Map<string, string> {
+  const { synthetic_size: size, synthetic_seed: seed } = cfg.dataset;
+  const problems = syntheticProblems(size, seed, 'angle_facts');
+  const labels = new Map<string, string>();
+  let at = { epoch: 0, cursor: 0 };
+  for (let step = 0; step < steps; step++) {
+    const pick = selectPrompts(size, cfg.rollout.seed, at, cfg.rollout.prompts_per_step);
+    pick.indices.forEach((i, prompt) => labels.set(`${step}/${prompt}`, problems[i]!.answer));
+    at = pick.next;
+  }
+  return labels;
+}
+
 before(async () => {
   if (skip) return;
   h = await startStandinRuns();
+  const labels = trainLabels(h.cfg, 8);
   const calls = new Map<string, number>();
   h.script = (req) => {
-    const sample = Number(req.session_id.split('/').at(-1));
+    const [step, prompt, sample] = req.session_id.split('/').slice(-3);
     const n = calls.get(req.session_id) ?? 0;
     calls.set(req.session_id, n + 1);
-    const answer = sample % 2 === 0 ? '60' : '7';
+    // the markup episode's second turn fails once: the page diffs its two attempts
+    if (req.session_id === MARKUP_EPISODE && n === 1)
+      return { text: '', fail: Object.assign(new Error(RETRY_CAUSE), { engine: 'http://standin-engine' }) };
+    const answer = Number(sample) % 2 === 0 ? (labels.get(`${step}/${prompt}`) ?? '60') : '7';
     const text = req.session_id === MARKUP_EPISODE ? `${MARKUP} ${toolCall(answer)}` : toolCall(answer);
     // first turns get varied logprobs (one per character up to the stop string) for the token view
     const cut = text.slice(0, text.indexOf('</tool_call>') + '</tool_call>'.length);
@@ -51,7 +74,7 @@ before(async () => {
   ui = await startUi(
     {
       cfg: h.cfg,
-      client: h.client,
+      temporal: new TemporalGate(h.client),
       store,
       // the engine double's character tokenizer
       decoder: () => ({ piece: (id) => decode([id]), text: decode }),
@@ -139,8 +162,8 @@ async function clickToEpisode(page: Page): Promise<void> {
   await page.screenshot({ path: path.join(shots, 'step.png'), fullPage: true });
 
   await page.click(`article[data-group="${RUN}/0/1"] a.group-link`);
-  await page.waitForURL(/group=1/);
-  await ready(page, 'step');
+  // the same view again: its old render says data-ready="step" until the hash change re-renders it
+  await page.waitForSelector('main[data-ready="step"] .groups.focused', { timeout: 30_000 });
   assert.equal(await page.locator('article.group').count(), 1, 'the group alone');
   await page.click(`tr[data-episode="${MARKUP_EPISODE}"] a.episode-link`);
   await ready(page, 'episode');
@@ -193,9 +216,6 @@ test('runs → run → step → group → episode: the episode page shows what a
     assert.equal(await page.evaluate(() => (window as { __pwned?: unknown }).__pwned), undefined);
     assert.equal(await page.locator('main script, main img[src="x"]').count(), 0);
     await page.screenshot({ path: path.join(shots, 'episode.png'), fullPage: true });
-    // The README's screenshot, written again only when asked (TEMPO_RL_UI_README_SHOT=1).
-    if (process.env.TEMPO_RL_UI_README_SHOT === '1')
-      copyFileSync(path.join(shots, 'episode.png'), path.join(REPO_ROOT, 'docs/images/ui-episode.png'));
     assert.deepEqual(problems, [], 'no script error and no Content-Security-Policy violation');
   } finally {
     await page.close();
@@ -258,7 +278,7 @@ test('without a Temporal server: runs from their step records, episodes from the
   const offline = await startUi(
     {
       cfg: h.cfg,
-      client: null,
+      temporal: new TemporalGate(null),
       store,
       decoder: () => ({ piece: (id) => decode([id]), text: decode }),
       temporalUi: null,

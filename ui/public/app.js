@@ -1,14 +1,24 @@
-// The page's router: the hash names the view (#/, #/run?id=R, #/step?run=R&step=N, #/search?run=R&…,
-// #/episode?id=E); each view renders into <main> and may return a function that stops its polling.
-// When a view has rendered, <main data-ready> names it (tests and the bench wait on it).
-import { fill, h } from './dom.js';
+// The page's router: the hash names the view (#/, #/run?id=R, #/compare?runs=A,B, #/step?run=R&step=N,
+// #/step?run=R&step=N&group=P, #/search?run=R&…, #/episode?id=E); each view renders into <main> and
+// may return a function that stops its polling. When a view has rendered, <main data-ready> names it
+// (tests and the bench wait on it). Above every view, the banners: a --host beyond loopback, and a
+// Temporal server that does not answer (each API answer says its state).
+import { api, fill, h, onTemporalState } from './dom.js';
+import { renderCompare } from './views/compare.js';
 import { renderEpisode } from './views/episode.js';
 import { renderRun } from './views/run.js';
 import { renderRuns } from './views/runs.js';
 import { renderSearch } from './views/search.js';
 import { renderStep } from './views/step.js';
 
-const views = { '': renderRuns, run: renderRun, step: renderStep, search: renderSearch, episode: renderEpisode };
+const views = {
+  '': renderRuns,
+  run: renderRun,
+  compare: renderCompare,
+  step: renderStep,
+  search: renderSearch,
+  episode: renderEpisode,
+};
 
 const main = document.getElementById('view');
 const crumbs = document.getElementById('crumbs');
@@ -47,5 +57,48 @@ async function show() {
   }
 }
 
+const banners = document.getElementById('banners');
+const remoteBanner = h('p', { class: 'banner banner-remote', role: 'alert', hidden: true });
+const temporalBanner = h('p', { class: 'banner banner-temporal', role: 'status', hidden: true });
+banners.append(remoteBanner, temporalBanner);
+let temporalState = null;
+
+function drawStatus({ temporal, served }) {
+  remoteBanner.hidden = !served.remote;
+  if (served.remote)
+    fill(
+      remoteBanner,
+      `This page is served on ${served.host} (tempo-rl ui --allow-remote) to whoever can reach that address: `,
+      'it has no authentication, and every run of this state directory can be read here.',
+    );
+  temporalState = temporal.state;
+  temporalBanner.hidden = temporal.state !== 'down';
+  if (temporal.state === 'down')
+    fill(
+      temporalBanner,
+      h('strong', {}, 'The Temporal server does not answer'),
+      ` (${temporal.address ?? 'its address'}${temporal.error ? `: ${temporal.error}` : ''}; since ${new Date(temporal.since).toLocaleTimeString()}). `,
+      'Runs show what their step records hold and episodes their samples, without the histories; ',
+      'the server is asked again every few seconds.',
+    );
+}
+
+async function refreshStatus() {
+  try {
+    drawStatus(await api('/api/status'));
+  } catch {
+    // the next answer's header tries again
+  }
+}
+
+// an answer whose state differs from the banner's: the banner asks for the details
+onTemporalState((state) => {
+  if (state !== temporalState) {
+    temporalState = state;
+    refreshStatus();
+  }
+});
+
 window.addEventListener('hashchange', show);
+refreshStatus();
 show();

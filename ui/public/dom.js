@@ -59,9 +59,18 @@ export function seconds(ms) {
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(2)} s`;
 }
 
+const temporalListeners = [];
+
+/** Calls `fn(state)` with the Temporal server's state (up, down, none) each API answer reports. */
+export function onTemporalState(fn) {
+  temporalListeners.push(fn);
+}
+
 /** GET a JSON API path; a refusal or failure throws with the server's message. */
 export async function api(path, signal) {
   const res = await fetch(path, { signal, headers: { Accept: 'application/json' } });
+  const state = res.headers.get('X-Temporal-State');
+  if (state) for (const fn of temporalListeners) fn(state);
   const body = await res.json().catch(() => ({ error: `${res.status} ${res.statusText}` }));
   if (!res.ok) throw new Error(body.error ?? `${res.status} ${res.statusText}`);
   return body;
@@ -78,6 +87,7 @@ export function badge(status) {
   return h('span', { class: `badge st-${String(status ?? 'none').toLowerCase()}` }, status ?? '-');
 }
 
+/** A plain table (headers, row elements); tables.js dataTable sorts and exports. */
 export function table(headers, rows, attrs = {}) {
   return h(
     'table',

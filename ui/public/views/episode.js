@@ -1,14 +1,17 @@
-// An episode: its image, then each turn (the model's text with its tool call picked out, the tool's
-// feedback, finish reason, engine, weights, retries and their cause, times), and its tokens coloured
-// by logprob with the loss mask. The turns are what `tempo-rl episodes show --json` prints (the
-// response's `audit`), all of it put in as text.
+// An episode: its prompt as the model saw it (system, user, the figure), then each turn (the model's
+// text with its tool call picked out, the tool's feedback, finish reason, engine, weights, retries and
+// their cause, times), a retried turn's attempts side by side, and its tokens coloured by the engine's
+// logprob or by how far the trainer's is from it (as prime-rl colours tokens by mismatch:
+// https://github.com/PrimeIntellect-ai/prime-rl/pull/2551), with the loss mask. The turns are what
+// `tempo-rl episodes show --json` prints (the response's `audit`), all of it put in as text.
 import { apiPath, api, badge, fill, h, link, num, seconds } from '../dom.js';
 import { setCrumbs } from './common.js';
+import { promptSection } from './prompt.js';
 
 const TOOL_CALL = /<tool_call>[\s\S]*?(?:<\/tool_call>|$)/g;
 
 /** The turn's text with each tool call in its own element; textContent is the text unchanged. */
-function turnText(text) {
+export function turnText(text) {
   const parts = [];
   let last = 0;
   for (const m of text.matchAll(TOOL_CALL)) {
@@ -72,13 +75,12 @@ function turnNumber(view, i) {
 
 /** Without a history: each turn's facts from the sample, its text from its tokens. */
 function sampleTurns(view) {
-  let at = 0;
   return view.sample.turns.map((t, i) => {
+    const span = view.spans[i];
     const text = view.tokens
-      .slice(at, at + t.generated_tokens)
+      .slice(span.gen_start, span.gen_start + span.gen_len)
       .map((tok) => tok[1])
       .join('');
-    at += t.generated_tokens + t.observation_tokens;
     return h(
       'article',
       { class: 'turn', dataset: { turn: turnNumber(view, i) } },
@@ -89,7 +91,7 @@ function sampleTurns(view) {
         fact('finish', t.finish_reason, 'finish_reason'),
         fact('engine', t.engine, 'engine'),
         fact('weights', t.weight_version === null ? '-' : `v${t.weight_version}`, 'weight_version'),
-        fact('generated', t.generated_tokens),
+        fact('generated', `${t.generated_tokens}${span.synthetic_eos_at !== null ? ' + synthetic EOS' : ''}`),
         t.tool_answer !== undefined ? fact('answer', t.tool_answer ?? '-') : null,
       ),
       turnText(text),
@@ -97,6 +99,7 @@ function sampleTurns(view) {
   });
 }
 
+/** Colour classes: by the engine's logprob, or by |trainer − engine| (mismatch). */
 function lpClass(lp, mask) {
   if (mask === 0) return 'tok masked';
   if (lp >= -0.05) return 'tok lp0';
@@ -106,38 +109,166 @@ function lpClass(lp, mask) {
   return 'tok lp4';
 }
 
-/** Every response token coloured by its rollout logprob; mask-0 tokens (observations, synthetic EOS) grey. */
-function tokenStrip(view) {
-  if (!view.tokens.length) return h('p', { class: 'muted' }, 'No sample stored: no tokens.');
-  const strip = h('div', { class: 'tokens' });
-  let at = 0;
-  view.sample.turns.forEach((t, i) => {
-    for (const [label, n] of [
-      [`turn ${turnNumber(view, i)}`, t.generated_tokens],
-      ['feedback', t.observation_tokens],
-    ]) {
-      if (n === 0) continue;
-      strip.append(h('span', { class: 'turn-mark' }, label));
-      for (const [id, text, lp, mask] of view.tokens.slice(at, at + n))
-        strip.append(
-          h('span', { class: lpClass(lp, mask), title: `token ${id} · logprob ${num(lp, 4)} · mask ${mask}` }, text),
-        );
-      at += n;
-    }
+const MISMATCH = [0.01, 0.05, 0.2, 0.5];
+function mismatchClass(lp, mask, trainer) {
+  if (mask === 0) return 'tok masked';
+  if (trainer === null) return 'tok mm-none';
+  const d = Math.abs(trainer - lp);
+  const i = MISMATCH.findIndex((t) => d < t);
+  return `tok mm${i < 0 ? MISMATCH.length : i}`;
+}
+
+function tokenTitle([id, , lp, mask, trainer]) {
+  const t = trainer === null ? '' : ` · trainer ${num(trainer, 4)} · Δ ${num(trainer - lp, 4)}`;
+  return `token ${id} · engine logprob ${num(lp, 4)}${t} · mask ${mask}`;
+}
+
+/** Every response token, turn by turn (view.spans: the generated tokens, the synthetic end-of-turn
+ *  token, the feedback), coloured by `mode`; mask-0 tokens grey. */
+function strip(view, mode) {
+  const el = h('div', { class: 'tokens', dataset: { mode } });
+  const cls = (tok) => (mode === 'mismatch' ? mismatchClass(tok[2], tok[3], tok[4]) : lpClass(tok[2], tok[3]));
+  const put = (from, n, label, part) => {
+    if (n === 0) return;
+    if (label) el.append(h('span', { class: 'turn-mark' }, label));
+    for (const [k, tok] of view.tokens.slice(from, from + n).entries())
+      el.append(h('span', { class: cls(tok), title: tokenTitle(tok), dataset: { i: from + k, part } }, tok[1]));
+  };
+  let end = 0;
+  view.spans.forEach((s, i) => {
+    put(s.gen_start, s.gen_len, `turn ${turnNumber(view, i)}`, 'generated');
+    if (s.synthetic_eos_at !== null) put(s.synthetic_eos_at, 1, null, 'eos');
+    put(s.obs_start, s.obs_len, 'feedback', 'observation');
+    end = s.obs_start + s.obs_len;
   });
-  for (const [id, text, lp, mask] of view.tokens.slice(at))
-    strip.append(
-      h('span', { class: lpClass(lp, mask), title: `token ${id} · logprob ${num(lp, 4)} · mask ${mask}` }, text),
-    );
-  const legend = h(
+  put(end, view.tokens.length - end, 'after the turns', 'rest');
+  return el;
+}
+
+/** The trainer's logprobs against the engine's over the generated tokens: mean and largest |Δ|. */
+function mismatchSummary(view) {
+  const d = view.tokens.filter((t) => t[3] === 1 && t[4] !== null).map((t) => Math.abs(t[4] - t[2]));
+  if (!d.length) return null;
+  const mean = d.reduce((a, b) => a + b, 0) / d.length;
+  return h(
     'p',
-    { class: 'legend' },
-    'logprob: ',
-    ['≥ −0.05', '≥ −0.5', '≥ −1.5', '≥ −3', '< −3'].map((t, i) => h('span', { class: `tok lp${i}` }, t)),
-    ' ',
-    h('span', { class: 'tok masked' }, 'loss mask 0'),
+    { class: 'facts', dataset: { field: 'mismatch' } },
+    fact('trainer logprobs', `step ${view.trainer_step}'s forward, before its update`),
+    fact('mean |trainer − engine|', num(mean, 4), 'mismatch_mean'),
+    fact('largest', num(Math.max(...d), 4), 'mismatch_max'),
+    fact('tokens', d.length),
   );
-  return [legend, strip];
+}
+
+function tokenSection(view) {
+  if (!view.tokens.length) return [h('h2', {}, 'Tokens'), h('p', { class: 'muted' }, 'No sample stored: no tokens.')];
+  const hasTrainer = view.trainer_step !== null;
+  let mode = 'engine';
+  const box = h('div');
+  const legend = h('p', { class: 'legend' });
+  const draw = () => {
+    fill(
+      legend,
+      mode === 'engine'
+        ? [
+            'engine logprob: ',
+            ['≥ −0.05', '≥ −0.5', '≥ −1.5', '≥ −3', '< −3'].map((t, i) => h('span', { class: `tok lp${i}` }, t)),
+          ]
+        : [
+            '|trainer − engine| logprob: ',
+            ['< 0.01', '< 0.05', '< 0.2', '< 0.5', '≥ 0.5'].map((t, i) => h('span', { class: `tok mm${i}` }, t)),
+          ],
+      ' ',
+      h('span', { class: 'tok masked' }, 'loss mask 0'),
+    );
+    fill(box, strip(view, mode));
+  };
+  const picker = h(
+    'select',
+    { 'aria-label': 'colour the tokens by', class: 'token-mode', disabled: !hasTrainer },
+    h('option', { value: 'engine' }, 'the engine’s logprob'),
+    h('option', { value: 'mismatch' }, 'trainer vs engine (mismatch)'),
+  );
+  picker.addEventListener('change', () => {
+    mode = picker.value;
+    draw();
+  });
+  draw();
+  return [
+    h('h2', {}, 'Tokens ', h('span', { class: 'muted' }, 'coloured by '), picker),
+    hasTrainer
+      ? mismatchSummary(view)
+      : h(
+          'p',
+          { class: 'muted' },
+          'No trainer logprobs for this sample (not trained, an SFT step, longer than the trainer records, or trained before the trainer wrote them).',
+        ),
+    legend,
+    box,
+  ];
+}
+
+/** Each retried generate: the attempt that failed beside the one that completed, the facts that
+ *  changed marked. */
+function retriesSection(view) {
+  if (!view.retries.length) return null;
+  const row = (label, key, r) =>
+    h(
+      'tr',
+      { class: r.changed.includes(key) ? 'changed' : '' },
+      h('th', {}, label),
+      h('td', {}, r.failed[key] ?? '-'),
+      h('td', {}, r.completed[key] ?? '-'),
+    );
+  return h(
+    'section',
+    { class: 'retries' },
+    h('h2', {}, 'Retried turns'),
+    view.retries.map((r) =>
+      h(
+        'article',
+        { class: 'retry', dataset: { turn: r.turn } },
+        h(
+          'h3',
+          {},
+          `turn ${r.turn}: attempt ${r.failed.attempt} → ${r.completed.attempt}`,
+          r.lost_ms !== null
+            ? h('span', { class: 'muted' }, ` · ${seconds(r.lost_ms)} before the attempt that completed`)
+            : null,
+        ),
+        h(
+          'table',
+          { class: 'diff' },
+          h(
+            'thead',
+            {},
+            h(
+              'tr',
+              {},
+              h('th', {}, ''),
+              h('th', {}, `attempt ${r.failed.attempt}`),
+              h('th', {}, `attempt ${r.completed.attempt}`),
+            ),
+          ),
+          h(
+            'tbody',
+            {},
+            row('ended', 'outcome', r),
+            row('worker', 'worker', r),
+            row('engine', 'engine', r),
+            row('weights', 'weight_version', r),
+          ),
+        ),
+        r.failed.message ? h('pre', { class: 'failure', dataset: { field: 'failure' } }, r.failed.message) : null,
+        h(
+          'p',
+          { class: 'hint' },
+          r.changed.length ? `changed: ${r.changed.join(', ')}. ` : '',
+          'The history keeps only the completing attempt’s start and result, and the failure before it.',
+        ),
+      ),
+    ),
+  );
 }
 
 function summary(view) {
@@ -188,15 +319,6 @@ export async function renderEpisode(main, params, { signal, crumbs }) {
     [`prompt ${prompt}`, 'step', { run: runId, step, group: prompt }],
     [`sample ${sample}`],
   ]);
-  const images = view.sample
-    ? Array.from({ length: view.sample.images }, (_, i) =>
-        h('img', {
-          class: 'figure',
-          src: apiPath('episode/image', { id: view.episode_id, index: i }),
-          alt: `image ${i} of the episode`,
-        }),
-      )
-    : [];
   fill(
     main,
     h('h1', {}, 'episode ', h('code', {}, view.episode_id), ' ', badge(view.audit?.status ?? view.sample?.status)),
@@ -215,7 +337,7 @@ export async function renderEpisode(main, params, { signal, crumbs }) {
     ),
     summary(view),
     view.audit_note ? h('p', { class: 'warn' }, view.audit_note) : null,
-    images.length ? h('section', { class: 'images' }, images) : null,
+    promptSection(view.prompt, view.sample?.images ? view.episode_id : null, view.sample?.images ?? 0),
     h(
       'section',
       { class: 'turns' },
@@ -231,7 +353,8 @@ export async function renderEpisode(main, params, { signal, crumbs }) {
           ? sampleTurns(view)
           : null,
     ),
+    retriesSection(view),
     invariants(view.audit),
-    h('section', {}, h('h2', {}, 'Tokens'), tokenStrip(view)),
+    h('section', { class: 'token-section' }, tokenSection(view)),
   );
 }

@@ -1,12 +1,15 @@
-// A run: its progress (updated every 2 s without reload), the held-out eval before and after, its
-// metrics per step as interactive plots, the time per phase, a reward histogram per step, its steps.
-import { api, apiPath, badge, fill, h, link, num, table, when } from '../dom.js';
+// A run: its progress (updated every 2 s without reload), what it learnt (the held-out eval before →
+// after with its delta, then the summary the report gives), its metrics per step as interactive plots
+// (the eval's from before training), the time per phase, a reward histogram per step, its steps.
+import { api, apiPath, badge, fill, h, link, num, when } from '../dom.js';
 import { histogram, histogramBars, metricPlot } from '../plots.js';
+import { dataTable } from '../tables.js';
 import { poll, setCrumbs } from './common.js';
+import { signed } from './runs.js';
 
-const DEFAULT_PLOTS = [
-  'rollout/raw_reward',
+export const DEFAULT_PLOTS = [
   'eval/reward',
+  'rollout/raw_reward',
   'rollout/first_answer_correct',
   'rollout/tool_call_rate',
   'rollout/response_len',
@@ -47,8 +50,9 @@ function header(run) {
   ];
 }
 
-function evalTable(steps) {
-  const before = steps[0]?.metrics ?? {};
+/** The held-out eval of each metric: before training, after the last eval, and the difference. */
+export function evalRows(steps) {
+  const before = steps.find((s) => Object.keys(s.metrics).some((k) => k.startsWith('eval_start/')))?.metrics ?? {};
   const after = [...steps].reverse().find((s) => Object.keys(s.metrics).some((k) => k.startsWith('eval/')));
   const names = new Set([
     ...Object.keys(before)
@@ -58,43 +62,101 @@ function evalTable(steps) {
       .filter((k) => k.startsWith('eval/'))
       .map((k) => k.slice('eval/'.length)),
   ]);
-  if (names.size === 0) return h('p', { class: 'muted' }, 'No held-out eval in this run.');
-  return table(
-    ['metric', 'before training', after ? `after step ${after.step}` : 'after'],
-    [...names]
-      .sort()
-      .map((n) =>
-        h(
-          'tr',
-          {},
-          h('td', {}, n),
-          h('td', { class: 'n' }, num(before[`eval_start/${n}`])),
-          h('td', { class: 'n' }, num(after?.metrics[`eval/${n}`])),
-        ),
-      ),
-    { class: 'eval' },
-  );
+  // the reward first: the headline
+  return [...names]
+    .sort((a, b) => (a === 'reward' ? -1 : b === 'reward' ? 1 : a.localeCompare(b)))
+    .map((metric) => {
+      const b = before[`eval_start/${metric}`] ?? null;
+      const a = after?.metrics[`eval/${metric}`] ?? null;
+      return {
+        metric,
+        before: b,
+        after: a,
+        after_step: after?.step ?? null,
+        delta: a !== null && b !== null ? a - b : null,
+      };
+    });
 }
 
-function stepsTable(runId, steps) {
-  return table(
-    ['step', 'weights', 'reward', 'episodes', 'trained', 'step time (s)'],
-    [...steps]
-      .reverse()
-      .map((s) =>
+/** The headline: the held-out eval reward before → after and its delta; then the summary's lines. */
+function learnt(run, steps, summary) {
+  const reward = evalRows(steps).find((r) => r.metric === 'reward');
+  const head = reward
+    ? h(
+        'p',
+        { class: 'headline', dataset: { field: 'eval-headline' } },
+        'held-out eval reward ',
+        h('strong', {}, num(reward.before)),
+        ' before → ',
+        h('strong', {}, num(reward.after)),
+        reward.after_step !== null ? ` after step ${reward.after_step} ` : ' after ',
         h(
-          'tr',
-          {},
-          h('td', {}, link(`step ${s.step}`, 'step', { run: runId, step: s.step }, { class: 'step-link' })),
-          h('td', { class: 'n' }, s.weight_version),
-          h('td', { class: 'n' }, num(s.metrics['rollout/raw_reward'])),
-          h('td', { class: 'n' }, s.episodes),
-          h('td', { class: 'n' }, s.trained),
-          h('td', { class: 'n' }, num(s.metrics['perf/step_time'], 2)),
+          'span',
+          { class: `delta ${reward.delta > 0 ? 'up' : reward.delta < 0 ? 'down' : ''}` },
+          `(${signed(reward.delta)})`,
         ),
-      ),
-    { class: 'steps' },
-  );
+      )
+    : h('p', { class: 'muted' }, `No held-out eval in ${run.run_id} (run.eval_at_start, run.eval_interval).`);
+  // the summary's first line is the same headline in words
+  const rest = summary.slice(reward ? 1 : 0);
+  return [
+    head,
+    rest.length
+      ? h(
+          'ul',
+          { class: 'summary-lines' },
+          rest.map((l) => h('li', {}, l)),
+        )
+      : null,
+  ];
+}
+
+function evalTable(steps) {
+  const rows = evalRows(steps);
+  if (!rows.length) return h('p', { class: 'muted' }, 'No held-out eval in this run.');
+  const after = rows[0].after_step;
+  return dataTable({
+    name: 'eval',
+    columns: [
+      { key: 'metric', label: 'metric', value: (r) => r.metric },
+      { key: 'before', label: 'before training', value: (r) => r.before, cell: (r) => num(r.before), class: 'n' },
+      {
+        key: 'after',
+        label: after !== null ? `after step ${after}` : 'after',
+        value: (r) => r.after,
+        cell: (r) => num(r.after),
+        class: 'n',
+      },
+      { key: 'delta', label: 'Δ', value: (r) => r.delta, cell: (r) => signed(r.delta), class: 'n' },
+    ],
+    rows,
+    attrs: { class: 'eval' },
+  });
+}
+
+function stepsTable(runId, steps, sort) {
+  const m = (k, digits) => ({ value: (s) => s.metrics[k] ?? null, cell: (s) => num(s.metrics[k], digits), class: 'n' });
+  return dataTable({
+    name: `${runId}-steps`,
+    columns: [
+      {
+        key: 'step',
+        label: 'step',
+        value: (s) => s.step,
+        cell: (s) => link(`step ${s.step}`, 'step', { run: runId, step: s.step }, { class: 'step-link' }),
+      },
+      { key: 'weight_version', label: 'weights', value: (s) => s.weight_version, class: 'n' },
+      { key: 'reward', label: 'reward', ...m('rollout/raw_reward') },
+      { key: 'eval_reward', label: 'eval reward', ...m('eval/reward') },
+      { key: 'episodes', label: 'episodes', value: (s) => s.episodes, class: 'n' },
+      { key: 'trained', label: 'trained', value: (s) => s.trained, class: 'n' },
+      { key: 'logprob_diff', label: 'train/rollout |Δ logprob|', ...m('train/train_rollout_logprob_abs_diff', 4) },
+      { key: 'step_time', label: 'step time (s)', ...m('perf/step_time', 2) },
+    ],
+    rows: [...steps].reverse(),
+    attrs: { class: 'steps' },
+    sort,
+  });
 }
 
 /** The reward histogram of one step (its episodes' rewards), with a step picker. */
@@ -130,6 +192,10 @@ function histogramSection(runId, signal) {
   };
 }
 
+export function plotTitle(key) {
+  return key.startsWith('eval/') ? `${key} (held-out; step −1: before training)` : key;
+}
+
 function metricKeys(steps) {
   return [...new Set(steps.flatMap((s) => Object.keys(s.metrics)))].sort();
 }
@@ -148,7 +214,7 @@ function plotsSection(stepTimeKeys, width) {
   };
   let latest = [];
   picker.addEventListener('change', () => {
-    if (picker.value) add(grid, picker.value, [picker.value], latest, width);
+    if (picker.value) add(grid, plotTitle(picker.value), [picker.value], latest, width);
     picker.value = '';
   });
   const build = (steps) => {
@@ -157,7 +223,9 @@ function plotsSection(stepTimeKeys, width) {
     const keys = metricKeys(steps);
     fill(grid);
     fill(timeGrid);
-    for (const k of DEFAULT_PLOTS) if (keys.includes(k)) add(grid, k, [k], steps, width);
+    // an eval/* plot also where only the eval before training is recorded yet
+    const has = (k) => keys.includes(k) || (k.startsWith('eval/') && keys.includes(`eval_start/${k.slice(5)}`));
+    for (const k of DEFAULT_PLOTS) if (has(k)) add(grid, plotTitle(k), [k], steps, width);
     const phases = stepTimeKeys.filter((k) => keys.includes(k));
     if (phases.length) add(timeGrid, 'seconds per phase', phases, steps, width * 2);
     else timeGrid.append(h('p', { class: 'muted' }, 'No phase times recorded yet.'));
@@ -197,14 +265,16 @@ export async function renderRun(main, params, { signal, crumbs }) {
   const path = apiPath(`runs/${encodeURIComponent(runId)}`);
   let data = await api(path, signal);
   const head = h('div', {}, header(data.run));
+  const learntBox = h('section', { class: 'learnt' }, learnt(data.run, data.steps, data.summary));
   const evalBox = h('section', {}, h('h2', {}, 'Held-out eval'), evalTable(data.steps));
+  const stepSort = {};
   // two plots a row: half the page less the figure's border, padding and the gap
   const width = Math.max(320, Math.floor(((main.getBoundingClientRect().width || 1000) - 40) / 2) - 24);
   const plots = plotsSection(data.step_time_keys, width);
   const hist = histogramSection(runId, signal);
-  const stepsBox = h('section', {}, h('h2', {}, 'Steps'), stepsTable(runId, data.steps));
+  const stepsBox = h('section', {}, h('h2', {}, 'Steps'), stepsTable(runId, data.steps, stepSort));
   const status = h('p', { class: 'status' });
-  fill(main, head, evalBox, ...plots.els, hist.el, stepsBox, status);
+  fill(main, head, learntBox, ...plots.els, evalBox, hist.el, stepsBox, status);
   plots.update(data.steps);
   await hist.update(data.steps);
   const stop = poll(
@@ -214,8 +284,9 @@ export async function renderRun(main, params, { signal, crumbs }) {
       fill(head, header(next.run));
       if (next.steps.length !== data.steps.length) {
         plots.update(next.steps);
+        fill(learntBox, learnt(next.run, next.steps, next.summary));
         fill(evalBox, h('h2', {}, 'Held-out eval'), evalTable(next.steps));
-        fill(stepsBox, h('h2', {}, 'Steps'), stepsTable(runId, next.steps));
+        fill(stepsBox, h('h2', {}, 'Steps'), stepsTable(runId, next.steps, stepSort));
         await hist.update(next.steps);
       }
       data = next;

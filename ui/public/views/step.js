@@ -1,22 +1,42 @@
 // A step: its GRPO groups side by side (group = run/step/prompt), each sample's reward, advantage,
 // length, turns, first answer, status and outcome; how many episodes were trained, filtered or failed.
-import { api, apiPath, badge, fill, h, link, num, table } from '../dom.js';
+// One group (…&group=P): its prompt as the model saw it, with its figure, and its samples' completions
+// side by side.
+import { api, apiPath, badge, fill, h, link, num } from '../dom.js';
+import { dataTable } from '../tables.js';
 import { setCrumbs } from './common.js';
+import { turnText } from './episode.js';
+import { promptSection } from './prompt.js';
 
-function sampleRow(r) {
-  return h(
-    'tr',
-    { class: `outcome-${r.outcome}`, dataset: { episode: r.episode_id } },
-    h('td', {}, link(`sample ${r.sample_index}`, 'episode', { id: r.episode_id }, { class: 'episode-link' })),
-    h('td', { class: 'n' }, num(r.reward)),
-    h('td', { class: 'n' }, num(r.advantage)),
-    h('td', { class: 'n' }, r.response_len ?? '-'),
-    h('td', { class: 'n' }, r.turns ?? '-'),
-    h('td', { class: 'answer' }, r.answers[0] ?? '-'),
-    h('td', {}, badge(r.status), r.truncated_reason ? h('span', { class: 'muted' }, ` ${r.truncated_reason}`) : null),
-    h('td', {}, r.outcome),
-  );
-}
+const SAMPLE_COLUMNS = [
+  {
+    key: 'sample_index',
+    label: 'sample',
+    value: (r) => r.sample_index,
+    cell: (r) => link(`sample ${r.sample_index}`, 'episode', { id: r.episode_id }, { class: 'episode-link' }),
+  },
+  { key: 'reward', label: 'reward', value: (r) => r.reward, cell: (r) => num(r.reward), class: 'n', descFirst: true },
+  { key: 'advantage', label: 'advantage', value: (r) => r.advantage, cell: (r) => num(r.advantage), class: 'n' },
+  { key: 'response_len', label: 'tokens', value: (r) => r.response_len, class: 'n' },
+  { key: 'turns', label: 'turns', value: (r) => r.turns, class: 'n' },
+  { key: 'first_answer', label: 'first answer', value: (r) => r.answers[0] ?? null, class: 'answer' },
+  {
+    key: 'status',
+    label: 'status',
+    value: (r) => r.status,
+    cell: (r) => [badge(r.status), r.truncated_reason ? h('span', { class: 'muted' }, ` ${r.truncated_reason}`) : null],
+  },
+  { key: 'outcome', label: 'outcome', value: (r) => r.outcome },
+  { key: 'episode_id', label: 'episode', value: (r) => r.episode_id, cell: (r) => h('code', {}, r.episode_id) },
+];
+
+const sampleTable = (name, rows) =>
+  dataTable({
+    name,
+    columns: SAMPLE_COLUMNS,
+    rows,
+    rowAttrs: (r) => ({ class: `outcome-${r.outcome}`, dataset: { episode: r.episode_id } }),
+  });
 
 function groupCard(view, g) {
   const spread =
@@ -37,10 +57,7 @@ function groupCard(view, g) {
       ),
       h('span', { class: 'muted' }, ` · label `, h('code', {}, g.label ?? '-'), spread),
     ),
-    table(
-      ['sample', 'reward', 'advantage', 'tokens', 'turns', 'first answer', 'status', 'outcome'],
-      g.rows.map(sampleRow),
-    ),
+    sampleTable(g.group_id.replaceAll('/', '-'), g.rows),
   );
 }
 
@@ -87,6 +104,10 @@ export async function renderStep(main, params, { signal, crumbs }) {
     view.metrics['rollout/raw_reward'] !== undefined ? ` · mean reward ${num(view.metrics['rollout/raw_reward'])}` : '',
   );
   const groups = focus === null ? view.groups : view.groups.filter((g) => g.prompt_index === focus);
+  const group =
+    focus === null
+      ? null
+      : await api(apiPath(`runs/${encodeURIComponent(runId)}/steps/${view.step}/groups/${focus}`), signal);
   fill(
     main,
     h('h1', {}, `${runId} · step ${view.step}`),
@@ -105,5 +126,60 @@ export async function renderStep(main, params, { signal, crumbs }) {
       { class: focus === null ? 'groups' : 'groups focused' },
       groups.map((g) => groupCard(view, g)),
     ),
+    group ? groupDetail(group) : null,
   );
+}
+
+/** One completion: its sample's facts, then each turn's text and the feedback after it. */
+function completion(c) {
+  return h(
+    'article',
+    { class: `completion outcome-${c.outcome}`, dataset: { episode: c.episode_id } },
+    h(
+      'h3',
+      {},
+      link(`sample ${c.sample_index}`, 'episode', { id: c.episode_id }, { class: 'episode-link' }),
+      ' ',
+      badge(c.status),
+    ),
+    h(
+      'p',
+      { class: 'facts' },
+      h(
+        'span',
+        { class: 'fact' },
+        h('span', { class: 'k' }, 'reward '),
+        h('strong', { dataset: { field: 'reward' } }, num(c.reward)),
+      ),
+      h('span', { class: 'fact' }, h('span', { class: 'k' }, 'advantage '), num(c.advantage)),
+      h('span', { class: 'fact' }, h('span', { class: 'k' }, 'outcome '), c.outcome),
+    ),
+    c.completion.length
+      ? c.completion.map((t, i) => [
+          h('p', { class: 'turn-label' }, `turn ${i + 1}`),
+          turnText(t.text),
+          t.observation !== null
+            ? h('pre', { class: 'observation-text', dataset: { field: 'observation' } }, t.observation)
+            : null,
+        ])
+      : h('p', { class: 'muted' }, 'No sample stored.'),
+  );
+}
+
+/** The group's prompt (system, user, figure) and its completions side by side. */
+function groupDetail(g) {
+  return [
+    promptSection(g.prompt, g.image_episode, g.images),
+    h(
+      'section',
+      { class: 'completions-section' },
+      h(
+        'h2',
+        {},
+        `Completions of prompt ${g.prompt_index}`,
+        h('span', { class: 'muted' }, ` · label ${g.label ?? '-'}`),
+      ),
+      h('div', { class: 'completions' }, g.completions.map(completion)),
+    ),
+  ];
 }

@@ -13,6 +13,7 @@ from ..contract import Hyper
 from .grpo import aggregation_weights, only_active, policy_loss, sft_loss
 from ..model.device import to_device
 from ..model.policy import ForwardOutput, TrainSample, forward_response, micro_batches
+from .token_logprobs import TokenLogprobs
 
 
 class Progress(Protocol):
@@ -69,13 +70,15 @@ def accumulate_gradients(
     ref_model=None,
     algorithm: str = "grpo",
     totals: tuple[int, int] | None = None,
+    record: TokenLogprobs | None = None,
 ) -> dict[str, torch.Tensor | float]:
     """Forward + backward over micro-batches (policy.micro_batches); gradients sum to those of the whole batch.
 
     The metrics stay on the device (summed tensors) so that the GPU never waits for the host between
     micro-batches: the caller reads them all at once (Trainer._updates: one sync per update).
     algorithm "sft": masked NLL of the loss-mask tokens (token mean over the batch), at temperature 1.
-    totals: (samples, loss-mask tokens) of the whole batch when `samples` is one rank's share of it."""
+    totals: (samples, loss-mask tokens) of the whole batch when `samples` is one rank's share of it.
+    record: collects each sample's per-token logprobs (token_logprobs.py), the ones compared with the engine's."""
     n_samples_total, n_tokens_total = totals or (len(samples), int(sum(float(s.loss_mask.sum()) for s in samples)))
     batches = micro_batches(model, samples, hyper.micro_batch_tokens)
     sums: dict[str, torch.Tensor | float] = {}
@@ -120,6 +123,8 @@ def accumulate_gradients(
         )
         loss.backward()
         abs_diff_sum = abs_diff_sum + only_active((old - rollout).abs(), mask > 0).sum()
+        if record is not None:
+            record.add(batch, old)
         for k, v in metrics.items():
             sums[k] = sums.get(k, 0.0) + v.detach()
         progress.heartbeat({"phase": "training", "micro_batch": i + 1, "micro_batches": len(batches)})

@@ -11,6 +11,8 @@ The model lives in the worker process between steps (`Trainer`). Step N:
    full checkpoint every run.checkpoint_interval steps (on a GPU written after the step returns:
    commit.py), the step's record otherwise.
    The updates themselves are gradients.py's.
+4. the attempt whose commit won writes each trained sample's per-token logprobs beside the sample
+   (token_logprobs.py, for the UI); an attempt that lost writes none.
 
 A side thread heartbeats all along (heartbeat.py), through the phases without progress points of
 their own: waiting for the trainer's lock, loading a checkpoint or the samples, saving.
@@ -61,6 +63,7 @@ from .commit import Commits
 from .heartbeat import Heartbeater
 from ..model.policy import TrainSample, VisionProcessor, load_policy, pick_device, prepare_sample
 from .memory import StepMemory, training_allocator
+from .token_logprobs import TokenLogprobs
 from .metrics import finite_metrics, read_metrics
 from ..weights.ipc import Buckets
 
@@ -248,7 +251,8 @@ class Trainer(Commits):
             progress.heartbeat({"phase": "loading_state", "step": inp.step})
             state = self.ensure_state(inp, progress)
             t0 = time.perf_counter()
-            sums, applied, skipped, samples = self._apply(state, inp, progress)
+            record = TokenLogprobs() if inp.algorithm != "sft" else None
+            sums, applied, skipped, samples = self._apply(state, inp, progress, record)
             seconds = time.perf_counter() - t0
         if not inp.samples:
             # Nothing to learn from (all failed or filtered): commit the step without an update so
@@ -265,7 +269,17 @@ class Trainer(Commits):
             **counts,
             **memory.metrics(expandable),
         }
-        return self._commit(inp, state, metrics, applied=applied > 0, progress=progress)
+        out = self._commit(inp, state, metrics, applied=applied > 0, progress=progress)
+        if record is not None and self.state is state and state.step == inp.step:
+            self._write_token_logprobs(inp, record, progress)
+        return out
+
+    def _write_token_logprobs(self, inp: TrainStepInput, record: TokenLogprobs, progress: Progress) -> None:
+        """Each trained sample's per-token logprobs beside it (token_logprobs.py), by the attempt whose
+        commit won (it holds the committed state), after the commit: an attempt that lost writes none."""
+        if record.by_name:
+            progress.heartbeat({"phase": "writing_token_logprobs", "step": inp.step, "n": len(record.by_name)})
+            record.write_to(inp.blob_store, inp.step)
 
     def _batch_counts(self, samples: list[TrainSample]) -> dict[str, float]:
         counts = {
@@ -279,19 +293,25 @@ class Trainer(Commits):
             counts["train/routing_replay_coverage"] = routed / max(counts["train/n_tokens"], 1.0)
         return counts
 
-    def _apply(self, state: TrainerState, inp: TrainStepInput, progress: Progress):
+    def _apply(self, state: TrainerState, inp: TrainStepInput, progress: Progress, record: TokenLogprobs | None = None):
         """Step `inp`'s updates on `state` (a new step, or a recorded one replayed): (metrics, updates
-        applied, updates skipped, the samples)."""
+        applied, updates skipped, the samples). `record`: collects the samples' per-token logprobs."""
         if not inp.samples:
             return {}, 0, 0, []
         progress.heartbeat({"phase": "loading_samples", "step": inp.step, "n": len(inp.samples)})
         samples = self.load_samples(inp, state)
         set_hyper(state.optimizer, inp.hyper)
         ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled and inp.algorithm != "sft" else None
-        return (*self._updates(state, samples, inp, progress, ref), samples)
+        return (*self._updates(state, samples, inp, progress, ref, record), samples)
 
     def _updates(
-        self, state: TrainerState, samples: list[TrainSample], inp: TrainStepInput, progress: Progress, ref
+        self,
+        state: TrainerState,
+        samples: list[TrainSample],
+        inp: TrainStepInput,
+        progress: Progress,
+        ref,
+        record: TokenLogprobs | None = None,
     ) -> tuple[dict[str, float], int, int]:
         """The step's optimizer updates (one, or grpo.ppo_mini_batches × ppo_epochs). An update whose loss
         or gradient norm is not finite is skipped. Returns the metrics (means over updates; counts
@@ -300,12 +320,17 @@ class Trainer(Commits):
         if len(batches) > 1:
             samples = with_old_logprobs(state.model, samples, inp.hyper, ref)
             batches = update_batches(samples, inp.hyper)
+            if record is not None:
+                record.add_old(samples)
+                record = None
         sums: dict[str, float] = {}
         norms: list[float] = []
         skipped = 0
         for batch in batches:
             state.optimizer.zero_grad(set_to_none=True)
-            got = accumulate_gradients(state.model, batch, inp.hyper, progress, ref_model=ref, algorithm=inp.algorithm)
+            got = accumulate_gradients(
+                state.model, batch, inp.hyper, progress, ref_model=ref, algorithm=inp.algorithm, record=record
+            )
             # From here on the in-memory model no longer matches any checkpoint until the commit.
             state.step = -2
             norm = torch.nn.utils.clip_grad_norm_(state.model.parameters(), inp.hyper.grad_clip)

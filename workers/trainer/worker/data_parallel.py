@@ -41,6 +41,7 @@ from ..contract import Sample, TrainStepInput, TrainStepOutput
 from .dp_group import DataParallelGroup, is_agreed, mark_agreed
 from ..model.policy import TrainSample, load_policy, micro_batches
 from ..step.metrics import read_metrics
+from ..step.token_logprobs import TokenLogprobs
 from ..step.gradients import (
     NoProgress,
     Progress,
@@ -265,7 +266,8 @@ class DataParallelTrainer(Trainer):
 
     # --- a step's updates on this rank's share ----------------------------------------------------------
 
-    def _apply(self, state: TrainerState, inp: TrainStepInput, progress: Progress):
+    def _apply(self, state: TrainerState, inp: TrainStepInput, progress: Progress, record: TokenLogprobs | None = None):
+        """`record`: this rank's share of the samples' per-token logprobs (each rank writes its own)."""
         if not inp.samples:
             return {}, 0, 0, []
         progress.heartbeat({"phase": "loading_samples", "step": inp.step, "n": len(inp.samples)})
@@ -274,7 +276,7 @@ class DataParallelTrainer(Trainer):
         samples = self.group.agreed(lambda: self._load_share(inp, state, plan.indices_of(self.group.rank)))
         set_hyper(state.optimizer, inp.hyper)
         ref = self.reference_model(inp.model_path) if inp.hyper.kl.enabled and inp.algorithm != "sft" else None
-        return (*self._sharded_updates(state, samples, plan, inp, progress, ref), list(samples.values()))
+        return (*self._sharded_updates(state, samples, plan, inp, progress, ref, record), list(samples.values()))
 
     def _load_share(self, inp: TrainStepInput, state: TrainerState, indices: list[int]) -> dict[int, TrainSample]:
         return dict(zip(indices, self.load_samples(inp, state, indices), strict=False))
@@ -300,6 +302,7 @@ class DataParallelTrainer(Trainer):
         inp: TrainStepInput,
         progress: Progress,
         ref,
+        record: TokenLogprobs | None = None,
     ) -> tuple[dict[str, float], int, int]:
         """Trainer._updates over this rank's shares: the same updates, metrics and skips."""
         hyper, rank = inp.hyper, self.group.rank
@@ -312,6 +315,9 @@ class DataParallelTrainer(Trainer):
             samples = dict(zip(order, with_old_logprobs(policy, mine, hyper, ref), strict=False))
             self._idle_passes(policy, missing, backward=False)
             sharding.reshard(state.model)
+            if record is not None:
+                record.add_old(samples.values())
+                record = None
         sums: dict[str, float] = {}
         norms: list[float] = []
         skipped = 0
@@ -331,6 +337,7 @@ class DataParallelTrainer(Trainer):
                     ref_model=ref,
                     algorithm=inp.algorithm,
                     totals=plan.totals[j],
+                    record=record,
                 )
             )
             self._idle_passes(policy, missing, backward=True)
