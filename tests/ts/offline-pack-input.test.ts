@@ -112,7 +112,7 @@ test('a wheel published only for a newer glibc is named, with the glibc it needs
   );
 });
 
-test("a pack records the glibc its wheels and Node need, not the level it was built for (a host between the two can run it)", () => {
+test('a pack records the glibc its wheels and Node need, not the level it was built for (a host between the two can run it)', () => {
   assert.equal(glibcNeeded([]), '2.28', 'Node 20 alone');
   assert.equal(
     glibcNeeded([
