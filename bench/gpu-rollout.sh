@@ -67,9 +67,9 @@ cp_run() {  # name, limit, then --set flags
 # GPU_ROLLOUT_STEPS: some of the steps only (e.g. "path-64 path-256" when the control plane was measured apart)
 STEPS=" ${GPU_ROLLOUT_STEPS:-path-64 cp-512 path-256 cp-512-w1 cp-512-w8} "
 on() { [[ "$STEPS" == *" $1 "* ]]; }
-on path-64 && path_run path-64 150 "$SMALL"
+on path-64 && path_run path-64 300 "$SMALL"
 on cp-512 && cp_run cp-512 120
-on path-256 && path_run path-256 240 "$LARGE"
+on path-256 && path_run path-256 420 "$LARGE"
 on cp-512-w1 && cp_run cp-512-w1 120 --set rollout.worker_processes=1
 on cp-512-w8 && cp_run cp-512-w8 120 --set rollout.worker_processes=8
 say "done: $OUT"

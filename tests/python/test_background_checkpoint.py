@@ -166,3 +166,24 @@ def test_host_buffers_carve_pinned_slabs_and_keep_them(monkeypatch):
     tensors["a"] += 1
     again = buffers.copy("a", tensors["a"])
     assert again.data_ptr() == first["a"].data_ptr() and torch.equal(again, tensors["a"]) and len(made) == 2
+
+
+def test_the_tied_head_is_written_though_save_pretrained_consumes_the_state_dict(tiny_model, tmp_path, monkeypatch):
+    """A snapshot is written through save_pretrained(state_dict=…), which in transformers 5 empties the
+    dict it is given as it writes (seen on the 2B shape: the background write failed with a KeyError on
+    the tied embedding); the tied LM head is read from it afterwards."""
+    from safetensors.torch import load_file
+    from transformers import Qwen3VLForConditionalGeneration
+
+    model = Qwen3VLForConditionalGeneration.from_pretrained(tiny_model)
+    real = type(model).save_pretrained
+
+    def consuming(self, out, **kwargs):
+        real(self, out, **kwargs)
+        if kwargs.get("state_dict") is not None:
+            kwargs["state_dict"].clear()
+
+    monkeypatch.setattr(type(model), "save_pretrained", consuming)
+    ckpt.write_model_dir(tmp_path / "out", model, tiny_model, dict(model.state_dict()))
+    head = load_file(tmp_path / "out" / "lm_head.safetensors")["lm_head.weight"]
+    assert torch.equal(head, model.get_output_embeddings().weight.detach())

@@ -275,7 +275,9 @@ def write_model_dir(
     if state_dict is not None:  # a tied weight once, under its first name, as save_pretrained writes it
         names = {n for n, _ in model.named_parameters()} | {n for n, _ in model.named_buffers()}
         state_dict = {k: v for k, v in state_dict.items() if k in names}
-    model.save_pretrained(out, safe_serialization=True, state_dict=state_dict)
+    # a copy: transformers 5's save_pretrained empties the dict it is given as it writes (measured on
+    # the 2B shape), and the tied LM head below is read from it
+    model.save_pretrained(out, safe_serialization=True, state_dict=None if state_dict is None else dict(state_dict))
     # fused MoE experts back in the layout vLLM reads (save_pretrained writes transformers' own; a no-op
     # for dense models)
     to_checkpoint_layout(out)
