@@ -221,7 +221,9 @@ async function main(): Promise<Record<string, unknown>> {
   const tWarm = Date.now();
   for (const side of sides)
     await runSide(side, await inputsFor(`warmup-${side}`, Math.max(...turnsList), 8, 64), 8, 'warmup');
-  print(`warm-up done in ${((Date.now() - tWarm) / 1000).toFixed(1)} s; rollout workers ${JSON.stringify(workerSetup(stack))}`);
+  print(
+    `warm-up done in ${((Date.now() - tWarm) / 1000).toFixed(1)} s; rollout workers ${JSON.stringify(workerSetup(stack))}`,
+  );
 
   const result: Record<string, unknown> = {
     command: COMMAND,

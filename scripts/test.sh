@@ -2,11 +2,14 @@
 # The test suite: set-up (idempotent, cached), lint (scripts/lint.sh), typecheck, node:test (TS),
 # pytest (Python), in tiers.
 #   bash scripts/test.sh          the fast tier (the README's command; CI's): every test but the long tier
+#   bash scripts/test.sh --unit   the unit tier, part of the fast tier: what tests/unit.txt lists (tests that
+#                                 start no engine, server, browser or child process), node and pytest side
+#                                 by side; lint, no typecheck, no engines, no chromium; 75-88 s on 2 busy cores
 #   bash scripts/test.sh --long   the long tier only: tests/long.txt lists it (the demo's learning
 #                                 threshold, the random chaos trials, separate hosts, slower duplicates)
-#   bash scripts/test.sh --all    both tiers
-# TEMPO_RL_TEST_TIER=fast|long|all chooses the same way (a flag, --fast too, wins). TEMPO_RL_TEST_FILES (TS files)
-# and TEMPO_RL_PYTEST_ARGS (pytest's options; default -q -rs) narrow or change a run.
+#   bash scripts/test.sh --all    the fast and long tiers
+# TEMPO_RL_TEST_TIER=fast|unit|long|all chooses the same way (a flag, --fast too, wins). TEMPO_RL_TEST_FILES
+# (TS files) and TEMPO_RL_PYTEST_ARGS (pytest's options; default -q -rs) narrow or change a run.
 # It starts what the tests need (engines for the suite; each test file starts its own Temporal server
 # on free ports) and stops it at the end. Each file's duration goes to durations.json in the suite's
 # state dir, the slowest are printed at the end; TEMPO_RL_SUITE_RECORD=FILE (e.g.
@@ -17,32 +20,39 @@ cd "$(dirname "$0")/.."
 tier="${TEMPO_RL_TEST_TIER:-fast}"
 for arg in "$@"; do
   case "$arg" in
-    --fast | --long | --all) tier="${arg#--}" ;;
-    -h | --help) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "scripts/test.sh: unknown argument \"$arg\" (--long, --all or none)" >&2; exit 2 ;;
+    --fast | --unit | --long | --all) tier="${arg#--}" ;;
+    -h | --help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "scripts/test.sh: unknown argument \"$arg\" (--unit, --long, --all or none)" >&2; exit 2 ;;
   esac
 done
 case "$tier" in
-  fast | long | all) ;;
-  *) echo "scripts/test.sh: TEMPO_RL_TEST_TIER=\"$tier\" is not fast, long or all" >&2; exit 2 ;;
+  fast | unit | long | all) ;;
+  *) echo "scripts/test.sh: TEMPO_RL_TEST_TIER=\"$tier\" is not fast, unit, long or all" >&2; exit 2 ;;
 esac
 
-# The long tier's entries: TS files (a folder: its *.test.ts), Python files and test ids.
-long_ts=() long_py=()
-while IFS= read -r line || [ -n "$line" ]; do
-  entry="${line%%#*}"
-  entry="${entry//[[:space:]]/}" # paths have no spaces
-  [ -n "$entry" ] || continue
-  if [ ! -e "${entry%%::*}" ]; then
-    echo "tests/long.txt: \"$entry\" does not exist (moved? update the list)" >&2; exit 2
-  fi
-  case "$entry" in
-    */) for f in "$entry"*.test.ts; do [ -e "$f" ] && long_ts+=("$f"); done ;;
-    *.ts) long_ts+=("$entry") ;;
-    *.py | *.py::*) long_py+=("$entry") ;;
-    *) echo "tests/long.txt: \"$entry\" is not a TS test file, a folder of them, or a Python test" >&2; exit 2 ;;
-  esac
-done < tests/long.txt
+# A list's entries (tests/long.txt, tests/unit.txt): TS files (a folder: its *.test.ts), Python files
+# and test ids, into the arrays named by $2 (TS) and $3 (Python).
+read_list() {
+  local -n list_ts=$2 list_py=$3
+  local line entry f
+  while IFS= read -r line || [ -n "$line" ]; do
+    entry="${line%%#*}"
+    entry="${entry//[[:space:]]/}" # paths have no spaces
+    [ -n "$entry" ] || continue
+    if [ ! -e "${entry%%::*}" ]; then
+      echo "$1: \"$entry\" does not exist (moved? update the list)" >&2; exit 2
+    fi
+    case "$entry" in
+      */) for f in "$entry"*.test.ts; do [ -e "$f" ] && list_ts+=("$f"); done ;;
+      *.ts) list_ts+=("$entry") ;;
+      *.py | *.py::*) list_py+=("$entry") ;;
+      *) echo "$1: \"$entry\" is not a TS test file, a folder of them, or a Python test" >&2; exit 2 ;;
+    esac
+  done < "$1"
+}
+long_ts=() long_py=() unit_ts=() unit_py=()
+read_list tests/long.txt long_ts long_py
+read_list tests/unit.txt unit_ts unit_py
 
 is_long() { local f; for f in "${long_ts[@]}"; do [ "$f" = "$1" ] && return 0; done; return 1; }
 fast_ts=()
@@ -55,6 +65,7 @@ case "$tier" in
     for e in "${long_py[@]}"; do
       case "$e" in *::*) py_args+=("--deselect=$e") ;; *) py_args+=("--ignore=$e") ;; esac
     done ;;
+  unit) ts_files=("${unit_ts[@]}"); [ ${#unit_py[@]} -eq 0 ] || py_args=("${unit_py[@]}") ;;
   long) ts_files=("${long_ts[@]}"); [ ${#long_py[@]} -eq 0 ] || py_args=("${long_py[@]}") ;;
   all) ts_files=("${fast_ts[@]}" "${long_ts[@]}"); py_args=(tests/python) ;;
 esac
@@ -65,15 +76,18 @@ source scripts/bootstrap.sh || { echo "bootstrap failed" >&2; exit 1; }
 export TEMPO_RL_LOG_LEVEL="${TEMPO_RL_LOG_LEVEL:-warn}" TEMPO_RL_LOG_FORMAT=json
 
 status=0
-# The report test renders the HTML page in headless Chromium (Debian's package).
-if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+# The report test renders the HTML page in headless Chromium (Debian's package); the unit tier has none.
+if [ "$tier" != unit ] && ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "== installing chromium for the report test"
   (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium) >/dev/null 2>&1 \
     || echo "chromium could not be installed; the screenshot test will skip" >&2
 fi
 bash scripts/lint.sh || status=1
-echo "== typecheck"
-npx tsc --noEmit -p . || status=1
+# The unit tier leaves the typecheck out: 13-33 s on 2 busy cores, up to a quarter of its 2 minutes (lint: 7 s).
+if [ "$tier" != unit ]; then
+  echo "== typecheck"
+  npx tsc --noEmit -p . || status=1
+fi
 
 suite_state="$(mktemp -d -t tempo-rl-suite-XXXXXX)"
 # Every temporary directory a test makes (node's os.tmpdir(), pytest's tmp_path) lands here and goes
@@ -81,13 +95,16 @@ suite_state="$(mktemp -d -t tempo-rl-suite-XXXXXX)"
 export TMPDIR="$suite_state/tmp"
 mkdir -p "$TMPDIR"
 cleanup() {
+  # the unit tier's pytest, beside node (a background job ignores the terminal's Ctrl-C)
+  if [ -n "${py_pid:-}" ] && kill -0 "$py_pid" 2>/dev/null; then pkill -P "$py_pid"; kill "$py_pid"; fi 2>/dev/null
   if [ -n "${TEMPO_RL_TEST_ENGINE_URLS:-}" ]; then
     TEMPO_RL_STATE_DIR="$suite_state" bin/tempo-rl engine stop >/dev/null 2>&1 || true
   fi
   [ "${TEMPO_RL_KEEP_TEST_STATE:-}" = 1 ] || rm -rf "$TMPDIR"
 }
 trap cleanup EXIT
-if [ -f cli/engine-command.ts ] && [ -z "${TEMPO_RL_TEST_ENGINE_URLS:-}" ] && [ -z "${TEMPO_RL_TEST_NO_ENGINES:-}" ]; then
+# The unit tier's tests start nothing, engines included.
+if [ "$tier" != unit ] && [ -f cli/engine-command.ts ] && [ -z "${TEMPO_RL_TEST_ENGINE_URLS:-}" ] && [ -z "${TEMPO_RL_TEST_NO_ENGINES:-}" ]; then
   echo "== starting 2 vLLM engines for the suite (state: $suite_state)"
   if TEMPO_RL_STATE_DIR="$suite_state" bin/tempo-rl --set engines.count=2 --set engines.base_port=8150 engine start >&2; then
     export TEMPO_RL_TEST_ENGINE_URLS="http://127.0.0.1:8150,http://127.0.0.1:8151"
@@ -99,23 +116,35 @@ fi
 
 ts_out="$suite_state/node-test.out"
 py_out="$suite_state/pytest.out"
-echo "== TypeScript tests (node:test, $tier tier: ${#ts_files[@]} files)"
-if [ ${#ts_files[@]} -gt 0 ]; then
+run_ts() {
+  [ ${#ts_files[@]} -gt 0 ] || return 0
   node --import tsx --test --test-concurrency=1 --test-force-exit \
     --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=./scripts/suite-durations.mjs --test-reporter-destination="$suite_state/ts-files.jsonl" \
     "${ts_files[@]}" 2>&1 | tee "$ts_out"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
-fi
-
-echo "== Python tests (pytest, $tier tier)"
-if [ ${#py_args[@]} -gt 0 ]; then
+  return "${PIPESTATUS[0]}"
+}
+run_py() {
+  [ ${#py_args[@]} -gt 0 ] || { echo "none in this tier" | tee "$py_out"; return 0; }
   # shellcheck disable=SC2086 # options, split on spaces
   "$TEMPO_RL_PYTHON" -m pytest ${TEMPO_RL_PYTEST_ARGS:--q -rs} --junitxml="$suite_state/pytest.xml" "${py_args[@]}" 2>&1 | tee "$py_out"
-  rc=${PIPESTATUS[0]}
-  if [ $rc -ne 0 ] && [ $rc -ne 5 ]; then status=1; fi
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 5 ] && rc=0 # no test collected
+  return "$rc"
+}
+echo "== TypeScript tests (node:test, $tier tier: ${#ts_files[@]} files)"
+if [ "$tier" = unit ]; then
+  # Side by side (unit tests start nothing that could collide): node's files run one at a time, each
+  # mostly on one core, so pytest takes the other. pytest's output follows node's.
+  run_py >/dev/null & py_pid=$!
+  run_ts || status=1
+  echo "== Python tests (pytest, $tier tier, beside node)"
+  wait "$py_pid" || status=1
+  cat "$py_out"
 else
-  echo "none in this tier"
+  run_ts || status=1
+  echo "== Python tests (pytest, $tier tier)"
+  run_py || status=1
 fi
 
 echo "== durations (wall: $SECONDS s)"
