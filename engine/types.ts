@@ -102,8 +102,6 @@ export interface EngineMetrics {
   generationTokens: number;
 }
 
-export type PauseMode = 'abort' | 'wait' | 'keep';
-
 export interface Capabilities {
   engine: string;
   ok: boolean;

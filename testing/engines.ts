@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
+import { z } from 'zod';
 import { loadConfig } from '../config/load.js';
 import { readEngineRecords, startEngines, stopEngines } from '../supervise/engines.js';
 import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir } from '../lib/paths.js';
@@ -141,6 +142,20 @@ export function syncEngineWeights(urls: string[], weightsDir: string, version: n
   const failed = out.engines.filter((e) => !e.ok);
   if (failed.length > 0)
     throw new Error(`weight sync failed on ${failed.map((e) => `${e.url} (${e.error})`).join(', ')}`);
+}
+
+/** Whether the engine's scheduling is paused (vLLM's dev-mode /is_paused; the trainer's weight sync pauses and resumes it). */
+export async function enginePaused(url: string): Promise<boolean> {
+  const res = await fetch(`${url}/is_paused`);
+  if (!res.ok) throw new Error(`${url}/is_paused: HTTP ${res.status}`);
+  return z.looseObject({ is_paused: z.boolean() }).parse(await res.json()).is_paused;
+}
+
+/** The weight version the engine serves (vLLM's /weight_info: the label of the last weight sync). */
+export async function engineWeightVersion(url: string): Promise<string | null> {
+  const res = await fetch(`${url}/weight_info`);
+  if (!res.ok) throw new Error(`${url}/weight_info: HTTP ${res.status}`);
+  return z.looseObject({ weight_version: z.string().nullish() }).parse(await res.json()).weight_version ?? null;
 }
 
 /** The tiny model with another seed (changed weights for reload tests); generated once, cached. */
