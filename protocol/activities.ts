@@ -7,7 +7,6 @@
 // once, by the activities that add to it (generateTurn, renderObservation), with the pure
 // lib/trajectory.ts; storeSample writes the sample from the stitched trajectory as it is.
 import type { DatasetConfig } from '../config/schema.js';
-import type { RolloutInfo } from '../lib/contract.js';
 import type { EnvStepInput, EnvStepResult, JsonValue } from '../lib/env/types.js';
 import type { RewardMatch } from '../lib/math/options.js';
 import type { DataCursor } from '../lib/prompt-order.js';
@@ -231,9 +230,6 @@ export interface SftBatchResult {
 export type SftDatasetInfo = DatasetInfo & { skipped: Array<{ row: number; reason: string }>; skipped_count: number };
 
 export interface RolloutActivities {
-  rolloutInfo(): Promise<RolloutInfo>;
-  /** Blocks (heartbeating) until the file exists; returns its content with the label. */
-  waitForFile(input: { path: string; label: string }): Promise<string>;
   prepareDataset(input: { run_id: string; dataset: DatasetConfig; environment?: string }): Promise<DatasetInfo>;
   prepareSftDataset(input: {
     run_id: string;

@@ -211,15 +211,3 @@ class SyncWeightsOutput(Strict):
     # Seconds of the phases (wake_seconds, load_seconds, transfer_seconds, seconds in all) and, for
     # ipc, transfer_bytes and buckets.
     timings: dict[str, float] = {}
-
-
-class TrainerInfoOutput(Strict):
-    torch_version: str
-    device: str
-    cuda_available: bool
-    python_version: str
-    transformers_version: str
-    loaded_run: str | None = None
-    loaded_step: int | None = None
-    # The worker's blob store (--blob-store), canonical; None when it was started without one.
-    blob_store: str | None = None
