@@ -189,18 +189,9 @@ export function samplingParams(s: SamplingOptions): Record<string, unknown> {
     ...(s.seed !== undefined ? { seed: s.seed } : {}),
     ...(s.stop?.length ? { stop: s.stop } : {}),
     ...(s.stopTokenIds?.length ? { stop_token_ids: s.stopTokenIds } : {}),
-    ...(s.allowedTokenIds?.length ? { allowed_token_ids: s.allowedTokenIds } : {}),
     include_stop_str_in_output: s.includeStopStrInOutput ?? true,
     ...(s.promptLogprobs ? { prompt_logprobs: 0 } : {}),
     // 0: the logprob of the sampled token only.
     logprobs: 0,
   };
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }

@@ -27,9 +27,6 @@ export const TrainHyper = GrpoFields.pick(TRAIN_HYPER_KEYS)
     compute_dtype: modelDtype,
     /** rollout.routing_replay, for GRPO: replay the engine's routed experts in the MoE policy's forward (R3). */
     routing_replay: routingReplay,
-    /** Test-only (no config key): the engine sampled among these tokens (the episode settings'
-     *  allowed_token_ids), so the trainer's softmax is over them too. Absent: the whole vocabulary. */
-    allowed_token_ids: z.array(z.number().int().nonnegative()).min(1).optional(),
   })
   .refine(...epsClipOrdered);
 export type TrainHyper = z.infer<typeof TrainHyper>;

@@ -32,7 +32,6 @@ export interface SamplingSettings {
   top_p: number;
   seed: number;
   stop: string[];
-  allowed_token_ids?: number[];
 }
 
 export interface RenderPromptInput {
@@ -129,8 +128,6 @@ export type EnvStepActivityInput = EnvStepInput & {
 export type EnvStepActivityResult = EnvStepResult & { state?: JsonValue };
 
 export interface ScoreInput {
-  /** Default 'math'. */
-  reward_fn?: 'math' | 'target_fraction';
   label: string;
   /** Absolute tolerance (docs/reward.md); 0: off. */
   tolerance: number;

@@ -71,9 +71,6 @@ class Hyper(Strict):
     # rollout.routing_replay (R3): an MoE policy's forward routes each token to the experts the engine
     # routed it to (Sample.routed_experts), weights recomputed from the trainer's router (model/routing_replay.py).
     routing_replay: bool = HYPER_DEFAULTS["routing_replay"]
-    # Test-only (no config key): the engine sampled among these tokens only, so the trainer's softmax is
-    # over them too (logits of every other token masked); None: the whole vocabulary.
-    allowed_token_ids: list[int] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _clip_order(self) -> Hyper:
