@@ -3,7 +3,6 @@
 import type { TempoConfig } from '../config/schema.js';
 import type { BlobStore } from '../stores/blobstore.js';
 import { openConfiguredBlobStore } from '../lib/blob-store-config.js';
-import { systemActivities } from './system.js';
 import { runActivities } from './run.js';
 import { episodeActivities, defaultEpisodeDeps, type EpisodeDeps } from './episode.js';
 import { sftActivities } from './sft.js';
@@ -23,7 +22,6 @@ export async function rolloutDeps(cfg: TempoConfig): Promise<RolloutDeps> {
 export function createActivities(deps: RolloutDeps): RolloutActivities {
   const episodeDeps = { ...defaultEpisodeDeps(deps.cfg), ...deps };
   return {
-    ...systemActivities(deps),
     ...runActivities(deps),
     ...episodeActivities(episodeDeps),
     ...sftActivities(episodeDeps),

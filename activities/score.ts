@@ -1,7 +1,9 @@
-// Step "score": the environment's grade (the default math RM for both environments) of the
-// episode's final answer, or of the response's last \boxed{} (binary 0/1). Unreadable answers
-// score 0 with a reason; they are results, not failures. A label that cannot be graded against
-// (empty) fails the activity without retries: it is the data's fault, and must never train as a 0.
+// Step "score": the environment's reward of an episode that its steps did not grade. The environment's
+// grade (the default math RM for geo3k and arithmetic) of the episode's final answer, or of the
+// response's last \boxed{} (binary 0/1); an environment that reads the whole response instead
+// (Environment.scoreResponse) gives its own reward in [0, 1]. Unreadable answers score 0 with a
+// reason; they are results, not failures. A label that cannot be graded against (empty) fails the
+// activity without retries: it is the data's fault, and must never train as a 0.
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import { getEnvironment } from '../lib/env/registry.js';
@@ -10,7 +12,6 @@ import { checkLabel, findLastBoxed, gradeAnswer, LabelError, REWARD_MATCHES } fr
 import type { ScoreInput, ScoreResult } from '../protocol/activities.js';
 
 const ScoreInputSchema = z.object({
-  reward_fn: z.enum(['math', 'target_fraction']).optional(),
   label: z.string(),
   tolerance: z.number().nonnegative(),
   match: z.enum(REWARD_MATCHES).optional(),
@@ -18,6 +19,10 @@ const ScoreInputSchema = z.object({
   response_text: z.string().nullable(),
   environment: z.string().optional(),
 });
+
+/** How an environment scores: its grade of an answer, and its reward of a whole response if it has one. */
+type Scorer = Pick<Environment, 'grade' | 'scoreResponse'>;
+const MATH_RM: Scorer = { grade: async (answer, label, opts) => gradeAnswer(answer, label, opts) };
 
 export async function scoreEpisode(raw: ScoreInput): Promise<ScoreResult> {
   const parsed = ScoreInputSchema.safeParse(raw);
@@ -27,53 +32,32 @@ export async function scoreEpisode(raw: ScoreInput): Promise<ScoreResult> {
       'InvalidScoreInput',
     );
   const input = parsed.data;
-  if (input.reward_fn === 'target_fraction')
-    return targetFraction(input.response_text ?? input.final_answer ?? '', input.label);
-  let grade: Environment['grade'] = async (answer, label, opts) => gradeAnswer(answer, label, opts);
+  let scorer = MATH_RM;
   if (input.environment !== undefined) {
     try {
-      grade = getEnvironment(input.environment).grade;
+      scorer = getEnvironment(input.environment);
     } catch (err) {
       throw ApplicationFailure.nonRetryable(`score: ${(err as Error).message}`, 'UnknownEnvironment');
     }
   }
   try {
-    return await mathReward(input, grade);
+    return await reward(input, scorer);
   } catch (err) {
     if (err instanceof LabelError) throw ApplicationFailure.nonRetryable(`score: ${err.message}`, 'InvalidLabel');
     throw err;
   }
 }
 
-async function mathReward(input: ScoreInput, grade: Environment['grade']): Promise<ScoreResult> {
+async function reward(input: ScoreInput, scorer: Scorer): Promise<ScoreResult> {
   checkLabel(input.label);
   const opts = { tolerance: input.tolerance, match: input.match };
   if (input.final_answer !== null)
-    return { ...(await grade(input.final_answer, input.label, opts)), extracted: input.final_answer };
+    return { ...(await scorer.grade(input.final_answer, input.label, opts)), extracted: input.final_answer };
   if (input.response_text === null) return { reward: 0, extracted: null, reason: 'no answer' };
+  if (scorer.scoreResponse)
+    return { ...(await scorer.scoreResponse(input.response_text, input.label)), extracted: input.response_text };
   const boxed = findLastBoxed(input.response_text);
   if (boxed.kind === 'none') return { reward: 0, extracted: null, reason: 'no \\boxed{} answer' };
   if (boxed.kind === 'unclosed') return { reward: 0, extracted: null, reason: 'unclosed \\boxed{' };
-  return { ...(await grade(boxed.content, input.label, opts)), extracted: boxed.content };
-}
-
-/**
- * A dense synthetic reward: the share of the response's characters that equal the label (one
- * character). With sampling restricted to single-character tokens this is the share of tokens.
- */
-export function targetFraction(text: string, label: string): ScoreResult {
-  if (label.length !== 1)
-    return {
-      reward: 0,
-      extracted: null,
-      reason: `target_fraction needs a one-character label, got ${JSON.stringify(label)}`,
-    };
-  const chars = [...text];
-  if (!chars.length) return { reward: 0, extracted: '', reason: 'empty response' };
-  const hits = chars.filter((c) => c === label).length;
-  return {
-    reward: hits / chars.length,
-    extracted: text,
-    reason: `${hits}/${chars.length} characters equal ${JSON.stringify(label)}`,
-  };
+  return { ...(await scorer.grade(boxed.content, input.label, opts)), extracted: boxed.content };
 }

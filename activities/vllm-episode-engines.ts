@@ -91,7 +91,6 @@ export function poolEpisodeEngines(pool: EnginePool): EpisodeEngines {
               topP: req.sampling.top_p,
               seed: req.sampling.seed,
               stop: req.sampling.stop,
-              allowedTokenIds: req.sampling.allowed_token_ids,
             },
             signal: req.signal,
             timeoutMs: req.timeout_ms,

@@ -101,7 +101,6 @@ export async function directEpisode(
             top_p: s.top_p,
             seed: turnSeed(s.seed, id, turn),
             stop: s.stop,
-            ...(s.allowed_token_ids ? { allowed_token_ids: s.allowed_token_ids } : {}),
           },
           expected_weight_version: input.weight_version,
         },
@@ -185,13 +184,12 @@ export async function directEpisode(
   const reason = done ? done.reason : (stop?.reason ?? 'no turns');
   const scored = failedOrAborted(status)
     ? { reward: 0 }
-    : envReward !== null && (s.reward_fn ?? 'math') === 'math'
+    : envReward !== null
       ? { reward: envReward }
       : await call(
           'scoreEpisode',
           acts.scoreEpisode,
           {
-            reward_fn: s.reward_fn ?? 'math',
             label: input.label,
             tolerance: s.reward_tolerance,
             match: s.reward_match,

@@ -6,7 +6,8 @@
 //       real vLLM-CPU engine, same episode ids (same sampling seeds): wall time per batch, median over
 //       repetitions, ratio workflow/direct, for 1-turn and 3-turn episodes at each concurrency.
 //       Policy (--policy tiny, the default): the untrained tiny model, sampling only among 22 word
-//       pieces and <tool_call>, stop string <tool_call>: every turn is ~23 random words then an empty
+//       pieces and <tool_call> (a proxy in front of the engine restricts its generate requests:
+//       testing/only-tokens-proxy.ts), stop string <tool_call>: every turn is ~23 random words then an empty
 //       tool call, which geo3k answers with a tool error until out of turns, so each episode runs
 //       exactly max_turns turns (1-turn: max_turns 1; 3-turn: max_turns 3; both multi_turn).
 //       --policy warm: a warm-started tiny model writing real calc_score calls, 3-turn with label '7'
@@ -49,6 +50,7 @@ import { REPO_ROOT, tinyModelDir } from '../lib/paths.js';
 import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
 import { freePort } from '../supervise/process.js';
 import { episodeSettings, type EpisodeInput, type EpisodeSettings } from '../protocol/episode.js';
+import { startOnlyTokensProxy } from '../testing/only-tokens-proxy.js';
 import { directEpisode, NO_OP_IMAGE_PROCESSOR, noOpEngine, type ActivityTimes } from './overhead-direct.js';
 import { median, round } from './overhead-stats.js';
 import {
@@ -179,10 +181,14 @@ async function partA(): Promise<Record<string, unknown>> {
   const url = statuses[0]!.url;
   print(`engine ${url} (${path.basename(warm)}) up in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
   const enginePids = () => readEngineRecords(engCfg).map((r) => r.pid);
+  // --policy tiny: a proxy in front of the engine restricts every generate request to the words and
+  // <tool_call> (testing/only-tokens-proxy.ts; the product never restricts sampling), for both paths.
+  const proxy = policy === 'tiny' ? await startOnlyTokensProxy(url, [...WORD_IDS, TOOL_CALL_ID]) : null;
+  if (proxy) onCleanup(() => proxy.close());
 
   const sets = [
     ...(policy === 'warm' ? [`model.path=${warm}`] : []),
-    `engines.urls=${JSON.stringify([url])}`,
+    `engines.urls=${JSON.stringify([proxy?.url ?? url])}`,
     'engines.max_model_len=2048',
     'dataset.kind=synthetic',
     'dataset.synthetic_task=angle_facts',
@@ -213,7 +219,7 @@ async function partA(): Promise<Record<string, unknown>> {
       policy === 'warm'
         ? episodeSettings({ ...cfg.rollout, multi_turn: true, max_turns: turns }, { generate_timeout_s: 300 })
         : episodeSettings(
-            { ...cfg.rollout, multi_turn: true, max_turns: turns, allowed_token_ids: [...WORD_IDS, TOOL_CALL_ID] },
+            { ...cfg.rollout, multi_turn: true, max_turns: turns },
             { generate_timeout_s: 300, stop: ['<tool_call>'] },
           );
     const indices = Array.from({ length: n }, (_, i) => i % dataset.train_size);
@@ -358,7 +364,7 @@ async function partA(): Promise<Record<string, unknown>> {
     settings_note:
       policy === 'warm'
         ? `multi_turn, stop </tool_call>, temperature 0.6; 3-turn: label ${WRONG_LABEL}`
-        : `multi_turn, temperature 1, allowed_token_ids ${JSON.stringify([...WORD_IDS, TOOL_CALL_ID])}, stop ['<tool_call>']`,
+        : `multi_turn, temperature 1, sampling restricted by a proxy to ${JSON.stringify([...WORD_IDS, TOOL_CALL_ID])}, stop ['<tool_call>']`,
     engine_url: url,
     engine_extra_args: ['--no-enable-chunked-prefill'],
     worker: args.worker,

@@ -9,9 +9,11 @@
 //   direct    (optional) the product's activity functions called in this process, without Temporal;
 // with the same episodes (ids, so seeds; prompts; settings) on each side, a GRPO step's layout (prompts ×
 // samples), at each concurrency, single-turn and multi-turn. Every turn samples only among ordinary word
-// tokens (no end of sequence: vLLM's ignore_eos in effect): single-turn episodes generate exactly
-// --max-response-len tokens; multi-turn episodes may also sample <tool_call>, which ends a turn (the
-// environment answers an empty call with an error), up to --turns turns within the same budget.
+// tokens and <tool_call> (no end of sequence: vLLM's ignore_eos in effect), through a proxy in front of
+// the engine that restricts every generate request of both sides (testing/only-tokens-proxy.ts; the
+// product never restricts sampling): single-turn episodes (no stop string) generate exactly
+// --max-response-len tokens; in multi-turn episodes <tool_call> ends a turn (the environment answers
+// an empty call with an error), up to --turns turns within the same budget.
 // Tokens/s = the engine's own count of generated tokens (/metrics) over the batch's wall time; the
 // prefix cache is reset before each batch, so no side reuses the other's prompts.
 //
@@ -31,6 +33,7 @@ import { vllmEpisodeEngines } from '../activities/vllm-episode-engines.js';
 import { EnginePool, VllmClient } from '../engine/index.js';
 import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
 import { REPO_ROOT } from '../lib/paths.js';
+import { startOnlyTokensProxy } from '../testing/only-tokens-proxy.js';
 import { episodeSettings, type EpisodeInput, type EpisodeSummary } from '../protocol/episode.js';
 import { directEpisode, type ActivityTimes, type DirectActivities } from './overhead-direct.js';
 import { round } from './overhead-stats.js';
@@ -42,6 +45,7 @@ import {
   fmtLoad,
   historyReport,
   measuredClean,
+  onCleanup,
   print,
   startStack,
   summaries,
@@ -146,7 +150,6 @@ function settingsFor(stack: Stack, turns: number, maxResponseLen: number) {
       multi_turn: multi,
       max_turns: turns,
       max_response_len: maxResponseLen,
-      allowed_token_ids: multi ? [...words, TOOL_CALL_ID] : words,
     },
     { generate_timeout_s: 600, ...(multi ? { stop: ['<tool_call>'] } : {}) },
   );
@@ -158,9 +161,11 @@ async function main(): Promise<Record<string, unknown>> {
   const maxContext = Math.min(engine.maxModelLen, 8192);
   const modelDir = modelDirOf(engine.root);
   const maxBatch = Math.max(...concs) * factor;
+  const proxy = await startOnlyTokensProxy(url, [...words, TOOL_CALL_ID]);
+  onCleanup(() => proxy.close());
   const stack = await startStack({
     sets: [
-      `engines.urls=${JSON.stringify([url])}`,
+      `engines.urls=${JSON.stringify([proxy.url])}`,
       `model.path=${modelDir}`,
       `engines.max_model_len=${maxContext}`,
       `rollout.max_context_len=${maxContext}`,

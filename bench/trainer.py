@@ -205,8 +205,8 @@ def lm_head_path(name: str):
 
     plain = model_mod.linear_logprobs
     if name == "autograd":
-        model_mod.linear_logprobs = lambda h, w, t, temp, allowed, ent: model_mod._chunked_logprobs(
-            lambda x: x @ w.T, h, t, temp, None, ent, False
+        model_mod.linear_logprobs = lambda h, w, t, temp, ent: model_mod._chunked_logprobs(
+            lambda x: x @ w.T, h, t, temp, ent, False
         )
     try:
         yield

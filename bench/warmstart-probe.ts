@@ -15,6 +15,7 @@ import { loadConfig } from '../config/load.js';
 import { VllmClient } from '../engine/client.js';
 import { stateLayout } from '../lib/paths.js';
 import { LocalBlobStore } from '../stores/blobstore.js';
+import { syncEngineWeights } from '../testing/engines.js';
 import { probeFirstAnswer } from '../testing/warmstart-probe.js';
 
 const { values } = parseArgs({
@@ -37,13 +38,11 @@ async function probe(): Promise<Record<string, unknown>> {
   };
 }
 
-for (const dir of values.model.length ? values.model : [null]) {
-  if (dir) {
-    await client.reloadWeights(path.resolve(dir));
-    await client.resetPrefixCache();
-    // image features computed by the previous weights are cached too (trainer/weights/sync.py resets both)
-    await fetch(`${client.url}/reset_encoder_cache`, { method: 'POST' });
-  }
+const models = values.model.length ? values.model : [null];
+for (const [i, dir] of models.entries()) {
+  // the trainer's own weight sync: reload, then both caches reset (the prefix cache and the image
+  // features computed by the previous weights), labelled with the model's place in the list
+  if (dir) syncEngineWeights([client.url], path.resolve(dir), i + 1);
   const result = { model: dir, ...(await probe()) };
   if (values.json) process.stdout.write(`${JSON.stringify(result)}\n`);
   else for (const [k, v] of Object.entries(result)) process.stdout.write(`${k}: ${JSON.stringify(v)}\n`);

@@ -675,7 +675,6 @@ export type EnginesConfig = z.infer<typeof EnginesConfig>;
 export const REMOVED_KEYS: Readonly<Record<string, string>> = {
   'rollout.top_p':
     'removed: the engines always sample from the full distribution (top_p 1), which is the one the trainer scores (a top-p-renormalised logprob would bias TIS and the logprob diff)',
-  'rollout.allowed_token_ids': 'removed: restricting sampling to a token subset was for a synthetic test task only',
   'rollout.reward_fn':
     "removed: the reward is the environment's (rollout.environment; tune it with rollout.reward_match and rollout.reward_tolerance)",
 };

@@ -5,24 +5,19 @@ import { EngineMalformedResponseError } from './errors.js';
 import { EngineHttp } from './http.js';
 import { engineMetricsFrom } from './metrics.js';
 import {
-  CollectiveRpcResponse,
   DetokenizeResponse,
   GenerateResponse,
-  IsPausedResponse,
   ModelsResponse,
   RenderResponse,
   ResetPrefixCacheResponse,
-  StatusResponse,
   TokenizeResponse,
   VersionResponse,
-  WeightInfoResponse,
   logprobTokenId,
 } from './schemas.js';
 import type {
   EngineMetrics,
   GenerateInput,
   GenerateResult,
-  PauseMode,
   RenderChatInput,
   RenderedPrompt,
   SamplingOptions,
@@ -42,8 +37,6 @@ export const ROUTES = {
   isPaused: '/is_paused',
   resetPrefixCache: '/reset_prefix_cache',
   collectiveRpc: '/collective_rpc',
-  weightInfo: '/weight_info',
-  updateWeightVersion: '/update_weight_version',
 } as const;
 
 export interface VllmClientOptions {
@@ -151,44 +144,9 @@ export class VllmClient {
     return this.toResult(res, input.tokenIds);
   }
 
-  /** Pause scheduling. `keep` freezes in-flight requests (they continue on resume); new ones wait too. */
-  async pause(mode: PauseMode = 'keep'): Promise<void> {
-    await this.http.json('POST', ROUTES.pause, StatusResponse, undefined, { params: { mode } });
-  }
-
-  async resume(): Promise<void> {
-    await this.http.json('POST', ROUTES.resume, StatusResponse);
-  }
-
-  async isPaused(): Promise<boolean> {
-    return (await this.http.json('GET', ROUTES.isPaused, IsPausedResponse)).is_paused;
-  }
-
   /** False when blocks are still held by running requests (retry after they finish). */
   async resetPrefixCache(): Promise<boolean> {
     return (await this.http.json('POST', ROUTES.resetPrefixCache, ResetPrefixCacheResponse)).success;
-  }
-
-  /**
-   * Reloads every weight in place from a checkpoint directory of the same architecture (safetensors in
-   * HF layout), through the dev-mode collective RPC `reload_weights(weights_path=…)` of the workers.
-   */
-  async reloadWeights(weightsDir: string, timeoutMs = 600_000): Promise<void> {
-    const body = { method: 'reload_weights', kwargs: { weights_path: weightsDir } };
-    const text = await this.http.text('POST', ROUTES.collectiveRpc, body, { timeoutMs });
-    if (text.trim()) {
-      const parsed = CollectiveRpcResponse.safeParse(safeJson(text));
-      if (!parsed.success) throw new EngineMalformedResponseError(this.url, ROUTES.collectiveRpc, text.slice(0, 200));
-    }
-  }
-
-  /** The label vLLM stamps on generated tokens (`weight_versions` of generate answers). */
-  async setWeightVersion(version: string): Promise<void> {
-    await this.http.text('POST', ROUTES.updateWeightVersion, { new_version: version });
-  }
-
-  async weightVersion(): Promise<string | null> {
-    return (await this.http.json('GET', ROUTES.weightInfo, WeightInfoResponse)).weight_version ?? null;
   }
 
   private toResult(res: GenerateResponse, promptIds: number[]): GenerateResult {
@@ -231,18 +189,9 @@ export function samplingParams(s: SamplingOptions): Record<string, unknown> {
     ...(s.seed !== undefined ? { seed: s.seed } : {}),
     ...(s.stop?.length ? { stop: s.stop } : {}),
     ...(s.stopTokenIds?.length ? { stop_token_ids: s.stopTokenIds } : {}),
-    ...(s.allowedTokenIds?.length ? { allowed_token_ids: s.allowedTokenIds } : {}),
     include_stop_str_in_output: s.includeStopStrInOutput ?? true,
     ...(s.promptLogprobs ? { prompt_logprobs: 0 } : {}),
     // 0: the logprob of the sampled token only.
     logprobs: 0,
   };
-}
-
-function safeJson(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return undefined;
-  }
 }

@@ -65,11 +65,7 @@ export type GenerateResponse = z.infer<typeof GenerateResponse>;
 
 export const DetokenizeResponse = z.looseObject({ prompt: z.string() });
 export const VersionResponse = z.looseObject({ version: z.string() });
-export const StatusResponse = z.looseObject({ status: z.string() });
-export const IsPausedResponse = z.looseObject({ is_paused: z.boolean() });
 export const ResetPrefixCacheResponse = z.looseObject({ success: z.boolean() });
-export const CollectiveRpcResponse = z.looseObject({ results: z.array(z.unknown()) });
-export const WeightInfoResponse = z.looseObject({ weight_version: z.string().nullish() });
 export const ModelsResponse = z.looseObject({
   data: z.array(z.looseObject({ id: z.string(), max_model_len: z.number().int().nullish() })).min(1),
 });

@@ -56,8 +56,6 @@ export interface SamplingOptions {
   /** Stop strings (need detokenization on the engine, which our engines do). */
   stop?: string[];
   stopTokenIds?: number[];
-  /** Sample only among these token ids. */
-  allowedTokenIds?: number[];
   includeStopStrInOutput?: boolean;
   /** Also score the prompt: GenerateResult.promptLogprobs (slow; for checks, not rollouts). */
   promptLogprobs?: boolean;
@@ -101,8 +99,6 @@ export interface EngineMetrics {
   promptTokens: number;
   generationTokens: number;
 }
-
-export type PauseMode = 'abort' | 'wait' | 'keep';
 
 export interface Capabilities {
   engine: string;

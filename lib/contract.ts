@@ -10,25 +10,6 @@ import {
   TRAIN_HYPER_KEYS,
 } from '../config/grpo.js';
 
-export const TrainerInfo = z.object({
-  torch_version: z.string(),
-  device: z.string(),
-  cuda_available: z.boolean(),
-  python_version: z.string(),
-  /** The blob store of the worker's stack (--blob-store), canonical; null when it was started without one. */
-  blob_store: z.string().nullable().optional(),
-});
-export type TrainerInfo = z.infer<typeof TrainerInfo>;
-
-export const RolloutInfo = z.object({
-  node_version: z.string(),
-  platform: z.string(),
-  worker_pid: z.number().int(),
-  /** The worker's blob store (canonical URI). */
-  blob_store: z.string(),
-});
-export type RolloutInfo = z.infer<typeof RolloutInfo>;
-
 export const SampleRef = z.strictObject({
   ref: z.string(),
   reward: z.number(),
@@ -46,9 +27,6 @@ export const TrainHyper = GrpoFields.pick(TRAIN_HYPER_KEYS)
     compute_dtype: modelDtype,
     /** rollout.routing_replay, for GRPO: replay the engine's routed experts in the MoE policy's forward (R3). */
     routing_replay: routingReplay,
-    /** Test-only (no config key): the engine sampled among these tokens (the episode settings'
-     *  allowed_token_ids), so the trainer's softmax is over them too. Absent: the whole vocabulary. */
-    allowed_token_ids: z.array(z.number().int().nonnegative()).min(1).optional(),
   })
   .refine(...epsClipOrdered);
 export type TrainHyper = z.infer<typeof TrainHyper>;

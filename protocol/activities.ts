@@ -7,7 +7,6 @@
 // once, by the activities that add to it (generateTurn, renderObservation), with the pure
 // lib/trajectory.ts; storeSample writes the sample from the stitched trajectory as it is.
 import type { DatasetConfig } from '../config/schema.js';
-import type { RolloutInfo } from '../lib/contract.js';
 import type { EnvStepInput, EnvStepResult, JsonValue } from '../lib/env/types.js';
 import type { RewardMatch } from '../lib/math/options.js';
 import type { DataCursor } from '../lib/prompt-order.js';
@@ -33,7 +32,6 @@ export interface SamplingSettings {
   top_p: number;
   seed: number;
   stop: string[];
-  allowed_token_ids?: number[];
 }
 
 export interface RenderPromptInput {
@@ -130,8 +128,6 @@ export type EnvStepActivityInput = EnvStepInput & {
 export type EnvStepActivityResult = EnvStepResult & { state?: JsonValue };
 
 export interface ScoreInput {
-  /** Default 'math'. */
-  reward_fn?: 'math' | 'target_fraction';
   label: string;
   /** Absolute tolerance (docs/reward.md); 0: off. */
   tolerance: number;
@@ -231,9 +227,6 @@ export interface SftBatchResult {
 export type SftDatasetInfo = DatasetInfo & { skipped: Array<{ row: number; reason: string }>; skipped_count: number };
 
 export interface RolloutActivities {
-  rolloutInfo(): Promise<RolloutInfo>;
-  /** Blocks (heartbeating) until the file exists; returns its content with the label. */
-  waitForFile(input: { path: string; label: string }): Promise<string>;
   prepareDataset(input: { run_id: string; dataset: DatasetConfig; environment?: string }): Promise<DatasetInfo>;
   prepareSftDataset(input: {
     run_id: string;

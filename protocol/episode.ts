@@ -24,10 +24,6 @@ export interface EpisodeSettings {
   seed: number;
   /** Stop strings: the environment's in multi-turn mode (after a tool call), none in single-turn. */
   stop: string[];
-  /** Restrict sampling to these token ids (synthetic tasks such as the learning test). */
-  allowed_token_ids?: number[];
-  /** 'math': the default math RM (binary). 'target_fraction': share of the response equal to the label (dense; the learning test). */
-  reward_fn?: 'math' | 'target_fraction';
   /** Absent: 'exact' (also in histories recorded before the setting existed). */
   reward_match?: RewardMatch;
   /** Absolute tolerance of the math RM; 0: off. */
@@ -194,8 +190,6 @@ export function episodeSettings(
     reward_tolerance: number;
     reward_match?: RewardMatch;
     truncate_status_when_out_of_turns: boolean;
-    allowed_token_ids?: number[];
-    reward_fn?: 'math' | 'target_fraction';
     max_staleness?: number;
     sync_in_flight?: 'keep' | 'abort' | 'wait';
   },
@@ -220,8 +214,6 @@ export function episodeSettings(
     top_p: 1, // the full distribution: the one the trainer scores
     seed: rollout.seed,
     stop: opts.stop ?? (rollout.multi_turn ? [...env.stop] : []),
-    ...(rollout.allowed_token_ids?.length ? { allowed_token_ids: rollout.allowed_token_ids } : {}),
-    ...(rollout.reward_fn && rollout.reward_fn !== 'math' ? { reward_fn: rollout.reward_fn } : {}),
     ...(rollout.reward_match && rollout.reward_match !== 'exact' ? { reward_match: rollout.reward_match } : {}),
     reward_tolerance: rollout.reward_tolerance,
     truncate_status_when_out_of_turns: rollout.truncate_status_when_out_of_turns,

@@ -18,8 +18,6 @@ export const KILL_AT_ENV = 'TEMPO_RL_KILL_AT';
 // interface by the compiler; the trainer's (workers/trainer/worker/activities.py) and the points the
 // code names are listed.
 const ROLLOUT_ACTIVITIES = {
-  rolloutInfo: true,
-  waitForFile: true,
   prepareDataset: true,
   prepareSftDataset: true,
   episodePrompts: true,
@@ -35,7 +33,7 @@ const ROLLOUT_ACTIVITIES = {
   loadEpisodeSummary: true,
   renderSftBatch: true,
 } satisfies Record<keyof RolloutActivities, true>;
-const TRAINER_ACTIVITIES = ['train_step', 'sync_weights', 'trainer_info', 'log_metrics'];
+const TRAINER_ACTIVITIES = ['train_step', 'sync_weights', 'log_metrics'];
 /** continue_as_new: the rollout worker (workflows/training-run.ts); checkpoint_commit: the trainer. */
 const NAMED_POINTS = ['continue_as_new', 'checkpoint_commit'];
 export const KILL_POINT_NAMES: readonly string[] = [

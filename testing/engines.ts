@@ -5,6 +5,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'no
 import os from 'node:os';
 import path from 'node:path';
 import sharp from 'sharp';
+import { z } from 'zod';
 import { loadConfig } from '../config/load.js';
 import { readEngineRecords, startEngines, stopEngines } from '../supervise/engines.js';
 import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir } from '../lib/paths.js';
@@ -67,10 +68,11 @@ export async function testEngines(count = 2, opts: { own?: boolean; sets?: strin
           .filter(Boolean);
   if (fromEnv.length >= count) {
     const urls = fromEnv.slice(0, count);
-    // The suite's engines are shared: hand them back serving the tiny model, as later files expect.
+    // The suite's engines are shared: hand them back serving the tiny model, as later files expect
+    // (its LM head too, which a run's checkpoints replace).
     const restore = async () => {
       try {
-        syncEngineWeights(urls, tinyModelDir(), 0);
+        syncEngineWeights(urls, tinyModelWithHeadDir(), 0);
       } catch (err) {
         console.error(`could not restore the shared engines' weights: ${err}`);
       }
@@ -143,6 +145,20 @@ export function syncEngineWeights(urls: string[], weightsDir: string, version: n
     throw new Error(`weight sync failed on ${failed.map((e) => `${e.url} (${e.error})`).join(', ')}`);
 }
 
+/** Whether the engine's scheduling is paused (vLLM's dev-mode /is_paused; the trainer's weight sync pauses and resumes it). */
+export async function enginePaused(url: string): Promise<boolean> {
+  const res = await fetch(`${url}/is_paused`);
+  if (!res.ok) throw new Error(`${url}/is_paused: HTTP ${res.status}`);
+  return z.looseObject({ is_paused: z.boolean() }).parse(await res.json()).is_paused;
+}
+
+/** The weight version the engine serves (vLLM's /weight_info: the label of the last weight sync). */
+export async function engineWeightVersion(url: string): Promise<string | null> {
+  const res = await fetch(`${url}/weight_info`);
+  if (!res.ok) throw new Error(`${url}/weight_info: HTTP ${res.status}`);
+  return z.looseObject({ weight_version: z.string().nullish() }).parse(await res.json()).weight_version ?? null;
+}
+
 /** The tiny model with another seed (changed weights for reload tests); generated once, cached. */
 export function changedWeightsDir(): string {
   const dir = path.join(cacheDir(), 'models', `${path.basename(tinyModelDir())}-seed1`);
@@ -154,6 +170,39 @@ export function changedWeightsDir(): string {
     stdio: 'inherit',
   });
   if (res.status !== 0) throw new Error('could not generate the seed-1 tiny model');
+  return dir;
+}
+
+const WITH_HEAD = `
+import os, shutil, sys
+from pathlib import Path
+from trainer.checkpoint.atomic import write_tied_lm_head
+from trainer.model.policy import load_policy
+src, out = Path(sys.argv[1]), Path(sys.argv[2])
+tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
+tmp.mkdir(parents=True)
+for f in src.iterdir():
+    if f.is_file():
+        (tmp / f.name).symlink_to(f)
+write_tied_lm_head(load_policy(str(src)), tmp)
+try:
+    os.replace(tmp, out)
+except OSError:  # another process made it first
+    shutil.rmtree(tmp)
+    if not (out / ".complete").exists():
+        raise
+`;
+
+/** The tiny model with its tied LM head as a file of its own (lm_head.safetensors, as the trainer's
+ *  checkpoints carry it): vLLM's in-place reload re-packs the head only when it is named, so a reload
+ *  of the tiny model's own directory leaves the head a training run synced (the shared engines then
+ *  sample from a trained head). Made once beside it (links to its files), cached. */
+export function tinyModelWithHeadDir(): string {
+  const dir = path.join(cacheDir(), 'models', `${path.basename(tinyModelDir())}-head`);
+  if (existsSync(path.join(dir, '.complete'))) return dir;
+  const env = { ...process.env, PYTHONPATH: path.join(REPO_ROOT, 'workers') };
+  const res = spawnSync(pythonBin(), ['-c', WITH_HEAD, tinyModelDir(), dir], { cwd: REPO_ROOT, env, stdio: 'inherit' });
+  if (res.status !== 0) throw new Error('could not write the tiny model with its LM head');
   return dir;
 }
 

@@ -1,5 +1,6 @@
 // Test support for training runs: a real server, real engines (the suite's, or started here), and
-// both workers as child processes so a test can SIGKILL them.
+// both workers as child processes so a test can SIGKILL them (the rollout worker is the tests' own,
+// testing/rollout-worker.ts: the product's with the test workflows, activities and environments).
 import { spawn, type ChildProcess } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
@@ -17,6 +18,7 @@ import { trainingRunWorkflowId, type RunProgress, type RunResult } from '../prot
 import { readStepRecords } from '../activities/run.js';
 import { startTestServer, stopChild, type TestServer } from './temporal.js';
 import { type TestEngines, testEngines } from './engines.js';
+import { TEST_ROLLOUT_WORKER } from './rollout-worker.js';
 
 export interface RunFixture {
   server: TestServer;
@@ -73,15 +75,11 @@ export async function startRunFixture(
   writeFileSync(cfgFile, JSON.stringify(cfg));
   const env = { ...process.env, TEMPORAL_ADDRESS: '', ...opts.workerEnv?.(cfg) };
   const startRollout = () =>
-    spawn(
-      process.execPath,
-      ['--import', 'tsx', path.join(REPO_ROOT, 'cli', 'main.ts'), '-c', cfgFile, 'worker', 'rollout'],
-      {
-        cwd: REPO_ROOT,
-        env,
-        stdio: ['ignore', 'ignore', 'inherit'],
-      },
-    );
+    spawn(process.execPath, ['--import', 'tsx', TEST_ROLLOUT_WORKER, cfgFile], {
+      cwd: REPO_ROOT,
+      env,
+      stdio: ['ignore', 'ignore', 'inherit'],
+    });
   const startTrainer = () => {
     const {
       cmd,

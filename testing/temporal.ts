@@ -11,8 +11,7 @@ import { freePort } from '../supervise/process.js';
 import { REPO_ROOT } from '../lib/paths.js';
 import { environmentWorkerCommand } from '../supervise/environment-worker.js';
 import { trainerCommand } from '../supervise/trainer-process.js';
-import { createRolloutWorker } from '../workers/rollout-worker.js';
-import { TEST_WORKFLOWS_PATH } from './test-workflows.js';
+import { createTestRolloutWorker } from './rollout-worker.js';
 import { removeTestState } from './state.js';
 import type { RolloutDeps } from '../activities/index.js';
 
@@ -50,8 +49,9 @@ export interface RunningWorker {
   stop(): Promise<void>;
 }
 
+/** The tests' rollout worker (testing/rollout-worker.ts) in this process. */
 export async function startRolloutWorker(cfg: TempoConfig, deps?: RolloutDeps): Promise<RunningWorker> {
-  const worker = await createRolloutWorker(cfg, deps, TEST_WORKFLOWS_PATH);
+  const worker = await createTestRolloutWorker(cfg, deps);
   const done = worker.run();
   return {
     worker,
@@ -63,9 +63,20 @@ export async function startRolloutWorker(cfg: TempoConfig, deps?: RolloutDeps): 
   };
 }
 
-/** The Python trainer worker as a child process (SIGKILL-able). */
+export const TEST_TRAINER_WORKER = path.join(REPO_ROOT, 'testing', 'trainer_worker.py');
+
+/** The command of the tests' trainer worker (testing/trainer_worker.py): the product's, with the
+ *  tests' entry point in place of `-m trainer.worker` (the same flags; under torchrun too). */
+export function testTrainerCommand(cfg: TempoConfig): ReturnType<typeof trainerCommand> {
+  const command = trainerCommand(cfg);
+  const at = command.args.indexOf('trainer.worker');
+  if (at < 1 || command.args[at - 1] !== '-m') throw new Error(`no -m trainer.worker in ${command.args.join(' ')}`);
+  return { ...command, args: [...command.args.slice(0, at - 1), TEST_TRAINER_WORKER, ...command.args.slice(at + 1)] };
+}
+
+/** The tests' trainer worker (testTrainerCommand) as a child process (SIGKILL-able). */
 export function startTrainerWorker(cfg: TempoConfig): ChildProcess {
-  const { cmd, args, env } = trainerCommand(cfg);
+  const { cmd, args, env } = testTrainerCommand(cfg);
   const child = spawn(cmd, args, { env, cwd: REPO_ROOT, stdio: ['ignore', 'inherit', 'inherit'] });
   return child;
 }

@@ -77,11 +77,19 @@ async function failOverDeadWorkers(cfg: TempoConfig, ledger: InflightLedger): Pr
   }
 }
 
-/** `workflowsPath`: the workflows to bundle (tests add their own to the production ones). */
+/** What a worker serves beside the product's activities and workflows: the tests' worker
+ *  (testing/rollout-worker.ts) bundles its own workflows and adds its own activities. */
+export interface RolloutWorkerExtras {
+  /** The workflows to bundle (default: the product's, workflows/index.ts). */
+  workflowsPath?: string;
+  /** More activities, by name, beside createActivities'. */
+  activities?: (deps: RolloutDeps) => Record<string, (...args: never[]) => Promise<unknown>>;
+}
+
 export async function createRolloutWorker(
   cfg: TempoConfig,
   deps?: RolloutDeps,
-  workflowsPath = WORKFLOWS_PATH,
+  extras: RolloutWorkerExtras = {},
 ): Promise<Worker> {
   deps ??= await rolloutDeps(cfg);
   installTemporalRuntime();
@@ -99,8 +107,8 @@ export async function createRolloutWorker(
     connection,
     namespace: cfg.temporal.namespace,
     taskQueue: cfg.temporal.task_queues.rollout,
-    workflowBundle: await cachedWorkflowBundle(workflowsPath),
-    activities: createActivities(deps),
+    workflowBundle: await cachedWorkflowBundle(extras.workflowsPath ?? WORKFLOWS_PATH),
+    activities: { ...createActivities(deps), ...extras.activities?.(deps) },
     interceptors: { activity: [ledger.interceptor(), ...(kills.points.length ? [kills.interceptor()] : [])] },
     sinks,
     maxConcurrentWorkflowTaskExecutions: slots.workflowTasks,
@@ -114,8 +122,8 @@ export async function createRolloutWorker(
   return worker;
 }
 
-export async function runRolloutWorker(cfg: TempoConfig): Promise<void> {
-  const worker = await createRolloutWorker(cfg);
+export async function runRolloutWorker(cfg: TempoConfig, extras: RolloutWorkerExtras = {}): Promise<void> {
+  const worker = await createRolloutWorker(cfg, undefined, extras);
   log.info({ taskQueue: cfg.temporal.task_queues.rollout, pid: process.pid }, 'rollout worker running');
   await worker.run();
   new InflightLedger(stateLayout(cfg.state_dir).inflight('rollout')).close();

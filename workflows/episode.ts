@@ -155,7 +155,6 @@ class Turns {
         top_p: s.top_p,
         seed: turnSeed(s.seed, this.id, turn),
         stop: s.stop,
-        ...(s.allowed_token_ids ? { allowed_token_ids: s.allowed_token_ids } : {}),
       },
       ...(s.max_staleness
         ? {
@@ -249,9 +248,8 @@ async function rewardOf(
 ): Promise<number> {
   const s = input.settings;
   if (isFailedOrAborted(status)) return 0;
-  if (turns.envReward !== null && (s.reward_fn ?? 'math') === 'math') return turns.envReward;
+  if (turns.envReward !== null) return turns.envReward;
   const scored = await acts.scoreEpisode({
-    reward_fn: s.reward_fn ?? 'math',
     label: input.label,
     tolerance: s.reward_tolerance,
     match: s.reward_match,

@@ -14,7 +14,6 @@ const QUICK: Partial<Record<keyof RolloutActivities, RolloutActivities[keyof Rol
   return {
     listEngines: quick.listEngines,
     recordStep: quick.recordStep,
-    rolloutInfo: quick.rolloutInfo,
     episodeOutcomes: listing.episodeOutcomes,
   };
 })();

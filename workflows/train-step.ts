@@ -86,11 +86,9 @@ async function trainStep(run: TrainingRun, trainer: TrainerActivities, batch: Tr
     blob_store: plan.blob_store,
     model_path: plan.model_path,
     samples: batch.samples,
-    // The trainer restricts its softmax to the tokens the engine sampled among.
     hyper: {
       ...plan.hyper,
       lr: scheduledLr(plan.hyper.lr, plan.lr_schedule, state.step, plan.steps, plan.lr_warmup_steps),
-      ...(plan.episode.allowed_token_ids?.length ? { allowed_token_ids: plan.episode.allowed_token_ids } : {}),
     },
     data_cursor: batch.dataAfter,
     ...(plan.deterministic ? { deterministic: true, seed: plan.seed } : {}),

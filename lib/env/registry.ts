@@ -22,6 +22,14 @@ export function environmentNames(): string[] {
   return Object.keys(ENVIRONMENTS);
 }
 
+/** Adds an environment to this process's registry, beside the built-in ones: a worker process that
+ *  serves more environments registers them before it reads its config (the tests' rollout worker,
+ *  testing/rollout-worker.ts). A name already registered is refused. */
+export function registerEnvironment(env: Environment): void {
+  if (ENVIRONMENTS[env.name]) throw new Error(`environment ${JSON.stringify(env.name)} is registered already`);
+  ENVIRONMENTS[env.name] = env;
+}
+
 export function getEnvironment(name: string): Environment {
   const env = ENVIRONMENTS[name];
   if (!env) throw new Error(`unknown environment ${JSON.stringify(name)} (known: ${environmentNames().join(', ')})`);

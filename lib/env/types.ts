@@ -110,4 +110,8 @@ export interface Environment<State extends JsonValue = JsonValue> {
   step(state: State, text: string, ctx: EnvStepContext): Promise<{ result: EnvStepResult; state: State }>;
   /** The grade of a final answer: the episode's reward whenever the episode ends on one. */
   grade(answer: string, label: string, opts: GradeOptions): Promise<{ reward: 0 | 1; reason: string }>;
+  /** The reward of an episode that ends without a final answer (single-turn), read off its response's
+   *  whole text: a dense reward in [0, 1] (a share, a distance). Absent: the response's last \boxed{},
+   *  graded by `grade`. */
+  scoreResponse?(text: string, label: string): Promise<{ reward: number; reason: string }>;
 }

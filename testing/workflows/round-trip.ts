@@ -1,9 +1,9 @@
 // A test-only workflow (bundled by the tests' workers, never the production one): one TS activity
-// (the rollout task queue) and one Python activity (the trainer task queue), results checked against
-// the shared contract — which worker of which stack answered.
+// (the rollout task queue) and one Python activity (the trainer task queue), both test-only
+// (testing/test-contract.ts), results checked against their contract — which worker of which stack
+// answered.
 import { proxyActivities } from '@temporalio/workflow';
-import { RolloutInfo, TrainerInfo } from '../../lib/contract.js';
-import type { RolloutActivities } from '../../protocol/activities.js';
+import { RolloutInfo, TrainerInfo, type TestRolloutActivities } from '../test-contract.js';
 
 export interface RoundTripInput {
   trainer_task_queue: string;
@@ -14,7 +14,7 @@ export interface RoundTripResult {
   trainer: TrainerInfo;
 }
 
-const rollout = proxyActivities<RolloutActivities>({ startToCloseTimeout: '1 minute' });
+const rollout = proxyActivities<TestRolloutActivities>({ startToCloseTimeout: '1 minute' });
 
 export async function roundTrip(input: RoundTripInput): Promise<RoundTripResult> {
   const trainer = proxyActivities<{ trainer_info(arg: Record<string, never>): Promise<unknown> }>({

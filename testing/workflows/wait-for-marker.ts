@@ -2,9 +2,9 @@
 // durability test: it waits on an activity that blocks until a marker file appears, so the Temporal
 // server can be killed while it is in flight.
 import { proxyActivities } from '@temporalio/workflow';
-import type { RolloutActivities } from '../../protocol/activities.js';
+import type { TestRolloutActivities } from '../test-contract.js';
 
-const { waitForFile } = proxyActivities<RolloutActivities>({
+const { waitForFile } = proxyActivities<TestRolloutActivities>({
   startToCloseTimeout: '10 minutes',
   heartbeatTimeout: '20 seconds',
   retry: { initialInterval: '1 second', maximumInterval: '5 seconds' },

@@ -48,7 +48,7 @@ def test_k1_and_k2_keep_their_gradient_far_from_the_reference():
 
 
 def test_masked_tokens_with_infinite_logprobs_inject_no_nan():
-    """A weight-0 token whose logprob is −inf (a token outside allowed_token_ids, a padded slot) must
+    """A weight-0 token whose logprob is −inf (a padded slot) must
     leave the loss and the gradient finite, with zero gradient at that token."""
     mask = torch.tensor([1.0, 0.0, 1.0, 0.0])
     w = torch.cat(aggregation_weights([mask], "token_mean", 1, 2))

@@ -1,7 +1,6 @@
 """The LM head's log-probabilities without [tokens, vocab] kept for backward (trainer/model/lm_head.py):
 equal to log_softmax over the full logits — values, entropy and the gradients of the hidden states
-and of the (tied) weight — to 1e-5 in fp32 on CPU, with a temperature, a token restriction, and more
-rows than one chunk."""
+and of the (tied) weight — to 1e-5 in fp32 on CPU, with a temperature and more rows than one chunk."""
 
 import pytest
 import torch
@@ -11,36 +10,26 @@ from trainer.model.lm_head import linear_logprobs
 from trainer.model.policy import TrainSample, forward_response, load_policy
 
 
-def _reference(hidden, weight, targets, temperature, allowed):
-    z = (hidden @ weight.T) / temperature
-    if allowed is not None:
-        z = z.masked_fill(~allowed, float("-inf"))
-    logp_all = torch.log_softmax(z, -1)
-    p = logp_all.exp()
-    entropy = -(p * logp_all.masked_fill(~torch.isfinite(logp_all), 0.0)).sum(-1)
+def _reference(hidden, weight, targets, temperature):
+    logp_all = torch.log_softmax((hidden @ weight.T) / temperature, -1)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)
     return logp_all.gather(-1, targets[:, None]).squeeze(-1), entropy
 
 
-@pytest.mark.parametrize("restricted", [False, True])
-def test_values_entropy_and_gradients_equal_the_full_softmax(monkeypatch, restricted):
+def test_values_entropy_and_gradients_equal_the_full_softmax(monkeypatch):
     monkeypatch.setattr(lm_head, "CHUNK_ROWS", 7)  # several chunks, the last one short
     torch.manual_seed(0)
     n, h, v = 30, 16, 97
     hidden = torch.randn(n, h, dtype=torch.float64).float().requires_grad_()
     weight = torch.randn(v, h).mul(0.5).requires_grad_()
-    allowed = None
     targets = torch.randint(0, v, (n,))
-    if restricted:
-        allowed = torch.zeros(v, dtype=torch.bool)
-        allowed[torch.randperm(v)[:40]] = True
-        allowed[targets] = True
     coef = torch.randn(n)
 
-    logp, entropy = linear_logprobs(hidden, weight, targets, 0.6, allowed, with_entropy=True)
+    logp, entropy = linear_logprobs(hidden, weight, targets, 0.6, with_entropy=True)
     (logp * coef).sum().backward()
     got = (logp.detach(), entropy, hidden.grad.clone(), weight.grad.clone())
     hidden.grad, weight.grad = None, None
-    ref_logp, ref_entropy = _reference(hidden, weight, targets, 0.6, allowed)
+    ref_logp, ref_entropy = _reference(hidden, weight, targets, 0.6)
     (ref_logp * coef).sum().backward()
     want = (ref_logp.detach(), ref_entropy.detach(), hidden.grad, weight.grad)
     for name, a, b in zip(("logp", "entropy", "grad hidden", "grad weight"), got, want, strict=False):
@@ -67,9 +56,7 @@ def test_forward_response_matches_the_autograd_path_on_the_tiny_model(tiny_model
             monkeypatch.setattr(
                 model_mod,
                 "linear_logprobs",
-                lambda h, w, t, temp, allowed, ent: model_mod._chunked_logprobs(
-                    policy.lm_head, h, t, temp, None, ent, False
-                ),
+                lambda h, w, t, temp, ent: model_mod._chunked_logprobs(policy.lm_head, h, t, temp, ent, False),
             )
         out = forward_response(policy, [sample], 0.6, with_entropy=True)
         (out.logprobs[0] * torch.arange(9.0)).sum().backward()
@@ -99,7 +86,7 @@ def test_on_a_gpu_under_bf16_autocast_it_matches_the_autograd_path():
     targets = torch.randint(0, v, (n,), device="cuda")
     coef = torch.randn(n, device="cuda")
     with torch.autocast("cuda", dtype=torch.bfloat16):
-        logp, entropy = linear_logprobs(hidden, weight, targets, 0.7, None, with_entropy=True)
+        logp, entropy = linear_logprobs(hidden, weight, targets, 0.7, with_entropy=True)
     (logp * coef).sum().backward()
     got = (logp.detach(), entropy, hidden.grad.clone(), weight.grad.clone())
     hidden.grad, weight.grad = None, None
@@ -114,11 +101,9 @@ def test_on_a_gpu_under_bf16_autocast_it_matches_the_autograd_path():
         assert float((a - b).norm() / b.norm()) < 2e-2
 
 
-@pytest.mark.parametrize("restricted", [False, True])
-def test_linear_nll_equals_the_weighted_nll_of_the_full_softmax(monkeypatch, restricted):
+def test_linear_nll_equals_the_weighted_nll_of_the_full_softmax(monkeypatch):
     """SFT's fused loss: −Σ coef·logp and its gradients (hidden, tied weight), formed in the forward
-    pass, equal autograd through log_softmax — with zero-weight rows whose target the restriction
-    excludes (they must not turn the loss into NaN), and a scaled upstream gradient."""
+    pass, equal autograd through log_softmax — with zero-weight rows and a scaled upstream gradient."""
     monkeypatch.setattr(lm_head, "CHUNK_ROWS", 7)
     torch.manual_seed(1)
     n, h, v = 30, 16, 97
@@ -127,18 +112,12 @@ def test_linear_nll_equals_the_weighted_nll_of_the_full_softmax(monkeypatch, res
     targets = torch.randint(0, v, (n,))
     coef = torch.rand(n)
     coef[::5] = 0.0
-    allowed = None
-    if restricted:
-        allowed = torch.zeros(v, dtype=torch.bool)
-        allowed[targets[coef > 0]] = True
-        allowed[torch.randperm(v)[:20]] = True
-        targets[0] = int(torch.nonzero(~allowed)[0])  # a zero-weight row whose target is excluded
 
-    loss, logp = lm_head.linear_nll(hidden, weight, targets, coef, 0.8, allowed)
+    loss, logp = lm_head.linear_nll(hidden, weight, targets, coef, 0.8)
     (3.0 * loss).backward()
     got = (loss.detach(), logp[coef > 0], hidden.grad.clone(), weight.grad.clone())
     hidden.grad, weight.grad = None, None
-    ref_logp, _ = _reference(hidden, weight, targets, 0.8, allowed)
+    ref_logp, _ = _reference(hidden, weight, targets, 0.8)
     ref_loss = -(ref_logp[coef > 0] * coef[coef > 0]).sum()
     (3.0 * ref_loss).backward()
     want = (ref_loss.detach(), ref_logp.detach()[coef > 0], hidden.grad, weight.grad)

@@ -847,10 +847,10 @@ const CLI_ROWS: CliRow[] = [
     says: [/c\.yaml/, /rollout\.seed/, /1e3/],
   },
   {
-    kind: 'rollout.allowed_token_ids (a removed key)',
-    args: () => check(...set('rollout.allowed_token_ids=[5]')),
+    kind: 'rollout.reward_fn (a removed key)',
+    args: () => check(...set('rollout.reward_fn=math')),
     exit: 2,
-    says: [/rollout\.allowed_token_ids: unknown key — removed: /],
+    says: [/rollout\.reward_fn: unknown key — removed: /],
   },
   {
     kind: 'floats in exponent form stay floats',

@@ -5,7 +5,14 @@ import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { tinyModelDir } from '../../lib/paths.js';
 import { VllmClient } from '../../engine/client.js';
-import { type TestEngines, changedWeightsDir, syncEngineWeights, testEngines } from '../../testing/engines.js';
+import {
+  type TestEngines,
+  changedWeightsDir,
+  enginePaused,
+  engineWeightVersion,
+  syncEngineWeights,
+  testEngines,
+} from '../../testing/engines.js';
 
 let engines: TestEngines;
 let client: VllmClient;
@@ -30,8 +37,8 @@ describe('weight sync (live engine)', () => {
     const before = await continuationLogprobs(ids);
     try {
       syncEngineWeights(engines.urls, changedWeightsDir(), 1);
-      assert.equal(await client.weightVersion(), '1', 'the engine serves the version it was labelled with');
-      assert.equal(await client.isPaused(), false, 'resumed after the sync');
+      assert.equal(await engineWeightVersion(client.url), '1', 'the engine serves the version it was labelled with');
+      assert.equal(await enginePaused(client.url), false, 'resumed after the sync');
       const changedLp = await continuationLogprobs(ids);
       assert.ok(
         changedLp.some((lp, i) => Math.abs(lp - before[i]!) > 1e-4),

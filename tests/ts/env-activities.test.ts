@@ -1,12 +1,18 @@
 // The env-step and score activities: model output is a result, input that is not the model's doing
-// (an empty label, a turn past max_turns) fails without retries, and the grader options pass through.
+// (an empty label, a turn past max_turns) fails without retries, the grader options pass through, and
+// an environment that reads a whole response gives its own reward.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { envStep } from '../../activities/env-step.js';
 import { scoreEpisode } from '../../activities/score.js';
 import { RolloutConfig } from '../../config/schema.js';
+import { environmentNames, registerEnvironment } from '../../lib/env/registry.js';
 import { episodeSettings } from '../../protocol/episode.js';
+import { registerTestEnvironments, targetLetterEnvironment } from '../../testing/environments.js';
+
+/** The environments the product registers: this file's process before it registers the tests' own. */
+const PRODUCT_ENVIRONMENTS = environmentNames();
 
 const call = (answer: string) => `<tool_call>{"name":"calc_score","arguments":{"answer":"${answer}"}}</tool_call>`;
 const nonRetryable = (type: string, re: RegExp) => (err: unknown) =>
@@ -56,4 +62,18 @@ test('rollout.reward_match reaches the episode settings: absent for exact (the d
     'rounded',
   );
   assert.throws(() => RolloutConfig.parse({ reward_match: 'fuzzy' }));
+});
+
+test("scoreEpisode: an environment's scoreResponse rewards a response without a final answer; a final answer is still graded", async () => {
+  registerTestEnvironments(); // target-letter: the share of the response equal to the label
+  assert.ok(!PRODUCT_ENVIRONMENTS.includes(targetLetterEnvironment.name), 'a test environment, not a product one');
+  const base = { label: 'a', tolerance: 0, final_answer: null, environment: targetLetterEnvironment.name };
+  assert.deepEqual(await scoreEpisode({ ...base, response_text: 'abca' }), {
+    reward: 0.5,
+    extracted: 'abca',
+    reason: '2/4 characters equal "a"',
+  });
+  assert.equal((await scoreEpisode({ ...base, response_text: '\\boxed{a}' })).reward, 1 / 9, 'no \\boxed{} read');
+  assert.equal((await scoreEpisode({ ...base, final_answer: 'a', response_text: null })).reward, 1, 'graded');
+  assert.throws(() => registerEnvironment(targetLetterEnvironment), /registered already/);
 });

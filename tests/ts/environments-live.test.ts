@@ -27,7 +27,7 @@ import {
   type EpisodeInput,
   type EpisodeSummary,
 } from '../../protocol/episode.js';
-import { IMAGE_PAD_ID, testEngines, type TestEngines } from '../../testing/engines.js';
+import { engineWeightVersion, IMAGE_PAD_ID, testEngines, type TestEngines } from '../../testing/engines.js';
 import { recordHistory } from '../../testing/history-fixtures.js';
 import { startRolloutWorker, startTestServer, type RunningWorker, type TestServer } from '../../testing/temporal.js';
 
@@ -95,7 +95,7 @@ async function runEpisode(environment: string, runId: string, maxResponseLen: nu
   ).rows;
   const prompt = env.prompt(row!, { tools: true });
   // The suite's engines may serve a later version (an earlier file synced weights): run on what they serve.
-  const served = Number(await vllm.weightVersion());
+  const served = Number(await engineWeightVersion(vllm.url));
   const weight_version = Number.isInteger(served) && served >= 0 ? served : 0;
   const input: EpisodeInput = {
     run_id: runId,

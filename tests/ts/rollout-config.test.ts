@@ -1,5 +1,5 @@
-// Rollout keys that are gone are refused with why; sampling is the distribution the trainer scores;
-// the test-only token restriction travels in the trainer contract; a workflow run's length is bounded.
+// Rollout keys that are gone are refused with why; sampling is the distribution the trainer scores,
+// and nothing restricts it on the wire; a workflow run's length is bounded.
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
@@ -7,9 +7,9 @@ import { MAX_STEPS_PER_WORKFLOW_RUN, REMOVED_KEYS, RunConfig } from '../../confi
 import { TrainHyper } from '../../lib/contract.js';
 import { initialRunState } from '../../lib/run-plan.js';
 
-test('top_p, allowed_token_ids and reward_fn are not keys: each is refused with why', () => {
-  for (const key of ['top_p', 'allowed_token_ids', 'reward_fn'] as const) {
-    const sets = [`rollout.${key}=${key === 'allowed_token_ids' ? '[5]' : key === 'reward_fn' ? 'math' : '1'}`];
+test('top_p and reward_fn are not keys: each is refused with why', () => {
+  for (const key of ['top_p', 'reward_fn'] as const) {
+    const sets = [`rollout.${key}=${key === 'reward_fn' ? 'math' : '1'}`];
     assert.throws(
       () => loadConfig({ env: {}, sets }),
       (err: Error) => {
@@ -28,11 +28,10 @@ test('the engines sample from the full distribution, the one the trainer scores'
   );
 });
 
-test('allowed_token_ids (test-only, set in the plan by the learning test) travel to the trainer in the hyper-parameters', () => {
-  const hyper = TrainHyper.parse({});
-  assert.deepEqual(TrainHyper.parse({ ...hyper, allowed_token_ids: [64, 65] }).allowed_token_ids, [64, 65]);
-  assert.equal(hyper.allowed_token_ids, undefined);
-  assert.equal(TrainHyper.safeParse({ allowed_token_ids: [] }).success, false, 'an empty list would mask every token');
+test('no token restriction travels: the trainer hyper-parameters and the episode settings refuse or leave out allowed_token_ids', () => {
+  assert.equal(TrainHyper.safeParse({ ...TrainHyper.parse({}), allowed_token_ids: [64, 65] }).success, false);
+  const episode = initialRunState(loadConfig({ env: {}, sets: ['state_dir=/tmp/rollout-config'] }), 'r').plan.episode;
+  assert.equal('allowed_token_ids' in episode, false);
 });
 
 test(`steps_per_workflow_run is bounded (${MAX_STEPS_PER_WORKFLOW_RUN}): a run's history stays far from Temporal's 50k events`, () => {

@@ -1,8 +1,11 @@
 // Proof that the pipeline learns: a synthetic task the tiny random model can learn with a dense reward.
-// Sampling is restricted to 8 one-letter tokens; the reward of an episode is the share of its tokens
-// equal to "a" (≈ 1/8 at the start). GRPO must raise the mean reward clearly — this only happens if
-// advantages, the loss, the optimizer step and the weight sync all work together. The restriction and
-// the reward are test-only episode settings (no config keys): this test puts them in the run's plan.
+// The engine samples only among 8 one-letter tokens; the reward of an episode is the share of its
+// tokens equal to "a" (≈ 1/8 at the start). GRPO must raise the mean reward clearly — this only happens
+// if advantages, the loss, the optimizer step and the weight sync all work together. Both are the
+// test's own, outside the product: the restriction is a proxy in front of the engine
+// (testing/only-tokens-proxy.ts), the reward the test environment target-letter
+// (testing/environments.ts), which the tests' rollout worker registers. The trainer scores the full
+// vocabulary, as it always does.
 import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
@@ -10,10 +13,11 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import sharp from 'sharp';
 import { REPO_ROOT } from '../../lib/paths.js';
-import { runHandle } from '../../cli/run-client.js';
-import { initialRunState } from '../../lib/run-plan.js';
-import { WORKFLOW_TASK_TIMEOUT } from '../../protocol/episode.js';
-import { TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId, type RunResult } from '../../protocol/training-run.js';
+import { runHandle, startOrContinueRun } from '../../cli/run-client.js';
+import type { RunResult } from '../../protocol/training-run.js';
+import { testEngines } from '../../testing/engines.js';
+import { registerTestEnvironments, targetLetterEnvironment } from '../../testing/environments.js';
+import { startOnlyTokensProxy } from '../../testing/only-tokens-proxy.js';
 import { checkExactlyOnce, startRunFixture } from '../../testing/run.js';
 
 const STEPS = Number(process.env.TEMPO_RL_LEARNING_STEPS ?? 6);
@@ -43,30 +47,36 @@ writeFileSync(
   ).join('\n'),
 );
 
-const fx = await startRunFixture([
-  'dataset.kind=jsonl',
-  `dataset.path=${dataset}`,
-  'rollout.multi_turn=false',
-  'rollout.prompts_per_step=2',
-  'rollout.n_samples_per_prompt=8',
-  'rollout.max_response_len=8',
-  'rollout.concurrency=8',
-  'grpo.lr=0.02',
-  'grpo.grad_clip=1.0',
-  `run.steps=${STEPS}`,
-]);
-after(() => fx.close());
+registerTestEnvironments(); // this process reads the config too
+const engines = await testEngines(1);
+const proxy = await startOnlyTokensProxy(engines.urls[0]!, allowed);
+const fx = await startRunFixture(
+  [
+    `rollout.environment=${targetLetterEnvironment.name}`,
+    'dataset.kind=jsonl',
+    `dataset.path=${dataset}`,
+    'rollout.multi_turn=false',
+    'rollout.prompts_per_step=2',
+    'rollout.n_samples_per_prompt=8',
+    'rollout.max_response_len=8',
+    'rollout.concurrency=8',
+    'grpo.lr=0.02',
+    'grpo.grad_clip=1.0',
+    `run.steps=${STEPS}`,
+    // the engine's logprobs are the 8 letters' softmax, the trainer's the vocabulary's: their gap is no alarm here
+    'grpo.max_logprob_diff=0',
+  ],
+  { urls: [proxy.url], owned: false, stop: async () => undefined },
+);
+after(async () => {
+  await fx.close();
+  await proxy.close();
+  await engines.stop();
+});
 
 test(`GRPO raises the reward of a learnable synthetic task within ${STEPS} steps`, { timeout: 1_500_000 }, async () => {
   const runId = 'learning';
-  const state = initialRunState(fx.cfg, runId);
-  state.plan.episode = { ...state.plan.episode, allowed_token_ids: allowed, reward_fn: 'target_fraction' };
-  await fx.client.workflow.start(TRAINING_RUN_WORKFLOW_TYPE, {
-    taskQueue: fx.cfg.temporal.task_queues.rollout,
-    workflowId: trainingRunWorkflowId(runId),
-    workflowTaskTimeout: WORKFLOW_TASK_TIMEOUT,
-    args: [state],
-  });
+  await startOrContinueRun(fx.client, fx.cfg, runId);
   const result = (await runHandle(fx.client, runId).result()) as RunResult;
   const rows = readFileSync(path.join(fx.cfg.state_dir, 'runs', runId, 'metrics.jsonl'), 'utf8')
     .trim()

@@ -17,10 +17,9 @@ import { isAlive } from '../../supervise/process.js';
 import { runHandle, startOrContinueRun } from '../../cli/run-client.js';
 import { S3ServerUnavailable, startS3Server, type S3Server } from '../../testing/s3-server.js';
 import { parseCheckpointLocation, readCommitRecord } from '../../stores/checkpoint.js';
-import { VllmClient } from '../../engine/client.js';
 import { exportModel } from '../../cli/warm-start.js';
 import type { RunResult } from '../../protocol/training-run.js';
-import { testEngines } from '../../testing/engines.js';
+import { engineWeightVersion, testEngines } from '../../testing/engines.js';
 import { startRunFixture, waitForProgress } from '../../testing/run.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'separate-hosts-'));
@@ -104,7 +103,7 @@ test('rollout host and trainer host share only Temporal and S3; the trainer dies
     assert.equal(existsSync(path.join(fx.cfg.state_dir, 'blobs')), false, 'the rollout host kept no local store');
 
     // The engine serves the last version, pulled from S3 into its own host's cache.
-    assert.equal(await new VllmClient({ url: engines.urls[0]! }).weightVersion(), '3');
+    assert.equal(await engineWeightVersion(engines.urls[0]!), '3');
     const pulled = readdirSync(stateLayout(engineState).engineWeights).filter((d) => !d.startsWith('.'));
     assert.ok(
       pulled.some((d) => d.includes('step-000002')),

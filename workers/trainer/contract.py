@@ -71,9 +71,6 @@ class Hyper(Strict):
     # rollout.routing_replay (R3): an MoE policy's forward routes each token to the experts the engine
     # routed it to (Sample.routed_experts), weights recomputed from the trainer's router (model/routing_replay.py).
     routing_replay: bool = HYPER_DEFAULTS["routing_replay"]
-    # Test-only (no config key): the engine sampled among these tokens only, so the trainer's softmax is
-    # over them too (logits of every other token masked); None: the whole vocabulary.
-    allowed_token_ids: list[int] | None = Field(default=None, min_length=1)
 
     @model_validator(mode="after")
     def _clip_order(self) -> Hyper:
@@ -211,15 +208,3 @@ class SyncWeightsOutput(Strict):
     # Seconds of the phases (wake_seconds, load_seconds, transfer_seconds, seconds in all) and, for
     # ipc, transfer_bytes and buckets.
     timings: dict[str, float] = {}
-
-
-class TrainerInfoOutput(Strict):
-    torch_version: str
-    device: str
-    cuda_available: bool
-    python_version: str
-    transformers_version: str
-    loaded_run: str | None = None
-    loaded_step: int | None = None
-    # The worker's blob store (--blob-store), canonical; None when it was started without one.
-    blob_store: str | None = None

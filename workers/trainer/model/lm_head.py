@@ -1,6 +1,6 @@
 """Log-probabilities of chosen tokens through the LM head without keeping [tokens, vocab] for backward.
 
-`linear_logprobs(hidden, weight, targets, temperature, allowed, with_entropy)` computes, for each row,
+`linear_logprobs(hidden, weight, targets, temperature, with_entropy)` computes, for each row,
 log softmax((hidden · weightᵀ) / T)[target] — and the entropy of that softmax, without a gradient —
 a chunk of rows at a time. Only each row's log-sum-exp is saved; backward recomputes a chunk's logits
 and forms (onehot − softmax) · grad / T itself, so the 150k-wide blocks exist one chunk at a time in
@@ -35,33 +35,28 @@ def _compute_dtype(t: torch.Tensor) -> torch.dtype:
     return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else t.dtype
 
 
-def _scaled(z: torch.Tensor, inv_t: float, allowed: torch.Tensor | None) -> torch.Tensor:
-    """fp32 logits / T, −inf outside `allowed`. In place where `z` is already fp32: `z` is a chunk's
-    fresh matmul output, and a [rows, vocab] copy costs as much as the arithmetic (eager, on a CPU)."""
+def _scaled(z: torch.Tensor, inv_t: float) -> torch.Tensor:
+    """fp32 logits / T. In place where `z` is already fp32: `z` is a chunk's fresh matmul output, and a
+    [rows, vocab] copy costs as much as the arithmetic (eager, on a CPU)."""
     zf = z.float()
-    if inv_t != 1.0:
-        zf = zf.mul_(inv_t)
-    return zf if allowed is None else zf.masked_fill_(~allowed, float("-inf"))
+    return zf.mul_(inv_t) if inv_t != 1.0 else zf
 
 
-def _forward_rows(
-    z: torch.Tensor, targets: torch.Tensor, inv_t: float, allowed: torch.Tensor | None, with_entropy: bool
-):
+def _forward_rows(z: torch.Tensor, targets: torch.Tensor, inv_t: float, with_entropy: bool):
     """(log-sum-exp, logp of the target, entropy or None) of each row of the logits `z`."""
-    zf = _scaled(z, inv_t, allowed)
+    zf = _scaled(z, inv_t)
     lse = torch.logsumexp(zf, dim=-1)
     logp = zf.gather(-1, targets[:, None]).squeeze(-1) - lse
     if not with_entropy:
         return lse, logp, None
-    # H = lse − Σ p·z; masked tokens have p = 0 (their −inf logit is read as 0)
-    finite = zf if allowed is None else zf.masked_fill(~allowed, 0.0)
-    return lse, logp, lse - (torch.exp(zf - lse[:, None]) * finite).sum(-1)
+    # H = lse − Σ p·z
+    return lse, logp, lse - (torch.exp(zf - lse[:, None]) * zf).sum(-1)
 
 
-def _shifted(z: torch.Tensor, targets: torch.Tensor, inv_t: float, allowed: torch.Tensor | None):
+def _shifted(z: torch.Tensor, targets: torch.Tensor, inv_t: float):
     """(y = z/T − max, each row's target logit z/T, the max) of a chunk's logits, y in place on `z`
     where it is fp32."""
-    zf = _scaled(z, inv_t, allowed)
+    zf = _scaled(z, inv_t)
     picked = zf.gather(-1, targets[:, None]).squeeze(-1)
     top = zf.amax(-1, keepdim=True)
     return zf.sub_(top), picked, top  # y at most 0
@@ -71,21 +66,18 @@ def _forward_rows_in_place(
     z: torch.Tensor,
     targets: torch.Tensor,
     inv_t: float,
-    allowed: torch.Tensor | None,
     with_entropy: bool,
     spare: torch.Tensor | None,
 ):
     """_forward_rows for eager (CPU) passes: in place on the chunk's own block `z`, and on `spare`
     (a second reused block) for the entropy — no [rows, vocab] temporaries (measured on 2 cores)."""
-    y, picked, top = _shifted(z, targets, inv_t, allowed)
+    y, picked, top = _shifted(z, targets, inv_t)
     if not with_entropy:
         shifted_lse = y.exp_().sum(-1).log_()
         lse = shifted_lse + top[:, 0]
         return lse, picked - lse, None
     e = torch.exp(y, out=spare[: y.shape[0]])
     total = e.sum(-1)
-    if allowed is not None:
-        y.masked_fill_(~allowed, 0.0)  # masked tokens: p = 0, and 0 · −inf would be NaN
     # H = −Σ p·log p = log Σe − Σ e·y / Σe, with y = z − max
     shifted_lse = total.log()
     lse = shifted_lse + top[:, 0]
@@ -98,18 +90,17 @@ def _logit_grads(
     targets: torch.Tensor,
     coef: torch.Tensor,
     inv_t: float,
-    allowed: torch.Tensor | None,
     dtype: torch.dtype,
 ) -> torch.Tensor:
     """d(Σ grad·logp)/dz = (onehot − softmax) · grad / T, in the compute dtype (`coef` = grad / T)."""
-    g = _scaled(z, inv_t, allowed).sub_(lse[:, None]).exp_().mul_(-coef[:, None])  # in place: one fp32 block
+    g = _scaled(z, inv_t).sub_(lse[:, None]).exp_().mul_(-coef[:, None])  # in place: one fp32 block
     return g.scatter_add_(-1, targets[:, None], coef[:, None]).to(dtype)
 
 
-def _nll_rows(z: torch.Tensor, targets: torch.Tensor, coef: torch.Tensor, inv_t: float, allowed: torch.Tensor | None):
+def _nll_rows(z: torch.Tensor, targets: torch.Tensor, coef: torch.Tensor, inv_t: float):
     """(logp of each row's target, d(−Σ coef·logp)/dz = coef·(softmax − onehot)/T), in place on the
     chunk's logits `z` where they are fp32: one exp pass gives both."""
-    y, picked, top = _shifted(z, targets, inv_t, allowed)
+    y, picked, top = _shifted(z, targets, inv_t)
     e = y.exp_()
     total = e.sum(-1)
     c = coef * inv_t
@@ -165,7 +156,7 @@ def _block_buffer(h: torch.Tensor, w: torch.Tensor, rows: int, dtype: torch.dtyp
 
 class _LinearLogprobs(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, hidden, weight, targets, inv_t, allowed, with_entropy, dtype):
+    def forward(ctx, hidden, weight, targets, inv_t, with_entropy, dtype):
         n, c = hidden.shape[0], _chunk(hidden)
         logp = torch.empty(n, dtype=torch.float32, device=hidden.device)
         lse = torch.empty_like(logp)
@@ -180,18 +171,18 @@ class _LinearLogprobs(torch.autograd.Function):
             )
         )
         for s in range(0, n, c):
-            l, lp, ent = rows(_logits(h_all[s : s + c], w, buf), targets[s : s + c], inv_t, allowed, with_entropy)
+            l, lp, ent = rows(_logits(h_all[s : s + c], w, buf), targets[s : s + c], inv_t, with_entropy)
             lse[s : s + c], logp[s : s + c] = l, lp
             if entropy is not None:
                 entropy[s : s + c] = ent
-        ctx.save_for_backward(hidden, weight, targets, lse, allowed)
+        ctx.save_for_backward(hidden, weight, targets, lse)
         ctx.inv_t, ctx.dtype = inv_t, dtype
         ctx.mark_non_differentiable(*([entropy] if entropy is not None else []))
         return (logp, entropy) if entropy is not None else (logp,)
 
     @staticmethod
     def backward(ctx, grad_logp, *_):
-        hidden, weight, targets, lse, allowed = ctx.saved_tensors
+        hidden, weight, targets, lse = ctx.saved_tensors
         dtype = ctx.dtype
         grad_h = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
         grad_w = (
@@ -202,11 +193,9 @@ class _LinearLogprobs(torch.autograd.Function):
         coef = grad_logp * ctx.inv_t
         for s in range(0, hidden.shape[0], c):
             h = h_all[s : s + c]
-            g = grads(
-                _logits(h, w, buf), lse[s : s + c], targets[s : s + c], coef[s : s + c], ctx.inv_t, allowed, dtype
-            )
+            g = grads(_logits(h, w, buf), lse[s : s + c], targets[s : s + c], coef[s : s + c], ctx.inv_t, dtype)
             _add_chunk_grads(g, h, w, slice(s, s + c), grad_h, grad_w)
-        return grad_h, None if grad_w is None else grad_w.to(weight.dtype), None, None, None, None, None
+        return grad_h, None if grad_w is None else grad_w.to(weight.dtype), None, None, None, None
 
 
 class _LinearNll(torch.autograd.Function):
@@ -216,7 +205,7 @@ class _LinearNll(torch.autograd.Function):
     the weight's gradient, [vocab, hidden] fp32, held from the forward to the backward."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, targets, coef, inv_t, allowed, dtype):
+    def forward(ctx, hidden, weight, targets, coef, inv_t, dtype):
         n, c = hidden.shape[0], _chunk(hidden)
         logp = torch.empty(n, dtype=torch.float32, device=hidden.device)
         grad_h = torch.empty_like(hidden)
@@ -225,19 +214,19 @@ class _LinearNll(torch.autograd.Function):
         rows, buf = _kernel(_nll_rows, hidden), _block_buffer(h_all, w, c)
         for s in range(0, n, c):
             h = h_all[s : s + c]
-            lp, g = rows(_logits(h, w, buf), targets[s : s + c], coef[s : s + c], inv_t, allowed)
+            lp, g = rows(_logits(h, w, buf), targets[s : s + c], coef[s : s + c], inv_t)
             logp[s : s + c] = lp
             _add_chunk_grads(g.to(dtype), h, w, slice(s, s + c), grad_h, grad_w)
         ctx.save_for_backward(grad_h, grad_w)
         ctx.weight_dtype = weight.dtype
         ctx.mark_non_differentiable(logp)
-        # rows with coef 0 do not count, whatever their logp (−inf where `allowed` excludes the target)
+        # rows with coef 0 do not count, whatever their logp
         return -(coef * logp.masked_fill(coef == 0, 0.0)).sum(), logp
 
     @staticmethod
     def backward(ctx, grad_loss, _):
         grad_h, grad_w = ctx.saved_tensors
-        return grad_h * grad_loss, (grad_w * grad_loss).to(ctx.weight_dtype), None, None, None, None, None
+        return grad_h * grad_loss, (grad_w * grad_loss).to(ctx.weight_dtype), None, None, None, None
 
 
 def linear_nll(
@@ -246,14 +235,11 @@ def linear_nll(
     targets: torch.Tensor,
     coef: torch.Tensor,
     temperature: float = 1.0,
-    allowed: torch.Tensor | None = None,
 ):
     """(loss −Σ coef·logp, logp of each row's target without a gradient): a loss linear in the
     log-probabilities (SFT's masked NLL), its gradients computed in the forward pass. `coef`: one
-    weight per row; `allowed` as in linear_logprobs."""
-    return _LinearNll.apply(
-        hidden, weight, targets, coef.to(torch.float32), 1.0 / temperature, allowed, _compute_dtype(hidden)
-    )
+    weight per row."""
+    return _LinearNll.apply(hidden, weight, targets, coef.to(torch.float32), 1.0 / temperature, _compute_dtype(hidden))
 
 
 def linear_logprobs(
@@ -261,12 +247,8 @@ def linear_logprobs(
     weight: torch.Tensor,
     targets: torch.Tensor,
     temperature: float,
-    allowed: torch.Tensor | None = None,
     with_entropy: bool = False,
 ):
-    """(logp of each row's target, its entropy or None): see the module's docstring. `allowed`: a bool
-    mask over the vocabulary (the engine's allowed_token_ids), None for all."""
-    out = _LinearLogprobs.apply(
-        hidden, weight, targets, 1.0 / temperature, allowed, with_entropy, _compute_dtype(hidden)
-    )
+    """(logp of each row's target, its entropy or None): see the module's docstring."""
+    out = _LinearLogprobs.apply(hidden, weight, targets, 1.0 / temperature, with_entropy, _compute_dtype(hidden))
     return out[0], out[1] if with_entropy else None

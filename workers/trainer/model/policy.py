@@ -243,23 +243,7 @@ class ForwardOutput:
     nll: torch.Tensor | None = None  # −Σ nll_weights·logp, differentiable, where the LM head formed it (linear_nll)
 
 
-def restrict_logits(logits: torch.Tensor, allowed_token_ids: list[int] | None) -> torch.Tensor:
-    """Logits with every token outside `allowed_token_ids` at -inf: the softmax the engine sampled
-    from when the rollout restricted sampling (vLLM's allowed_token_ids). None: unchanged."""
-    if allowed_token_ids is None:
-        return logits
-    return logits.masked_fill(~_allowed_mask(allowed_token_ids, logits.shape[-1], logits.device), float("-inf"))
-
-
 LOGIT_CHUNK_ROWS = 1024
-
-
-def _allowed_mask(allowed_token_ids: list[int] | None, vocab: int, device: torch.device) -> torch.Tensor | None:
-    if allowed_token_ids is None:
-        return None
-    allowed = torch.zeros(vocab, dtype=torch.bool)
-    allowed[torch.tensor(allowed_token_ids, dtype=torch.long)] = True
-    return to_device(allowed, device)
 
 
 def _chunked_logprobs(
@@ -267,7 +251,6 @@ def _chunked_logprobs(
     hidden: torch.Tensor,
     targets: torch.Tensor,
     temperature: float,
-    allowed_token_ids: list[int] | None,
     with_entropy: bool,
     entropy_grad: bool,
 ):
@@ -275,16 +258,12 @@ def _chunked_logprobs(
     150k-wide blocks (logits, masks, exp) exist for one chunk, not for the whole micro-batch."""
     logps, entropies = [], []
     for start in range(0, hidden.shape[0], LOGIT_CHUNK_ROWS):
-        logits = restrict_logits(
-            lm_head(hidden[start : start + LOGIT_CHUNK_ROWS]).float() / temperature, allowed_token_ids
-        )
+        logits = lm_head(hidden[start : start + LOGIT_CHUNK_ROWS]).float() / temperature
         logp_all = torch.log_softmax(logits, dim=-1)
         logps.append(logp_all.gather(-1, targets[start : start + LOGIT_CHUNK_ROWS, None]).squeeze(-1))
         if with_entropy:
             with torch.set_grad_enabled(entropy_grad and torch.is_grad_enabled()):
-                # masked tokens have p = 0 and logp = -inf: their term (and its gradient) is 0, not nan
-                finite_logp = logp_all.masked_fill(~torch.isfinite(logp_all), 0.0)
-                entropies.append(-(logp_all.exp() * finite_logp).sum(-1))
+                entropies.append(-(logp_all.exp() * logp_all).sum(-1))
 
     def joined(parts: list[torch.Tensor]) -> torch.Tensor:
         return torch.cat(parts) if parts else hidden.new_zeros(0, dtype=torch.float32)
@@ -321,12 +300,11 @@ def forward_response(
     with_entropy: bool,
     entropy_grad: bool = False,
     pad_id: int = 0,
-    allowed_token_ids: list[int] | None = None,
     packed: bool | None = None,
     nll_weights: torch.Tensor | None = None,
 ) -> ForwardOutput:
-    """Logprobs of each sample's response tokens under softmax(logits / temperature), over
-    `allowed_token_ids` only when given (the same processing as the engine's logprobs).
+    """Logprobs of each sample's response tokens under softmax(logits / temperature) (the same
+    processing as the engine's logprobs).
 
     The batch runs as one packed row (packing.py) or right-padded (`packed`; by default as the trainer
     runs this model: `packs`); the LM head
@@ -368,7 +346,7 @@ def forward_response(
     nll = None
     if (with_entropy and entropy_grad and torch.is_grad_enabled()) or getattr(model.lm_head, "bias", None) is not None:
         picked, picked_entropy = _chunked_logprobs(
-            model.lm_head, kept, kept_targets, temperature, allowed_token_ids, with_entropy, entropy_grad
+            model.lm_head, kept, kept_targets, temperature, with_entropy, entropy_grad
         )
     elif nll_weights is not None and not with_entropy:
         nll, picked = linear_nll(
@@ -377,7 +355,6 @@ def forward_response(
             kept_targets,
             to_device(nll_weights, device)[flat_t],
             temperature,
-            _allowed_mask(allowed_token_ids, model.lm_head.weight.shape[0], device),
         )
         picked_entropy = None
     else:
@@ -387,7 +364,6 @@ def forward_response(
             model.lm_head.weight,
             kept_targets,
             temperature,
-            _allowed_mask(allowed_token_ids, model.lm_head.weight.shape[0], device),
             with_entropy,
         )
 

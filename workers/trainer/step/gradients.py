@@ -50,9 +50,9 @@ def compute_precision(model: torch.nn.Module, dtype: str):
 
 
 def _forward(model, batch: list[TrainSample], hyper: Hyper, temperature: float, **kw) -> ForwardOutput:
-    """forward_response in the step's precision, over the tokens the engine sampled among."""
+    """forward_response in the step's precision."""
     with compute_precision(model, hyper.compute_dtype):
-        return forward_response(model, batch, temperature, allowed_token_ids=hyper.allowed_token_ids, **kw)
+        return forward_response(model, batch, temperature, **kw)
 
 
 def set_hyper(optimizer: torch.optim.Optimizer, hyper: Hyper) -> None:

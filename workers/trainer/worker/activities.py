@@ -1,4 +1,4 @@
-"""Temporal activities of the trainer task queue: train_step, sync_weights, trainer_info, log_metrics.
+"""Temporal activities of the trainer task queue: train_step, sync_weights, log_metrics.
 
 Synchronous activities (run in the worker's thread pool): the work is PyTorch and blocking HTTP.
 sync_weights fails only when no engine took the new version (weights/sync.py: an engine that failed is
@@ -21,26 +21,23 @@ another worker may reach it)."""
 from __future__ import annotations
 
 import os
-import platform
 from pathlib import Path
 
 import pydantic
 import torch
-import transformers
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
 from ..stores.blobs import (
     BlobError,
     BlobRootUnreachable,
-    canonical_blob_store_uri,
     check_blob_store,
     parse_blob_store_uri,
 )
 from ..checkpoint import atomic as ckpt
 from ..checkpoint.atomic import CheckpointCorrupt, CheckpointMissing, CheckpointPruned
 from ..stores.checkpoints import engine_weights_location, is_location, parse_location
-from ..contract import SyncWeightsInput, SyncWeightsOutput, TrainerInfoOutput, TrainStepInput, TrainStepOutput
+from ..contract import SyncWeightsInput, SyncWeightsOutput, TrainStepInput, TrainStepOutput
 from ..step.grpo import ContractError
 from ..step.heartbeat import Heartbeater
 from ..model.policy import SampleInvalid
@@ -203,20 +200,6 @@ class TrainerActivities:
             raise BlobError(f"sync_weights takes a checkpoint's location, not {checkpoint!r}")
         return engine_weights_location(self.trainer, stored, step, progress)
 
-    @activity.defn(name="trainer_info")
-    def trainer_info(self, payload: dict | None = None) -> dict:
-        state = self.trainer.state
-        return TrainerInfoOutput(
-            torch_version=torch.__version__,
-            device=str(self.trainer.device),
-            cuda_available=torch.cuda.is_available(),
-            python_version=platform.python_version(),
-            transformers_version=transformers.__version__,
-            loaded_run=state.run_id if state else None,
-            loaded_step=state.step if state else None,
-            blob_store=canonical_blob_store_uri(self.blob_store) if self.blob_store is not None else None,
-        ).model_dump()
-
     @activity.defn(name="log_metrics")
     def log_metrics(self, payload: dict) -> dict:
         inp = _parse(LogMetricsInput, payload)
@@ -225,4 +208,4 @@ class TrainerActivities:
             return log_metrics(inp).model_dump()
 
     def all(self) -> list:
-        return [self.train_step, self.sync_weights, self.trainer_info, self.log_metrics]
+        return [self.train_step, self.sync_weights, self.log_metrics]

@@ -34,7 +34,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from temporalio.client import Client
 from temporalio.envconfig import ClientConfig
@@ -45,6 +45,8 @@ from .inflight import WORKER_DIED, InflightLedger
 from .standby import TrainerLock, import_at_low_priority
 
 ACTIVITY_SLOTS = 8
+# More activities for a worker to serve, from the product's (its TrainerActivities): the tests' own.
+ExtraActivities = Callable[[Any], list]
 DEFAULT_ADDRESS = "127.0.0.1:7233"
 
 _STD_ATTRS = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
@@ -118,7 +120,10 @@ async def run(
     lock: TrainerLock | None = None,
     trainer=None,
     scratch_dir: str | None = None,
+    extra_activities: ExtraActivities | None = None,
 ) -> None:
+    """`extra_activities`: more activities beside the product's, made from its TrainerActivities (the
+    tests' worker adds its own: testing/trainer_worker.py)."""
     from .activities import TrainerActivities  # torch, transformers: a standby imports them before it waits
     from ..step.train_step import Trainer
 
@@ -133,12 +138,12 @@ async def run(
     activities = TrainerActivities(trainer or Trainer(), blob_store, scratch_dir)
     # One thread per activity slot. Train steps serialise on the trainer's lock (one model per
     # process) and each waiting one holds a slot, so there are slots to spare: a running step and a
-    # retry waiting beside it must still leave sync_weights, log_metrics and trainer_info room.
+    # retry waiting beside it must still leave sync_weights and log_metrics room.
     with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS) as pool:
         worker = Worker(
             client,
             task_queue=task_queue,
-            activities=activities.all(),
+            activities=[*activities.all(), *(extra_activities(activities) if extra_activities else [])],
             activity_executor=pool,
             max_concurrent_activities=ACTIVITY_SLOTS,
             interceptors=_interceptors(ledger),
@@ -167,7 +172,7 @@ async def run(
         log.info("trainer worker stopped")
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, extra_activities: ExtraActivities | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m trainer.worker", description="tempo-rl trainer worker")
     parser.add_argument(
         "--address", default=None, help="host:port; default: the envconfig profile, else " + DEFAULT_ADDRESS
@@ -222,7 +227,18 @@ def main(argv: list[str] | None = None) -> None:
             import_at_low_priority(["trainer.worker.activities", "trainer.step.train_step"])
     try:
         connect = connect_kwargs(args.address, args.namespace, config_file=not args.no_config_file)
-        asyncio.run(run(connect, args.task_queue, args.blob_store, args.inflight_dir, lock, trainer, args.scratch_dir))
+        asyncio.run(
+            run(
+                connect,
+                args.task_queue,
+                args.blob_store,
+                args.inflight_dir,
+                lock,
+                trainer,
+                args.scratch_dir,
+                extra_activities,
+            )
+        )
     finally:
         if group is not None:
             group.send(None)  # the other ranks stop too

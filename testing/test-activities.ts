@@ -1,14 +1,16 @@
-// Small activities about the worker itself, used by the round-trip and durability tests.
+// Activities for tests only, served by the tests' rollout worker (testing/rollout-worker.ts) beside the
+// product's: which worker answered (the round trip, stack isolation) and a wait on a file that the
+// server's durability test kills the Temporal server under.
 import { existsSync } from 'node:fs';
 import { Context } from '@temporalio/activity';
 import type { BlobStore } from '../stores/blobstore.js';
-import type { RolloutInfo } from '../lib/contract.js';
 import { RECORD_FILE, readBoundedTextAsync } from '../lib/bounded-file.js';
+import type { TestRolloutActivities } from './test-contract.js';
 
-export function systemActivities(deps: { store: BlobStore }) {
+export function testActivities(deps: { store: BlobStore }): TestRolloutActivities {
   return {
     /** Which worker answered: its process and the blob store (the stack) it serves. */
-    async rolloutInfo(): Promise<RolloutInfo> {
+    async rolloutInfo() {
       return {
         node_version: process.version,
         platform: `${process.platform}-${process.arch}`,
