@@ -9,11 +9,11 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { VllmClient } from '../../engine/client.js';
-import { stateLayout, tinyModelDir } from '../../lib/paths.js';
+import { stateLayout } from '../../lib/paths.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 import { ensureWarmStart, waitForRun } from '../../cli/warm-start.js';
 import { startDemoRunFixture } from '../../testing/run.js';
-import { syncEngineWeights } from '../../testing/engines.js';
+import { syncEngineWeights, tinyModelWithHeadDir } from '../../testing/engines.js';
 import { probeFirstAnswer } from '../../testing/warmstart-probe.js';
 
 // Bounds around the shipped warm start (P(habit) 0.48, P(right | not the habit) 0.79, every figure
@@ -41,7 +41,7 @@ test('the demo warm start answers every figure kind in part, keeps its habit, an
     train = await probeFirstAnswer(engine, fx.cfg, store, 'train');
     held = await probeFirstAnswer(engine, fx.cfg, store, 'eval');
   } finally {
-    syncEngineWeights(urls, tinyModelDir(), 0); // the weights the suite's engines started with
+    syncEngineWeights(urls, tinyModelWithHeadDir(), 0); // the weights the suite's engines started with, head included
   }
   const seen = JSON.stringify({ train, held });
   // The habit is still there for GRPO to unlearn, and does not drown the rule.
