@@ -116,6 +116,7 @@ fi
 
 ts_out="$suite_state/node-test.out"
 py_out="$suite_state/pytest.out"
+py_outs=("$py_out")
 run_ts() {
   [ ${#ts_files[@]} -gt 0 ] || return 0
   node --import tsx --test --test-concurrency=1 --test-force-exit \
@@ -124,10 +125,10 @@ run_ts() {
     "${ts_files[@]}" 2>&1 | tee "$ts_out"
   return "${PIPESTATUS[0]}"
 }
-run_py() {
+run_py() {  # [JUNIT_XML]
   [ ${#py_args[@]} -gt 0 ] || { echo "none in this tier" | tee "$py_out"; return 0; }
   # shellcheck disable=SC2086 # options, split on spaces
-  "$TEMPO_RL_PYTHON" -m pytest ${TEMPO_RL_PYTEST_ARGS:--q -rs} --junitxml="$suite_state/pytest.xml" "${py_args[@]}" 2>&1 | tee "$py_out"
+  "$TEMPO_RL_PYTHON" -m pytest ${TEMPO_RL_PYTEST_ARGS:--q -rs} --junitxml="${1:-$suite_state/pytest.xml}" "${py_args[@]}" 2>&1 | tee "$py_out"
   local rc=${PIPESTATUS[0]}
   [ "$rc" -eq 5 ] && rc=0 # no test collected
   return "$rc"
@@ -141,6 +142,19 @@ if [ "$tier" = unit ]; then
   echo "== Python tests (pytest, $tier tier, beside node)"
   wait "$py_pid" || status=1
   cat "$py_out"
+elif [ "$tier" = fast ] && [ -n "${TEMPO_RL_TEST_ENGINE_URLS:-}" ]; then
+  # pytest beside node here too, on one thread (node's files take the other core), without the suite's
+  # engines; the two files that sync weights into those engines run after node, as all of pytest did.
+  after_py=(tests/python/test_parity.py tests/python/test_weight_ipc.py)
+  py_args+=("${after_py[@]/#/--ignore=}")
+  (export TEMPO_RL_TEST_ENGINE_URLS='' OMP_NUM_THREADS=1 && run_py >/dev/null) & py_pid=$!
+  run_ts || status=1
+  echo "== Python tests (pytest, $tier tier, beside node)"
+  wait "$py_pid" || status=1
+  cat "$py_out"
+  echo "== Python tests on the suite's engines (pytest, after node)"
+  py_args=("${after_py[@]}") py_out="$suite_state/pytest-after.out" py_outs+=("$suite_state/pytest-after.out")
+  run_py "$suite_state/pytest-after.xml" || status=1
 else
   run_ts || status=1
   echo "== Python tests (pytest, $tier tier)"
@@ -156,8 +170,9 @@ fi
 
 # One closing line over both runners.
 count() { [ -f "$2" ] && grep -oE "$1" "$2" | tail -1 | grep -oE '[0-9]+' || echo 0; }
-passed=$(( $(count 'ℹ pass [0-9]+' "$ts_out") + $(count '[0-9]+ passed' "$py_out") ))
-failed=$(( $(count 'ℹ fail [0-9]+' "$ts_out") + $(count '[0-9]+ failed' "$py_out") ))
-skipped=$(( $(count 'ℹ skipped [0-9]+' "$ts_out") + $(count '[0-9]+ skipped' "$py_out") ))
+pycount() { local f n=0; for f in "${py_outs[@]}"; do n=$((n + $(count "$1" "$f"))); done; echo $n; }
+passed=$(( $(count 'ℹ pass [0-9]+' "$ts_out") + $(pycount '[0-9]+ passed') ))
+failed=$(( $(count 'ℹ fail [0-9]+' "$ts_out") + $(pycount '[0-9]+ failed') ))
+skipped=$(( $(count 'ℹ skipped [0-9]+' "$ts_out") + $(pycount '[0-9]+ skipped') ))
 echo "total: $passed passed, $failed failed, $skipped skipped"
 exit $status
