@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite: set-up (idempotent, cached), lint (scripts/lint.sh), typecheck, node:test (TS),
 # pytest (Python), in tiers.
-#   bash scripts/test.sh          the fast tier (the README's command; CI's): every test but the long tier
+#   bash scripts/test.sh          the fast tier (the README's command; CI's): every test but the long tier;
+#                                 pytest beside node (one thread, no shared engines; two files after node)
 #   bash scripts/test.sh --unit   the unit tier, part of the fast tier: what tests/unit.txt lists (tests that
 #                                 start no engine, server, browser or child process), node and pytest side
 #                                 by side; lint, no typecheck, no engines, no chromium; 75-88 s on 2 busy cores
