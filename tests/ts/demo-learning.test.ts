@@ -60,10 +60,10 @@ test('the warm-started policy calls calc_score, and GRPO on the demo task raises
   });
   assert.equal(rows.length, cfg.run.steps);
   // The demo's goal: the last two steps' mean reward ≥ 0.25 above the first two's, the held-out eval
-  // +0.15. Over seven measured 10-step runs of the demo's settings the eval rose +0.25 to +0.50 in all,
-  // the reward +0.27 to +0.41 in six and +0.11 in one (docs/tasks.md, "The demo's run, measured"); this
-  // test's run (its episodes seeded from its fixed run id) gave +0.28 and +0.28 here, the same on each
-  // run on this machine. With 4 PPO updates a step instead of 2, two of six missed the reward.
+  // +0.15. From the 140-step warm start, ten runs over prompt orders 0–9 met the reward in nine and the
+  // eval in all; on the demo's own order (seed 0) the reward in two of six draws, and this test's run
+  // (its episodes seeded from its fixed run id) gave +0.23: it fails the reward today (docs/tasks.md,
+  // "Where the demo falls short": the warm start starts high and seed 0's step 8 draws the hard figures).
   assert.ok(
     mean(curve.slice(-2)) >= mean(curve.slice(0, 2)) + 0.25,
     `the mean reward of the last two steps is ≥ 0.25 above the first two's: ${curve}`,
