@@ -43,7 +43,8 @@ export interface EnginePoolOptions {
   cacheAware?: CacheAwareOptions;
   /** Health checks run every this many ms once start() is called. */
   healthIntervalMs?: number;
-  /** Consecutive failed health checks that eject an engine (a refused connection ejects at once). */
+  /** Consecutive failed health checks that eject an engine while none of its requests run (a refused
+   *  connection ejects at once). */
   ejectAfterFailures?: number;
   log?: Logger;
 }
@@ -177,6 +178,15 @@ export class EnginePool {
             await this.readmit(e.url).catch((err) =>
               this.log.warn({ engine: e.url, err: String(err) }, 'readmission failed'),
             );
+          return;
+        }
+        // A busy engine can be slow to answer its health route (vLLM's API server under 256 long
+        // completions: measured past 5 s on an H100) while it serves. Its running requests tell: a dead
+        // one fails them (a refused or reset connection ejects at once), a hung one times them out.
+        // Counting the slow probe would eject a pool's only engine and fail every episode.
+        const busy = this.load(e.url);
+        if (busy > 0) {
+          this.log.debug({ engine: e.url, in_flight: busy }, 'health check failed while serving: not counted');
           return;
         }
         const n = (this.failures.get(e.url) ?? 0) + 1;

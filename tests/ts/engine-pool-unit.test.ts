@@ -116,6 +116,24 @@ describe('engine pool with fake engines', () => {
     assert.deepEqual(a.calls, [], "readmitted as it is: weights are the trainer's sync to mend");
   });
 
+  test('a busy engine is not ejected by slow health checks; once idle, it is', async () => {
+    const a = new FakeEngine('http://a');
+    const pool = new EnginePool([a], { policy: 'round_robin' });
+    let release = () => {};
+    a.gate = new Promise<void>((r) => {
+      release = r;
+    });
+    const running = pool.generate('e0', { tokenIds: [1], sampling: { maxTokens: 1 } });
+    a.healthy = false;
+    for (let i = 0; i < 3; i++) await pool.checkHealth();
+    assert.equal(pool.isDown(a.url), false, 'the only engine was ejected while serving a request');
+    release();
+    assert.equal((await running).engine, a.url);
+    await pool.checkHealth();
+    await pool.checkHealth();
+    assert.equal(pool.isDown(a.url), true);
+  });
+
   test('calls to every engine fan out to the live ones and report failures', async () => {
     const [a, b, pool] = fakes();
     await pool.resetPrefixCacheAll();
