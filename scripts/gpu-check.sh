@@ -27,6 +27,8 @@
 # config on one GPU, adopting p, at each of PRODUCT_RUNS: "episodes:steps", default "64:3 256:5"),
 # certify (run.deterministic on the GPU with the tiny model: CI's kill subset, bench/certify.ts),
 # trainer (bench/gpu-trainer.sh, no engine: run it before the engines or after stop).
+# On an 80 GB card the bench's 2B parity (31 GiB for its trainer side) does not fit beside every engine:
+# run bench with GPU_CHECK_ENGINES='p e', then 'w we' (it skips, saying so, where memory is short).
 # Geo3K rows come from $TEMPO_RL_GEO3K_DIR (default ../shared/data/geo3k).
 [ -n "${BASH_VERSION:-}" ] || { echo "scripts/gpu-check.sh: run it with bash (it is not sh)" >&2; exit 2; }
 set -uo pipefail
@@ -131,12 +133,22 @@ bench() {
   need_models || return 1
   local rc=0
   run() { local name=$1; shift; timeout 600 "$PY" "$@" --json > "$OUT/bench-$name.json" 2> "$OUT/bench-$name.log" || { rc=1; say "bench $name failed"; }; }
-  parity() { run "parity-$1" bench/logprob-parity.py --engine "http://127.0.0.1:$2" --model "$3" --data "$GEO3K" --device cuda --compute-dtype bfloat16; }
+  # name, port, model, GiB the trainer side needs free beside the engines (the 2B shape peaked at 30.5)
+  parity() {
+    local free
+    free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 2> /dev/null | head -1)
+    if [ -n "$free" ] && [ "$free" -lt $(($4 * 1024)) ]; then
+      say "bench parity-$1 skipped: $((free / 1024)) GiB free beside the engines, it needs $4 (start fewer: GPU_CHECK_ENGINES)"
+      rc=1
+      return
+    fi
+    run "parity-$1" bench/logprob-parity.py --engine "http://127.0.0.1:$2" --model "$3" --data "$GEO3K" --device cuda --compute-dtype bfloat16
+  }
   # parity first: the weight-sync bench leaves perturbed weights on the engines it syncs
-  answers 8120 && parity 2b-graphs 8120 "$SHAPED"
-  answers 8125 && parity 2b-eager 8125 "$SHAPED"
-  answers 8160 && parity tiny-graphs 8160 "$WARM"
-  answers 8165 && parity tiny-eager 8165 "$WARM"
+  answers 8120 && parity 2b-graphs 8120 "$SHAPED" 32
+  answers 8125 && parity 2b-eager 8125 "$SHAPED" 32
+  answers 8160 && parity tiny-graphs 8160 "$WARM" 2
+  answers 8165 && parity tiny-eager 8165 "$WARM" 2
   if answers 8120; then
     run sync-2b-ipc-awake bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED"
     run sync-2b-ipc bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2
