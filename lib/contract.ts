@@ -1,5 +1,6 @@
 // The TS side of the TS ↔ Python wire contract (snake_case JSON). The Python side is
-// workers/trainer/contract.py; tests/ts/contract.test.ts checks both against the same payloads.
+// workers/trainer/contract.py; tests/ts/contract.test.ts checks both against the same payloads, and
+// tests/python/test_contract_schema.py compares the trainer's inputs with it field by field.
 import { z } from 'zod';
 import {
   epsClipOrdered,
@@ -31,10 +32,16 @@ export const TrainHyper = GrpoFields.pick(TRAIN_HYPER_KEYS)
   .refine(...epsClipOrdered);
 export type TrainHyper = z.infer<typeof TrainHyper>;
 
-export const DataCursor = z.strictObject({ epoch: z.number().int(), cursor: z.number().int() });
+export const DataCursor = z.strictObject({
+  epoch: z.number().int().nonnegative(),
+  cursor: z.number().int().nonnegative(),
+});
 
+/** What the workflow sends for a step: every field the trainer uses (its defaults in
+ *  workers/trainer/contract.py serve its own tests and benches), but for sleep_engines and
+ *  engine_sleep_level, which only colocated engines have. */
 export const TrainStepInput = z.strictObject({
-  run_id: z.string(),
+  run_id: z.string().min(1),
   step: z.number().int().nonnegative(),
   run_dir: z.string(),
   /** The store (a store URI: s3://…, file:///…) of the samples and images, and with an s3:// store of the
@@ -44,23 +51,23 @@ export const TrainStepInput = z.strictObject({
   samples: z.array(SampleRef),
   hyper: TrainHyper,
   data_cursor: DataCursor,
-  /** sft: masked NLL on the samples' loss-mask tokens (rewards unused). Absent: grpo. */
-  algorithm: z.enum(['grpo', 'sft']).optional(),
-  /** run.keep_checkpoints: only the newest k full checkpoints keep their weights (0 or absent: all). */
-  keep_checkpoints: z.number().int().nonnegative().optional(),
-  /** run.keep_checkpoint_every: also keep those of steps N with (N + 1) a multiple of it. */
-  keep_checkpoint_every: z.number().int().nonnegative().optional(),
-  /** run.checkpoint_interval: a full checkpoint when (N + 1) is a multiple of it; absent: 1 (every step). */
-  checkpoint_interval: z.number().int().positive().optional(),
+  /** sft: masked NLL on the samples' loss-mask tokens (rewards unused). */
+  algorithm: z.enum(['grpo', 'sft']),
+  /** run.keep_checkpoints: only the newest k full checkpoints keep their weights (0: all). */
+  keep_checkpoints: z.number().int().nonnegative(),
+  /** run.keep_checkpoint_every: also keep those of steps N with (N + 1) a multiple of it (0: none). */
+  keep_checkpoint_every: z.number().int().nonnegative(),
+  /** run.checkpoint_interval: a full checkpoint when (N + 1) is a multiple of it (1: every step). */
+  checkpoint_interval: z.number().int().positive(),
   /** A full checkpoint at this step whatever the interval (the run's last step). */
-  full_checkpoint: z.boolean().optional(),
+  full_checkpoint: z.boolean(),
   /** engines.colocate: the engines on the trainer's GPUs, put to sleep (at engines.sleep_level) before it trains. */
   sleep_engines: z.array(z.string()).optional(),
   engine_sleep_level: z.union([z.literal(1), z.literal(2)]).optional(),
   /** run.deterministic: deterministic algorithms from a generator seeded by (seed, step). */
-  deterministic: z.boolean().optional(),
+  deterministic: z.boolean(),
   /** rollout.seed, the run's seed. */
-  seed: z.number().int().optional(),
+  seed: z.number().int(),
 });
 export type TrainStepInput = z.infer<typeof TrainStepInput>;
 
@@ -74,21 +81,22 @@ export const TrainStepOutput = z.object({
 });
 export type TrainStepOutput = z.infer<typeof TrainStepOutput>;
 
+/** What the workflow sends for a weight sync: every field (the trainer's defaults serve its own tests). */
 export const SyncWeightsInput = z.strictObject({
   run_id: z.string(),
-  weight_version: z.number().int(),
+  weight_version: z.number().int().nonnegative(),
   checkpoint: z.string(),
   engines: z.array(z.string()),
   /** How /pause treats requests in flight: rollout.sync_in_flight in the async window; wait in a
    *  synchronous run (nothing is in flight, and the engines' image-feature cache is dropped too). */
   pause_mode: z.enum(['wait', 'abort', 'keep']),
-  /** engines.weight_transport (auto resolved). Absent: disk. */
-  transport: z.enum(['disk', 'ipc']).optional(),
+  /** engines.weight_transport (auto resolved). */
+  transport: z.enum(['disk', 'ipc']),
   /** engines.colocate: the engines slept while the trainer trained; the sync wakes them. */
-  wake_engines: z.boolean().optional(),
+  wake_engines: z.boolean(),
   /** ipc: the engines' dtype (model.dtype) and engines.ipc_bucket_mb. */
-  engine_dtype: z.enum(['float32', 'bfloat16']).optional(),
-  ipc_bucket_mb: z.number().int().positive().optional(),
+  engine_dtype: z.enum(['float32', 'bfloat16']),
+  ipc_bucket_mb: z.number().int().positive(),
 });
 export type SyncWeightsInput = z.infer<typeof SyncWeightsInput>;
 

@@ -36,27 +36,29 @@ export function logprobDiffWarning(step: number, m: Record<string, number>, boun
   );
 }
 
+/** Every field that lib/run-plan.ts always writes is required (each recorded plan of
+ *  tests/fixtures/histories has them): a default of the workflow's own would shadow the config's. The
+ *  optional ones exist only for some runs (sft_*: algorithm sft; colocated_sleep_level: engines.colocate). */
 export interface RunPlan {
-  /** Absent in plans written before SFT: grpo. */
-  algorithm?: 'grpo' | 'sft';
+  algorithm: 'grpo' | 'sft';
   /** algorithm sft: the JSONL of SFT records (prompts_per_step is then sft.batch_size, hyper.lr sft.lr). */
   sft_path?: string;
   /** sft.render_ahead; absent: true. */
   sft_render_ahead?: boolean;
   /** Evaluate the starting weights before step 0 (reported in step 0's metrics as eval_start/*). */
-  eval_at_start?: boolean;
-  keep_checkpoints?: number;
-  keep_checkpoint_every?: number;
-  /** Absent: 1 (a full checkpoint every step). */
-  checkpoint_interval?: number;
-  /** run.empty_step_retries / run.empty_step_wait_s; absent (older plans): 0 retries, 30 s. */
-  empty_step_retries?: number;
-  empty_step_wait_s?: number;
+  eval_at_start: boolean;
+  keep_checkpoints: number;
+  keep_checkpoint_every: number;
+  /** run.checkpoint_interval (1: a full checkpoint every step). */
+  checkpoint_interval: number;
+  /** run.empty_step_retries / run.empty_step_wait_s. */
+  empty_step_retries: number;
+  empty_step_wait_s: number;
   /** sft.lr_schedule or grpo.lr_schedule; cosine: hyper.lr decays to a tenth from the end of the
-   *  warm-up to the last step (workflows/sft-metrics.ts scheduledLr). Absent: constant. */
-  lr_schedule?: 'constant' | 'cosine' | 'wsd';
-  /** GRPO's linear warm-up (grpo.lr_warmup_steps). Absent: none. */
-  lr_warmup_steps?: number;
+   *  warm-up to the last step (workflows/sft-metrics.ts scheduledLr). */
+  lr_schedule: 'constant' | 'cosine' | 'wsd';
+  /** GRPO's linear warm-up (grpo.lr_warmup_steps; 0 for SFT). */
+  lr_warmup_steps: number;
   steps: number;
   prompts_per_step: number;
   n_samples_per_prompt: number;
@@ -83,8 +85,8 @@ export interface RunPlan {
   dataset: DatasetConfig;
   /** How weight syncs reach the engines (engines.weight_transport with auto resolved, the engines'
    *  dtype, engines.ipc_bucket_mb) and, for engines that share the trainer's GPUs (engines.colocate),
-   *  how they sleep while it trains. Absent (and in plans before it): disk, not colocated. */
-  weights?: {
+   *  how they sleep while it trains. */
+  weights: {
     transport: 'disk' | 'ipc';
     engine_dtype: 'float32' | 'bfloat16';
     ipc_bucket_mb: number;

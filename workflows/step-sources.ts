@@ -169,7 +169,7 @@ export class RolloutSteps implements StepSource {
     state.empty_redos = (state.empty_redos ?? 0) + 1;
     redo();
     const tries = ++this.emptyTries;
-    if (tries > (plan.empty_step_retries ?? 0)) {
+    if (tries > plan.empty_step_retries) {
       const why = summaries.find((e) => e.truncated_reason)?.truncated_reason ?? 'unknown';
       return {
         end: 'failed',
@@ -179,7 +179,7 @@ export class RolloutSteps implements StepSource {
       };
     }
     this.run.progress.phase = 'idle';
-    await condition(() => this.run.stopRequested, (plan.empty_step_wait_s ?? 30) * tries * 1000);
+    await condition(() => this.run.stopRequested, plan.empty_step_wait_s * tries * 1000);
     return this.run.stopRequested ? { end: 'stopped' } : { redo: true };
   }
 

@@ -75,7 +75,7 @@ async function trainStep(run: TrainingRun, trainer: TrainerActivities, batch: Tr
   const { state, plan } = run;
   const w = plan.weights;
   // Engines that share the trainer's GPUs sleep while it trains (the sync after it wakes them).
-  const sleeping = w?.colocated_sleep_level
+  const sleeping = w.colocated_sleep_level
     ? { sleep_engines: await acts.listEngines(), engine_sleep_level: w.colocated_sleep_level }
     : {};
   return trainer.train_step({
@@ -91,14 +91,14 @@ async function trainStep(run: TrainingRun, trainer: TrainerActivities, batch: Tr
       lr: scheduledLr(plan.hyper.lr, plan.lr_schedule, state.step, plan.steps, plan.lr_warmup_steps),
     },
     data_cursor: batch.dataAfter,
-    ...(plan.deterministic ? { deterministic: true, seed: plan.seed } : {}),
-    ...(plan.algorithm === 'sft' ? { algorithm: 'sft' as const } : {}),
-    ...(plan.keep_checkpoints ? { keep_checkpoints: plan.keep_checkpoints } : {}),
-    ...(plan.keep_checkpoint_every ? { keep_checkpoint_every: plan.keep_checkpoint_every } : {}),
+    algorithm: plan.algorithm,
+    keep_checkpoints: plan.keep_checkpoints,
+    keep_checkpoint_every: plan.keep_checkpoint_every,
+    checkpoint_interval: plan.checkpoint_interval,
     // The last step is always full: the run's result is a model directory (exported, evaluated, resumed).
-    ...(plan.checkpoint_interval
-      ? { checkpoint_interval: plan.checkpoint_interval, full_checkpoint: state.step === plan.steps - 1 }
-      : {}),
+    full_checkpoint: state.step === plan.steps - 1,
+    deterministic: plan.deterministic,
+    seed: plan.seed,
   });
 }
 

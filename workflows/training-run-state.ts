@@ -132,14 +132,10 @@ export class TrainingRun {
       checkpoint,
       engines,
       pause_mode: this.staleness > 0 ? (this.plan.episode.sync_in_flight ?? 'keep') : 'wait',
-      ...(w
-        ? {
-            transport: w.transport,
-            engine_dtype: w.engine_dtype,
-            ipc_bucket_mb: w.ipc_bucket_mb,
-            ...(w.colocated_sleep_level ? { wake_engines: true } : {}),
-          }
-        : {}),
+      transport: w.transport,
+      engine_dtype: w.engine_dtype,
+      ipc_bucket_mb: w.ipc_bucket_mb,
+      wake_engines: w.colocated_sleep_level !== undefined,
     };
   }
 

@@ -17,6 +17,7 @@ import {
 } from '../../lib/contract.js';
 import { pythonBin, REPO_ROOT } from '../../lib/paths.js';
 import { initialRunState } from '../../lib/run-plan.js';
+import type { RunPlan } from '../../protocol/training-run.js';
 
 function python(script: string, input: unknown): unknown {
   const res = spawnSync(pythonBin(), ['-c', script], {
@@ -27,6 +28,19 @@ function python(script: string, input: unknown): unknown {
   });
   assert.equal(res.status, 0, res.stderr);
   return JSON.parse(res.stdout);
+}
+
+/** The fields of a train step that the workflow takes from the plan (workflows/train-step.ts). */
+function stepFields(plan: RunPlan) {
+  return {
+    algorithm: plan.algorithm,
+    keep_checkpoints: plan.keep_checkpoints,
+    keep_checkpoint_every: plan.keep_checkpoint_every,
+    checkpoint_interval: plan.checkpoint_interval,
+    full_checkpoint: false,
+    deterministic: plan.deterministic,
+    seed: plan.seed,
+  };
 }
 
 const VALIDATE = `
@@ -54,6 +68,7 @@ test('what the workflow sends, Python accepts; a stray key is refused on both si
     samples: [{ ref: 'blob:named/samples/r1/0/0/0.json', reward: 1, group_id: 'r1/0/0' }],
     hyper: state.plan.hyper,
     data_cursor: { epoch: 0, cursor: 2 },
+    ...stepFields(state.plan),
   });
   const sync = SyncWeightsInput.parse({
     run_id: 'r1',
@@ -61,6 +76,8 @@ test('what the workflow sends, Python accepts; a stray key is refused on both si
     checkpoint: '/tmp/c',
     engines: ['http://127.0.0.1:8100'],
     pause_mode: 'wait',
+    ...state.plan.weights,
+    wake_engines: false,
   });
   const bad = { ...train, hyper: { ...train.hyper, lr_typo: 1 } };
   assert.equal(TrainStepInput.safeParse(bad).success, false);
@@ -88,7 +105,16 @@ print(contract.Hyper().model_dump_json())`,
 });
 
 test('a sync always names its pause mode (the workflow decides it; neither side has a default); the clip order is checked on both sides', () => {
-  const sync = { run_id: 'r1', weight_version: 1, checkpoint: '/tmp/c', engines: ['http://e'] };
+  const sync = {
+    run_id: 'r1',
+    weight_version: 1,
+    checkpoint: '/tmp/c',
+    engines: ['http://e'],
+    transport: 'disk',
+    wake_engines: false,
+    engine_dtype: 'float32',
+    ipc_bucket_mb: 1024,
+  };
   assert.equal(SyncWeightsInput.safeParse(sync).success, false);
   const hyper = { ...TrainHyper.parse({}), eps_clip: 0.3, eps_clip_high: 0.2 };
   assert.equal(TrainHyper.safeParse(hyper).success, false);
@@ -111,6 +137,7 @@ test('the store travels as blob_store (a URI); blob_root is no field; without bl
     samples: [{ ref: 'blob:named/samples/r1/0/0/0.json', reward: 1, group_id: 'r1/0/0' }],
     hyper: state.plan.hyper,
     data_cursor: { epoch: 0, cursor: 2 },
+    ...stepFields(state.plan),
   };
   const s3 = TrainStepInput.parse({ ...base, blob_store: state.plan.blob_store });
   const root = { ...base, blob_root: '/tmp/contract/blobs' };

@@ -20,6 +20,10 @@ class Strict(BaseModel):
 # tests and benches, which give a few.
 HYPER_DEFAULTS = json.loads((Path(__file__).parent / "hyper_defaults.json").read_text())
 _KL, _TIS = HYPER_DEFAULTS["kl"], HYPER_DEFAULTS["tis"]
+# The size bounds of config/bounds.ts: tokens of one sequence or micro-batch (MAX_TOKENS), and the prompts,
+# samples or records of one step (MAX_BATCH). tests/python/test_contract_schema.py holds them equal.
+MAX_TOKENS = 2**24
+MAX_BATCH = 65_536
 
 
 class KlConfig(Strict):
@@ -52,7 +56,7 @@ class Hyper(Strict):
 
     lr: float = Field(default=HYPER_DEFAULTS["lr"], gt=0)
     weight_decay: float = Field(default=HYPER_DEFAULTS["weight_decay"], ge=0)
-    adam_eps: float = Field(default=HYPER_DEFAULTS["adam_eps"], gt=0)
+    adam_eps: float = Field(default=HYPER_DEFAULTS["adam_eps"], gt=0, le=1)
     # model.dtype: forward and backward in this precision (autocast); weights and AdamW state stay fp32.
     compute_dtype: Literal["float32", "bfloat16"] = HYPER_DEFAULTS["compute_dtype"]
     eps_clip: float = Field(default=HYPER_DEFAULTS["eps_clip"], gt=0)
@@ -62,10 +66,10 @@ class Hyper(Strict):
     entropy_coef: float = Field(default=HYPER_DEFAULTS["entropy_coef"], ge=0)
     tis: TisConfig = TisConfig()
     loss_agg: Literal["sample_mean", "token_mean"] = HYPER_DEFAULTS["loss_agg"]
-    micro_batch_tokens: int = Field(default=HYPER_DEFAULTS["micro_batch_tokens"], gt=0)
+    micro_batch_tokens: int = Field(default=HYPER_DEFAULTS["micro_batch_tokens"], gt=0, le=MAX_TOKENS)
     grad_clip: float = Field(default=HYPER_DEFAULTS["grad_clip"], gt=0)
     # Optimizer updates per step: the samples in this many consecutive mini-batches, this many passes.
-    ppo_mini_batches: int = Field(default=HYPER_DEFAULTS["ppo_mini_batches"], ge=1)
+    ppo_mini_batches: int = Field(default=HYPER_DEFAULTS["ppo_mini_batches"], ge=1, le=MAX_BATCH)
     ppo_epochs: int = Field(default=HYPER_DEFAULTS["ppo_epochs"], ge=1)
     temperature: float = Field(default=HYPER_DEFAULTS["temperature"], gt=0)
     # rollout.routing_replay (R3): an MoE policy's forward routes each token to the experts the engine
@@ -91,6 +95,9 @@ class DataCursor(Strict):
 
 
 class TrainStepInput(Strict):
+    """lib/contract.ts TrainStepInput. The workflow sends every field but sleep_engines and
+    engine_sleep_level (colocated engines only); the defaults serve the trainer's own tests and benches."""
+
     run_id: str = Field(min_length=1)
     step: int = Field(ge=0)
     run_dir: str
