@@ -5,7 +5,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { BlobStore } from '../stores/blobstore.js';
 import { sameBlobStore } from '../lib/blob-store-config.js';
-import { childLogger } from '../lib/log.js';
+import { childLogger } from '../base/log.js';
 import type { RunBlobStore } from '../protocol/activities.js';
 
 const log = childLogger('blob-store');

@@ -1,7 +1,7 @@
 // The episode's activities (render, generate, env step, score, store) over their shared deps.
 import type { TempoConfig } from '../config/schema.js';
 import type { BlobStore } from '../stores/blobstore.js';
-import { tinyModelDir } from '../lib/paths.js';
+import { tinyModelDir } from '../base/paths.js';
 import { envStep } from './env-step.js';
 import type { EpisodeEngines } from './episode-engines.js';
 import { generateActivities } from './generate.js';

@@ -8,7 +8,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { z } from 'zod';
 import type { BlobStore } from '../stores/blobstore.js';
-import { childLogger } from '../lib/log.js';
+import { childLogger } from '../base/log.js';
 import { appendGenerated, idsForText } from '../lib/trajectory.js';
 import type { GenerateTurnInput, GenerateTurnResult } from '../protocol/activities.js';
 import { EngineRequestError, type EpisodeEngines } from './episode-engines.js';

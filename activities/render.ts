@@ -17,7 +17,7 @@ import type {
 import type { EpisodeMessage } from '../protocol/episode.js';
 import type { EngineConventions, EpisodeEngines } from './episode-engines.js';
 import { loadTrajectory, saveTrajectory } from './trajectory-store.js';
-import { MODEL_JSON_FILE, readBoundedText } from '../lib/bounded-file.js';
+import { MODEL_JSON_FILE, readBoundedText } from '../base/bounded-file.js';
 
 export interface ImageProcessorSpec {
   patch_size: number;

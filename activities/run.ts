@@ -9,20 +9,16 @@ import { writeFileAtomic, type BlobStore } from '../stores/blobstore.js';
 import { loadDataset, type PromptRow } from '../lib/data/index.js';
 import { DEFAULT_ENVIRONMENT, getEnvironment } from '../lib/env/registry.js';
 import { engineUrls } from '../supervise/engines.js';
-import { childLogger } from '../lib/log.js';
-import { checkRunId, stateLayout } from '../lib/paths.js';
+import { childLogger } from '../base/log.js';
+import { runDir } from '../stores/layout.js';
 import type { EpisodePrompt, EpisodePromptsInput, StepRecord } from '../protocol/activities.js';
 import { episodeWorkflowId, type EpisodeSummary } from '../protocol/episode.js';
 import { type DatasetInfo, LOGPROB_DIFF, logprobDiffWarning } from '../protocol/training-run.js';
-import { readJsonRecordAsync } from '../lib/bounded-file.js';
+import { readJsonRecordAsync } from '../base/bounded-file.js';
 
 export type { StepRecord };
 
 const log = childLogger('run');
-
-export function runDir(cfg: TempoConfig, runId: string): string {
-  return path.join(stateLayout(cfg.state_dir).runs, checkRunId(runId));
-}
 
 /** Every step record of a run, in step order. */
 export async function readStepRecords(dir: string): Promise<StepRecord[]> {

@@ -4,6 +4,7 @@
 // travels through a payload.
 import { ApplicationFailure } from '@temporalio/common';
 import type { BlobStore } from '../stores/blobstore.js';
+import { sampleKey } from '../stores/layout.js';
 import { Sample } from '../lib/contract.js';
 import { checkInvariants, type Trajectory } from '../lib/trajectory.js';
 import type { LoadEpisodeSummaryInput, StoreSampleInput } from '../protocol/activities.js';
@@ -11,10 +12,6 @@ import { groupId, toolSummaryOf, type EpisodeSummary } from '../protocol/episode
 import { refuseForeignBlobStore } from './blob-root.js';
 import { loadStoredPrompt } from './render.js';
 import { loadTrajectory } from './trajectory-store.js';
-
-export function sampleKey(episodeId: string): string {
-  return `samples/${episodeId}.json`;
-}
 
 /** The sample's turns: what the workflow recorded of each, and where its tokens sit. */
 function sampleTurns(input: StoreSampleInput, t: Trajectory): Sample['turns'] {

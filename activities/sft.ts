@@ -11,7 +11,7 @@ import { LocalBlobStore, type BlobStore } from '../stores/blobstore.js';
 import { mapLimited } from '../lib/data/load.js';
 import { readJsonl } from '../lib/data/readers.js';
 import { ImageError, ImageIntake } from '../lib/images.js';
-import { childLogger } from '../lib/log.js';
+import { childLogger } from '../base/log.js';
 import {
   appendGenerated,
   appendObservation,

@@ -11,9 +11,9 @@
 // fixtures training-run-certified-* and episode-certified-*).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { REPO_ROOT } from '../lib/paths.js';
+import { REPO_ROOT } from '../base/paths.js';
 import { parseArgs } from 'node:util';
-import { cachedWarmStart } from '../cli/warm-start.js';
+import { cachedWarmStart } from '../client/warm-start.js';
 import {
   certify,
   certifySets,

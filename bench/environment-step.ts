@@ -26,7 +26,7 @@ import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { withSets } from '../config/load.js';
 import { RolloutConfig } from '../config/schema.js';
 import { getEnvironment } from '../lib/env/registry.js';
-import { stateLayout } from '../lib/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import { initialRunState, pythonEnvSettings } from '../lib/run-plan.js';
 import { connectClient } from '../lib/temporal.js';
 import { episodeSettings, episodeWorkflowId, type EpisodeInput, type EpisodeSettings } from '../protocol/episode.js';

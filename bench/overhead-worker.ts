@@ -6,8 +6,8 @@
 import { readFileSync } from 'node:fs';
 import type { TempoConfig } from '../config/schema.js';
 import { LocalBlobStore } from '../stores/blobstore.js';
-import { stateLayout } from '../lib/paths.js';
-import { createRolloutWorker } from '../workers/rollout-worker.js';
+import { stateLayout } from '../stores/layout.js';
+import { createRolloutWorker } from '../rollout/worker.js';
 import { NO_OP_IMAGE_PROCESSOR, noOpEngine } from './overhead-direct.js';
 
 const [cfgFile, mode] = process.argv.slice(2) as [string, 'vllm' | 'double'];

@@ -10,7 +10,8 @@ import type { Client } from '@temporalio/client';
 import { createActivities, type RolloutActivities, type RolloutDeps } from '../activities/index.js';
 import { rolloutWorkerProcesses, type TempoConfig } from '../config/schema.js';
 import { parsePrometheus } from '../engine/metrics.js';
-import { REPO_ROOT, stateLayout } from '../lib/paths.js';
+import { REPO_ROOT } from '../base/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import { connectClient } from '../lib/temporal.js';
 import {
   EPISODE_WORKFLOW_TYPE,
@@ -21,7 +22,7 @@ import {
 } from '../protocol/episode.js';
 import { LocalBlobStore } from '../stores/blobstore.js';
 import { startRolloutWorker, startTestServer, stopChild, type TestServer } from '../testing/temporal.js';
-import { rolloutWorkerSlots } from '../workers/rollout-worker.js';
+import { rolloutWorkerSlots } from '../rollout/worker.js';
 import { breakdown, measured, meanBreakdown, round, type HistoryBreakdown, type LoadReport } from './overhead-stats.js';
 
 export const print = (s = '') => process.stdout.write(`${s}\n`);
@@ -205,7 +206,7 @@ export async function eagerActivities(stack: Stack): Promise<number | null> {
 /** The name under which measured() counts the rollout worker's CPU. */
 export const workerRoot = (stack: Stack) => (stack.workerPids.length ? WORKER_ROOT : INPROC_ROOT);
 
-/** How the stack's workers take work: processes and each one's slots (workers/rollout-worker.ts). */
+/** How the stack's workers take work: processes and each one's slots (rollout/worker.ts). */
 export function workerSetup(stack: Stack): Record<string, unknown> {
   return {
     processes: stack.workerPids.length || 'in the bench process',

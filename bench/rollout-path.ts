@@ -32,7 +32,7 @@ import { loadImageProcessorSpec } from '../activities/render.js';
 import { vllmEpisodeEngines } from '../activities/vllm-episode-engines.js';
 import { EnginePool, VllmClient } from '../engine/index.js';
 import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
-import { REPO_ROOT } from '../lib/paths.js';
+import { REPO_ROOT } from '../base/paths.js';
 import { startOnlyTokensProxy } from '../testing/only-tokens-proxy.js';
 import { episodeSettings, type EpisodeInput, type EpisodeSummary } from '../protocol/episode.js';
 import { directEpisode, type ActivityTimes, type DirectActivities } from './overhead-direct.js';

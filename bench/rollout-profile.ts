@@ -12,9 +12,10 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import type { temporal } from '@temporalio/proto';
 import { withSets } from '../config/load.js';
-import { activityCalls } from '../lib/audit.js';
-import { runHandle, startOrContinueRun } from '../cli/run-client.js';
-import { readStepRecords, runDir } from '../activities/run.js';
+import { activityCalls } from '../client/audit.js';
+import { runHandle, startOrContinueRun } from '../client/run-client.js';
+import { readStepRecords } from '../activities/run.js';
+import { runDir } from '../stores/layout.js';
 import { startDemoRunFixture } from '../testing/run.js';
 import { STEP_TIME_KEYS } from '../protocol/training-run.js';
 

@@ -15,7 +15,7 @@ import { chromium } from 'playwright-core';
 import { loadConfig } from '../config/load.js';
 import type { Sample } from '../lib/contract.js';
 import { rasterize, syntheticProblems } from '../lib/data/index.js';
-import { stateLayout } from '../lib/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import type { StepRecord } from '../protocol/activities.js';
 import { LocalBlobStore, writeFileAtomic } from '../stores/blobstore.js';
 import { decode, encode, toolCall } from '../testing/episode-engine-double.js';

@@ -12,8 +12,8 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { withSets } from '../config/load.js';
-import { runHandle, startOrContinueRun } from '../cli/run-client.js';
-import { ensureWarmStart, waitForRun } from '../cli/warm-start.js';
+import { runHandle, startOrContinueRun } from '../client/run-client.js';
+import { ensureWarmStart, waitForRun } from '../client/warm-start.js';
 import { readStepRecords } from '../activities/run.js';
 import { startDemoRunFixture } from '../testing/run.js';
 import { STEP_TIME_KEYS } from '../protocol/training-run.js';

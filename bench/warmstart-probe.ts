@@ -13,7 +13,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../config/load.js';
 import { VllmClient } from '../engine/client.js';
-import { stateLayout } from '../lib/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import { LocalBlobStore } from '../stores/blobstore.js';
 import { syncEngineWeights } from '../testing/engines.js';
 import { probeFirstAnswer } from '../testing/warmstart-probe.js';

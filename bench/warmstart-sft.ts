@@ -7,9 +7,10 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { withSets } from '../config/load.js';
-import { startOrContinueRun } from '../cli/run-client.js';
-import { waitForRun, warmStartConfig, writeWarmStartTranscripts } from '../cli/warm-start.js';
-import { readStepRecords, runDir } from '../activities/run.js';
+import { startOrContinueRun } from '../client/run-client.js';
+import { waitForRun, warmStartConfig, writeWarmStartTranscripts } from '../client/warm-start.js';
+import { readStepRecords } from '../activities/run.js';
+import { runDir } from '../stores/layout.js';
 import { startDemoRunFixture } from '../testing/run.js';
 
 const { values } = parseArgs({
@@ -38,7 +39,7 @@ try {
     ...values.set,
   ]);
   await writeWarmStartTranscripts(fx.cfg, sftCfg, transcripts, {
-    // Unset flags: the warm start's own transcripts (cli/warm-start.ts).
+    // Unset flags: the warm start's own transcripts (client/warm-start.ts).
     ...(values['first-correct'] !== undefined
       ? { first_correct: values['first-correct'] === 'uniform' ? undefined : Number(values['first-correct']) }
       : {}),

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
 import type { TempoConfig } from '../config/schema.js';
-import { decodeUtf8 } from '../lib/utf8.js';
+import { decodeUtf8 } from '../base/utf8.js';
 
 export interface GlobalFlags {
   config?: string;

@@ -8,8 +8,8 @@ import { SFT_OUTPUT, writeSftJsonl, writeSftRecords } from '../lib/data/sft.js';
 import { MAX_PER_ROW, toolTranscripts, transcriptCountProblem } from '../lib/data/transcripts.js';
 import { writeSyntheticDataset } from '../lib/data/synth.js';
 import { MAX_SYNTHETIC_ROWS } from '../config/schema.js';
-import { checkOutputFile, checkOutputLocation } from '../lib/out-path.js';
-import { stateLayout } from '../lib/paths.js';
+import { checkOutputFile, checkOutputLocation } from '../base/out-path.js';
+import { stateLayout } from '../stores/layout.js';
 import { action, configFrom, printJson } from './common.js';
 
 /** A commander parser for integers in [min, max], written as integers (digits only: not `1e3`, not

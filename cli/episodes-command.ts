@@ -2,13 +2,14 @@
 // episodes, rebuilt from their Temporal histories and the blob store.
 import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
-import { auditEpisode, listEpisodes, type EpisodeAudit } from '../lib/audit.js';
+import { auditEpisode, listEpisodes, type EpisodeAudit } from '../client/audit.js';
 import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { connectClient, temporalAddress } from '../lib/temporal.js';
 import type { TempoConfig } from '../config/schema.js';
 import { serverStatus, startServer, stopServerIfUnused } from '../supervise/server.js';
-import { readStepRecords, runDir } from '../activities/run.js';
-import { runExists } from './run-client.js';
+import { readStepRecords } from '../activities/run.js';
+import { runDir } from '../stores/layout.js';
+import { runExists } from '../client/run-client.js';
 import { parseEpisodeId } from '../protocol/episode.js';
 import { trainingRunWorkflowId } from '../protocol/training-run.js';
 
@@ -32,7 +33,7 @@ async function consumedBy(cfg: TempoConfig, run: string): Promise<Map<string, nu
     for (const e of rec.episodes) if (e.trained) map.set(e.episode_id, rec.step);
   return map;
 }
-import { checkRunId } from '../lib/paths.js';
+import { checkRunId } from '../stores/layout.js';
 import { action, configFrom, printable, printJson } from './common.js';
 
 function printAudit(a: EpisodeAudit): void {

@@ -5,10 +5,10 @@
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import { checkOutputLocation } from '../lib/out-path.js';
-import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir, tinyMoeModelDir } from '../lib/paths.js';
+import { checkOutputLocation } from '../base/out-path.js';
+import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir, tinyMoeModelDir } from '../base/paths.js';
 import { action, configFrom, printJson } from './common.js';
-import { readJsonRecord } from '../lib/bounded-file.js';
+import { readJsonRecord } from '../base/bounded-file.js';
 
 function parseSeed(v: string): number {
   // digits only: Number() would read '' as 0 and '1e3' as 1000

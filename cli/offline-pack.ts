@@ -22,8 +22,8 @@ import {
   readBoundedText,
   readPrefix,
   RECORD_FILE,
-} from '../lib/bounded-file.js';
-import type { OwnOutput } from '../lib/out-path.js';
+} from '../base/bounded-file.js';
+import type { OwnOutput } from '../base/out-path.js';
 import { downloadWheels, resolveWheels, trainerRequirements, type WheelPlan } from './offline-wheels.js';
 import { LINUX_X64_GNU, type Target, glibcNeeded } from './offline-target.js';
 
@@ -166,7 +166,7 @@ export function isOfflinePack(abs: string): boolean {
   return res.stdout ? tarHead(res.stdout) : false;
 }
 
-/** --out: only a file this command wrote before is replaced (lib/out-path.ts). */
+/** --out: only a file this command wrote before is replaced (base/out-path.ts). */
 export const PACK_OUTPUT: OwnOutput = { what: 'an offline pack', wrote: isOfflinePack };
 
 // --- node_modules ----------------------------------------------------------------------------------
@@ -362,7 +362,7 @@ export async function pruneNodeModules(root: string, target: Target): Promise<No
 // --- binaries --------------------------------------------------------------------------------------
 
 /** Refuses a file that is not an executable of the target (an ELF file for its processor), without
- *  waiting on a FIFO or reading a device (lib/bounded-file.ts). */
+ *  waiting on a FIFO or reading a device (base/bounded-file.ts). */
 export function checkBinary(file: string, target: Target, what: string): void {
   let head: Buffer;
   try {

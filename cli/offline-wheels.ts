@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import { CONFIG_FILE, readBoundedText, RECORD_FILE } from '../lib/bounded-file.js';
+import { CONFIG_FILE, readBoundedText, RECORD_FILE } from '../base/bounded-file.js';
 import { manylinuxTags, type Target } from './offline-target.js';
 
 export const normalizeName = (name: string): string => name.toLowerCase().replace(/[-_.]+/g, '-');

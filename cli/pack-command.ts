@@ -4,9 +4,9 @@
 import path from 'node:path';
 import type { Command } from 'commander';
 import { z } from 'zod';
-import { CONFIG_FILE, readBoundedText } from '../lib/bounded-file.js';
-import { checkOutputFile } from '../lib/out-path.js';
-import { REPO_ROOT, temporalBin } from '../lib/paths.js';
+import { CONFIG_FILE, readBoundedText } from '../base/bounded-file.js';
+import { checkOutputFile } from '../base/out-path.js';
+import { REPO_ROOT, temporalBin } from '../base/paths.js';
 import { action, printJson } from './common.js';
 import {
   buildOfflinePack,

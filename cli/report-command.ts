@@ -1,7 +1,7 @@
 // tempo-rl report RUN [--out FILE] [--force]
 import type { Command } from 'commander';
-import { checkOutputFile } from '../lib/out-path.js';
-import { checkRunId } from '../lib/paths.js';
+import { checkOutputFile } from '../base/out-path.js';
+import { checkRunId } from '../stores/layout.js';
 import { REPORT_OUTPUT, writeReport } from '../lib/report.js';
 import { action, configFrom } from './common.js';
 

@@ -1,15 +1,22 @@
 // tempo-rl train CONFIG [--run-id ID] [--detach] | status RUN [--json] | pause|resume|stop RUN
-// A detached run's record of what its start started lets `stop` stop that too (cli/detached-run.ts).
+// A detached run's record of what its start started lets `stop` stop that too (client/detached-run.ts).
 import type { Command } from 'commander';
 import type { TempoConfig } from '../config/schema.js';
-import { detachedStart, recordDetachedStart, stopDetachedStart } from './detached-run.js';
-import { connectToRuns, runHandle, runIsRunning, runProgress, startOrContinueRun, controlRun } from './run-client.js';
+import { detachedStart, recordDetachedStart, stopDetachedStart } from '../client/detached-run.js';
+import {
+  connectToRuns,
+  runHandle,
+  runIsRunning,
+  runProgress,
+  startOrContinueRun,
+  controlRun,
+} from '../client/run-client.js';
 import { StackProblem } from '../supervise/preflight.js';
 import { describeStarted, ensureStack, stopStarted, stopStartedOnSignal } from '../supervise/stack.js';
 import { watchStack } from '../supervise/watch.js';
 import { connectClient } from '../lib/temporal.js';
-import { checkRunId } from '../lib/paths.js';
-import { withWarmStart } from './warm-start.js';
+import { checkRunId } from '../stores/layout.js';
+import { withWarmStart } from '../client/warm-start.js';
 import { type Ack, type RunProgress, type RunResult, logprobDiffWarning } from '../protocol/training-run.js';
 import { action, configFrom, printJson } from './common.js';
 

@@ -5,7 +5,7 @@
 import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
 import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
-import { childLogger } from '../lib/log.js';
+import { childLogger } from '../base/log.js';
 import { modelPath } from '../lib/run-plan.js';
 import { lazyClient, temporalAddress } from '../lib/temporal.js';
 import type { TempoConfig } from '../config/schema.js';

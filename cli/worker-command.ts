@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { stopWorkers, workerStatuses } from '../supervise/stack.js';
 import { action, configFrom, printJson } from './common.js';
-import { checkTemporalAnswers } from './run-client.js';
+import { checkTemporalAnswers } from '../client/run-client.js';
 
 export function register(program: Command): void {
   const worker = program
@@ -13,7 +13,7 @@ export function register(program: Command): void {
     .description('the TypeScript worker: workflows and rollout activities (task queue temporal.task_queues.rollout)')
     .action(
       action(async (_opts: object, cmd: Command) => {
-        const { runRolloutWorker } = await import('../workers/rollout-worker.js');
+        const { runRolloutWorker } = await import('../rollout/worker.js');
         await runRolloutWorker(configFrom(cmd));
       }),
     );

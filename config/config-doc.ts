@@ -12,7 +12,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { REPO_ROOT } from '../lib/paths.js';
+import { REPO_ROOT } from '../base/paths.js';
 import { TempoConfig } from './schema.js';
 
 export const CONFIG_DOC_FILE = path.join(REPO_ROOT, 'docs', 'configuration.md');

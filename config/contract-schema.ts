@@ -8,7 +8,7 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { z } from 'zod';
 import { SyncWeightsInput, TrainStepInput } from '../lib/contract.js';
-import { REPO_ROOT } from '../lib/paths.js';
+import { REPO_ROOT } from '../base/paths.js';
 
 export const CONTRACT_SCHEMA_FILE = path.join(REPO_ROOT, 'tests', 'fixtures', 'trainer-contract-schema.json');
 

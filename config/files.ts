@@ -7,7 +7,7 @@
 //            download`, `data sft-transcripts`, the demo) or live only on the worker hosts.
 import { statSync, type Stats } from 'node:fs';
 import path from 'node:path';
-import { fileKind } from '../lib/bounded-file.js';
+import { fileKind } from '../base/bounded-file.js';
 import { resolveSplitFiles } from '../lib/data/load.js';
 import type { TempoConfig } from './schema.js';
 

@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { TrainHyper } from '../lib/contract.js';
-import { REPO_ROOT } from '../lib/paths.js';
+import { REPO_ROOT } from '../base/paths.js';
 
 export const HYPER_DEFAULTS_FILE = path.join(REPO_ROOT, 'workers', 'trainer', 'hyper_defaults.json');
 

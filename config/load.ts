@@ -12,7 +12,7 @@ import path from 'node:path';
 import YAML from 'yaml';
 import { z } from 'zod';
 import { blobStoreUri, parseBlobStoreUri } from '../stores/blobstore.js';
-import { CONFIG_FILE, readBoundedText, UnreadableFile } from '../lib/bounded-file.js';
+import { CONFIG_FILE, readBoundedText, UnreadableFile } from '../base/bounded-file.js';
 import { redactEngineArgs } from './engine-args.js';
 import { ConfigError, parseBoolVar, parserMessage } from './errors.js';
 import { temporalEnvOverrides } from './temporal-env.js';

@@ -1,7 +1,7 @@
 // What a local model directory holds, read from its config.json (the same reader as every config-like
-// file: lib/bounded-file.ts), for checks that need to know the model before anything loads it.
+// file: base/bounded-file.ts), for checks that need to know the model before anything loads it.
 import path from 'node:path';
-import { CONFIG_FILE, readBoundedText } from '../lib/bounded-file.js';
+import { CONFIG_FILE, readBoundedText } from '../base/bounded-file.js';
 
 /** Whether the model directory holds a mixture-of-experts model (its config names experts): true or
  *  false, or null where that cannot be told offline (a Hugging Face id, not a local directory; no

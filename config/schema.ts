@@ -9,7 +9,7 @@ import { SYNTHETIC_TASKS } from '../lib/data/rows.js';
 import { DEFAULT_ENVIRONMENT, environmentNames, getEnvironment } from '../lib/env/registry.js';
 import { REWARD_MATCHES } from '../lib/math/options.js';
 import { BlobStoreUri } from '../stores/blobstore.js';
-import { parseUserPath, virtualFilesystemOf } from '../lib/out-path.js';
+import { parseUserPath, virtualFilesystemOf } from '../base/out-path.js';
 import { engineArgProblems } from './engine-args.js';
 import { isMoeModel } from './model-dir.js';
 import {
@@ -42,7 +42,7 @@ export { GrpoConfig } from './grpo.js';
 
 const port = z.number().int().min(1).max(65535);
 
-/** A local path as given (lib/out-path.ts parseUserPath: `~/` expanded; blank, padded or control
+/** A local path as given (base/out-path.ts parseUserPath: `~/` expanded; blank, padded or control
  *  characters refused). Empty: the key's default. */
 const localPath = () =>
   z.string().transform((p, ctx) => {
@@ -153,7 +153,7 @@ export const ModelConfig = z
       .nonnegative()
       .max(MAX_GPUS, { error: `at most ${MAX_GPUS}: the GPUs of one node, a trainer process each` })
       .default(0),
-    /** tool_transcripts: train the generated tiny model's warm start (cli/warm-start.ts: SFT on calc_score transcripts of the run's task), built on first use and cached. */
+    /** tool_transcripts: train the generated tiny model's warm start (client/warm-start.ts: SFT on calc_score transcripts of the run's task), built on first use and cached. */
     warm_start: z.enum(['none', 'tool_transcripts']).default('none'),
   })
   .refine((m) => m.warm_start === 'none' || m.path === '', {
@@ -421,7 +421,7 @@ export const BlobsConfig = z
   .prefault({});
 
 /** Where a stack keeps its state (runs, checkpoints, the default blob store): never on a virtual
- *  filesystem (a directory made there spins forever, lib/out-path.ts). Empty: under XDG_STATE_HOME. */
+ *  filesystem (a directory made there spins forever, base/out-path.ts). Empty: under XDG_STATE_HOME. */
 const stateDir = localPath().superRefine((p, ctx) => {
   const virtual = p === '' ? null : virtualFilesystemOf(path.resolve(p));
   if (virtual)

@@ -5,7 +5,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { loadClientConfigProfile, type ClientConfigProfile, type ConfigDataSource } from '@temporalio/envconfig';
-import { CONFIG_FILE, readBoundedText, UnreadableFile } from '../lib/bounded-file.js';
+import { CONFIG_FILE, readBoundedText, UnreadableFile } from '../base/bounded-file.js';
 import { ConfigError, parseBoolVar, parserMessage } from './errors.js';
 
 type Tree = Record<string, unknown>;
@@ -72,7 +72,7 @@ function toTree(profile: ClientConfigProfile, where: string): Tree {
 }
 
 /**
- * The profile file's text, read by tempo-rl's one reader of files (lib/bounded-file.ts:
+ * The profile file's text, read by tempo-rl's one reader of files (base/bounded-file.ts:
  * a regular file of bounded size, so a FIFO or /dev/zero is refused, not waited on) and handed to
  * envconfig as data. Undefined where there is no file to read: envconfig then finds no profiles (a
  * missing default file is no error; one TEMPORAL_CONFIG_FILE names on purpose is).

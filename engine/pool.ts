@@ -4,7 +4,7 @@
 // calls that are safe to repeat, and calls sent to every engine (metrics, prefix-cache resets). Weight
 // syncs are the trainer's (workers/trainer/weights/sync.py): it pauses, loads, labels and resumes.
 import type { Logger } from 'pino';
-import { childLogger } from '../lib/log.js';
+import { childLogger } from '../base/log.js';
 import { CacheAwareRouter, type CacheAwareOptions, featureExtras } from './cache-aware.js';
 import { VllmClient } from './client.js';
 import { type EngineError, engineIsDown, isTransient } from './errors.js';

@@ -10,7 +10,7 @@ import {
   type BlobStoreLocation,
   type ConditionalBlobStore,
 } from '../stores/blobstore.js';
-import { stateLayout } from './paths.js';
+import { stateLayout } from '../stores/layout.js';
 
 /** The canonical URI of the configured store (file:///… or s3://…). */
 export function configuredBlobStoreUri(cfg: Pick<TempoConfig, 'state_dir' | 'blobs'>): string {

@@ -9,7 +9,7 @@ import { crc32 } from 'node:zlib';
 import axios from 'axios';
 import sharp, { type Metadata } from 'sharp';
 import type { BlobStore } from '../stores/blobstore.js';
-import { childLogger } from './log.js';
+import { childLogger } from '../base/log.js';
 
 const log = childLogger('images');
 

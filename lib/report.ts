@@ -4,9 +4,9 @@
 // one step's mean over a few dozen sampled episodes moves by ±0.1 on its own (docs/tasks.md).
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
-import { DATA_FILE, readBoundedTextAsync, readPrefix, type UnreadableFile } from './bounded-file.js';
-import { type OwnOutput, writeOutputFile } from './out-path.js';
-import { checkRunId, stateLayout } from './paths.js';
+import { DATA_FILE, readBoundedTextAsync, readPrefix, type UnreadableFile } from '../base/bounded-file.js';
+import { type OwnOutput, writeOutputFile } from '../base/out-path.js';
+import { checkRunId, stateLayout } from '../stores/layout.js';
 import { headlineLines, learningSummary, smoothed } from './learning-summary.js';
 
 export const REPORT_PLOTS: Array<{ key: string; title: string }> = [

@@ -6,7 +6,8 @@ import { DEFAULT_SLEEP_LEVEL, type GrpoConfig, type TempoConfig, weightTransport
 import type { TrainHyper } from './contract.js';
 import { getEnvironment } from './env/registry.js';
 import { configuredBlobStoreUri } from './blob-store-config.js';
-import { checkRunId, stateLayout, tinyModelDir } from './paths.js';
+import { tinyModelDir } from '../base/paths.js';
+import { checkRunId, stateLayout } from '../stores/layout.js';
 import { episodeSettings, type PythonEnvSettings } from '../protocol/episode.js';
 import type { RunState } from '../protocol/training-run.js';
 

@@ -2,7 +2,7 @@
 import { Client, Connection, type ConnectionOptions } from '@temporalio/client';
 import type { NativeConnection } from '@temporalio/worker';
 import { type TempoConfig, tlsInUse } from '../config/schema.js';
-import { CONFIG_FILE, readBoundedBytes } from './bounded-file.js';
+import { CONFIG_FILE, readBoundedBytes } from '../base/bounded-file.js';
 
 export function temporalAddress(cfg: TempoConfig): string {
   return cfg.temporal.address || `${cfg.server.ip}:${cfg.server.port}`;

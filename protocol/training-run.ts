@@ -191,7 +191,7 @@ export const resumeUpdate = defineUpdate<Ack, []>('resume');
 /** Finish the current step (its train step and weight sync), then end the run. */
 export const stopUpdate = defineUpdate<Ack, []>('stop');
 export const progressQuery = defineQuery<RunProgress>('progress');
-/** The error type of an update its validator refused (cli/run-client.ts turns it into an Ack that is not accepted). */
+/** The error type of an update its validator refused (client/run-client.ts turns it into an Ack that is not accepted). */
 export const REFUSED = 'Refused';
 
 export function trainingRunWorkflowId(runId: string): string {

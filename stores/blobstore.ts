@@ -16,8 +16,8 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
-import { BLOB_FILE, readBoundedBytesAsync, type UnreadableFile } from '../lib/bounded-file.js';
-import { parseUserPath, virtualFilesystemOf } from '../lib/out-path.js';
+import { BLOB_FILE, readBoundedBytesAsync, type UnreadableFile } from '../base/bounded-file.js';
+import { parseUserPath, virtualFilesystemOf } from '../base/out-path.js';
 
 export const BLOB_PREFIX = 'blob:';
 

@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
 import { PYTHON_ENVIRONMENTS } from '../lib/env/registry.js';
-import { cacheDir, envPythonBin, REPO_ROOT } from '../lib/paths.js';
+import { cacheDir, envPythonBin, REPO_ROOT } from '../base/paths.js';
 import { temporalAddress } from '../lib/temporal.js';
 import { trainerTemporalEnv } from './trainer-process.js';
 

@@ -9,7 +9,7 @@ import { Context } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { z } from 'zod';
 import type { RolloutActivities } from '../protocol/activities.js';
-import { readJsonRecord } from '../lib/bounded-file.js';
+import { readJsonRecord } from '../base/bounded-file.js';
 
 export const KILL_AT_ENV = 'TEMPO_RL_KILL_AT';
 

@@ -2,10 +2,11 @@
 // directory, so a restart (or a SIGKILL) loses nothing.
 import { existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import type { TempoConfig } from '../config/schema.js';
-import { childLogger } from '../lib/log.js';
-import { stateLayout, temporalBin } from '../lib/paths.js';
+import { childLogger } from '../base/log.js';
+import { temporalBin } from '../base/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import { commandLine, isAlive, portOpen, spawnDetached, stopProcess, waitFor } from './process.js';
-import { readJsonRecord } from '../lib/bounded-file.js';
+import { readJsonRecord } from '../base/bounded-file.js';
 
 const log = childLogger('server');
 

@@ -5,13 +5,14 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { rolloutWorkerProcesses, type TempoConfig } from '../config/schema.js';
 import { engineStatuses, startEngines, stopEngines } from './engines.js';
-import { childLogger } from '../lib/log.js';
-import { REPO_ROOT, stateLayout } from '../lib/paths.js';
+import { childLogger } from '../base/log.js';
+import { REPO_ROOT } from '../base/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import { commandLine, isAlive, spawnDetached, stopProcess } from './process.js';
 import { preflight } from './preflight.js';
 import { serverStatus, startServer, stopServer } from './server.js';
 import { activeTrainerPid, trainerCommand } from './trainer-process.js';
-import { readJsonRecord } from '../lib/bounded-file.js';
+import { readJsonRecord } from '../base/bounded-file.js';
 import { environmentWorkerCommand, needsEnvironmentWorker } from './environment-worker.js';
 
 const log = childLogger('stack');

@@ -5,11 +5,12 @@ import { spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
-import { pythonBin, REPO_ROOT, stateLayout } from '../lib/paths.js';
+import { pythonBin, REPO_ROOT } from '../base/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import { isAlive } from './process.js';
 import { temporalAddress } from '../lib/temporal.js';
 import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
-import { RECORD_FILE, readBoundedText } from '../lib/bounded-file.js';
+import { RECORD_FILE, readBoundedText } from '../base/bounded-file.js';
 
 /** The resolved Temporal settings as the standard TEMPORAL_* variables, which the trainer's
  *  temporalio.envconfig reads. Inherited TEMPORAL_* variables are dropped: the config already

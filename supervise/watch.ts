@@ -3,7 +3,7 @@
 // follows a run whose rollout worker has died, or whose engines do not answer, would wait forever
 // (the trainer retries a weight sync to an unreachable engine without end): it names what is wrong
 // on the console within seconds and exits non-zero, and the run goes on once it is fixed.
-import { readTail } from '../lib/bounded-file.js';
+import { readTail } from '../base/bounded-file.js';
 import type { TempoConfig } from '../config/schema.js';
 import { engineUrls, readEngineRecords } from './engines.js';
 import { engineSilence, StackProblem } from './preflight.js';

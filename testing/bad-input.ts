@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFil
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { REPO_ROOT } from '../lib/paths.js';
+import { REPO_ROOT } from '../base/paths.js';
 export const BIN = path.join(REPO_ROOT, 'bin', 'tempo-rl');
 export const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-bad-input-'));
 let n = 0;

@@ -8,7 +8,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync } fr
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
-import { runHandle, runProgress } from '../cli/run-client.js';
+import { runHandle, runProgress } from '../client/run-client.js';
 import { openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { connectClient } from '../lib/temporal.js';
 import { episodeWorkflowId } from '../protocol/episode.js';
@@ -17,7 +17,7 @@ import { recordHistory, recordHistoryChain } from './history-fixtures.js';
 import { readStepRecords } from '../activities/run.js';
 import { KILL_AT_ENV, type KillPoint } from '../supervise/kill-points.js';
 import { serverStatus, startServer } from '../supervise/server.js';
-import { stateLayout } from '../lib/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import type { TestEngines } from './engines.js';
 import { checkExactlyOnce, startRunFixture, startWhenReady, type RunFixture } from './run.js';
 

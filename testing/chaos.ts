@@ -7,7 +7,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
-import { runHandle, runProgress, startOrContinueRun } from '../cli/run-client.js';
+import { runHandle, runProgress, startOrContinueRun } from '../client/run-client.js';
 import { serverStatus, startServer } from '../supervise/server.js';
 import { seededRandom } from '../lib/prompt-order.js';
 import { connectClient } from '../lib/temporal.js';

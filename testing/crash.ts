@@ -1,7 +1,7 @@
 // Crash tests of real training runs (run-crash.test.ts, long/run-crash.test.ts): a run on a fixture of
 // its own, SIGKILLs mid-run, and the exactly-once checks of the finished run.
 import path from 'node:path';
-import { runHandle } from '../cli/run-client.js';
+import { runHandle } from '../client/run-client.js';
 import { serverStatus, startServer } from '../supervise/server.js';
 import { connectClient } from '../lib/temporal.js';
 import type { RunProgress, RunResult } from '../protocol/training-run.js';

@@ -8,7 +8,7 @@ import sharp from 'sharp';
 import { z } from 'zod';
 import { loadConfig } from '../config/load.js';
 import { readEngineRecords, startEngines, stopEngines } from '../supervise/engines.js';
-import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir } from '../lib/paths.js';
+import { REPO_ROOT, cacheDir, pythonBin, tinyModelDir } from '../base/paths.js';
 import { isAlive, portOpen } from '../supervise/process.js';
 import { removeTestState } from './state.js';
 

@@ -16,7 +16,7 @@ import { RolloutConfig } from '../config/schema.js';
 import { LocalBlobStore } from '../stores/blobstore.js';
 import { Sample } from '../lib/contract.js';
 import { buildMessages } from '../lib/data/prompt.js';
-import { stateLayout } from '../lib/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import { connectClient } from '../lib/temporal.js';
 import { episode } from '../workflows/episode.js';
 import { episodeSettings, episodeWorkflowId, type EpisodeInput, type EpisodeSummary } from '../protocol/episode.js';

@@ -5,8 +5,8 @@
 import { writeFileSync } from 'node:fs';
 import { loadConfig } from '../config/load.js';
 import { LocalBlobStore } from '../stores/blobstore.js';
-import { stateLayout } from '../lib/paths.js';
-import { createRolloutWorker } from '../workers/rollout-worker.js';
+import { stateLayout } from '../stores/layout.js';
+import { createRolloutWorker } from '../rollout/worker.js';
 import { decode, EngineDouble } from './episode-engine-double.js';
 
 const [stateDir, port, mode, marker, scenario = 'geo3k'] = process.argv.slice(2) as [

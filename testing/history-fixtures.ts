@@ -8,7 +8,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import proto from '@temporalio/proto';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
-import { REPO_ROOT } from '../lib/paths.js';
+import { REPO_ROOT } from '../base/paths.js';
 
 export const HISTORY_FIXTURES = path.join(REPO_ROOT, 'tests', 'fixtures', 'histories');
 const HistoryType = proto.temporal.api.history.v1.History;

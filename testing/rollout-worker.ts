@@ -1,4 +1,4 @@
-// The tests' rollout worker: the product's (workers/rollout-worker.ts) with what only tests use — the
+// The tests' rollout worker: the product's (rollout/worker.ts) with what only tests use — the
 // test workflows (testing/workflows), the test activities (testing/test-activities.ts) and the test
 // environments (testing/environments.ts, registered before the config is read: a config may name
 // one). In a test's process (testing/temporal.ts startRolloutWorker) or as a process of its own
@@ -9,7 +9,7 @@ import type { Worker } from '@temporalio/worker';
 import type { RolloutDeps } from '../activities/index.js';
 import { loadConfig } from '../config/load.js';
 import type { TempoConfig } from '../config/schema.js';
-import { createRolloutWorker, runRolloutWorker, type RolloutWorkerExtras } from '../workers/rollout-worker.js';
+import { createRolloutWorker, runRolloutWorker, type RolloutWorkerExtras } from '../rollout/worker.js';
 import { registerTestEnvironments } from './environments.js';
 import { testActivities } from './test-activities.js';
 import { TEST_WORKFLOWS_PATH } from './test-workflows.js';

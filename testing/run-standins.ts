@@ -15,11 +15,12 @@ import { loadConfig } from '../config/load.js';
 import type { TempoConfig } from '../config/schema.js';
 import { LocalBlobStore } from '../stores/blobstore.js';
 import type { SyncWeightsInput, SyncWeightsOutput, TrainStepInput, TrainStepOutput } from '../lib/contract.js';
-import { stateLayout, temporalBin } from '../lib/paths.js';
+import { temporalBin } from '../base/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import { initialRunState } from '../lib/run-plan.js';
-import { cachedWorkflowBundle } from '../workers/workflow-bundle.js';
-import { installTemporalRuntime } from '../workers/temporal-runtime.js';
-import { WORKFLOWS_PATH } from '../workers/rollout-worker.js';
+import { cachedWorkflowBundle } from '../rollout/workflow-bundle.js';
+import { installTemporalRuntime } from '../rollout/temporal-runtime.js';
+import { WORKFLOWS_PATH } from '../rollout/worker.js';
 import { WORKFLOW_TASK_TIMEOUT } from '../protocol/episode.js';
 import {
   STATUS_ATTR,

@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, promises as fs, readFileSync, readdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { cacheDir } from '../lib/paths.js';
+import { cacheDir } from '../base/paths.js';
 import type { S3Client } from '@aws-sdk/client-s3';
 import { freePort, isAlive, spawnDetached, stopProcess } from '../supervise/process.js';
 

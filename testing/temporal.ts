@@ -8,7 +8,7 @@ import { loadConfig } from '../config/load.js';
 import type { TempoConfig } from '../config/schema.js';
 import { startServer, stopServer } from '../supervise/server.js';
 import { freePort } from '../supervise/process.js';
-import { REPO_ROOT } from '../lib/paths.js';
+import { REPO_ROOT } from '../base/paths.js';
 import { environmentWorkerCommand } from '../supervise/environment-worker.js';
 import { trainerCommand } from '../supervise/trainer-process.js';
 import { createTestRolloutWorker } from './rollout-worker.js';

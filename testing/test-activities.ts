@@ -4,7 +4,7 @@
 import { existsSync } from 'node:fs';
 import { Context } from '@temporalio/activity';
 import type { BlobStore } from '../stores/blobstore.js';
-import { RECORD_FILE, readBoundedTextAsync } from '../lib/bounded-file.js';
+import { RECORD_FILE, readBoundedTextAsync } from '../base/bounded-file.js';
 import type { TestRolloutActivities } from './test-contract.js';
 
 export function testActivities(deps: { store: BlobStore }): TestRolloutActivities {

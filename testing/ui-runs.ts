@@ -8,7 +8,7 @@ import path from 'node:path';
 import sharp from 'sharp';
 import type { TempoConfig } from '../config/schema.js';
 import type { Sample } from '../lib/contract.js';
-import { stateLayout } from '../lib/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import type { StepRecord } from '../protocol/activities.js';
 import type { BlobStore } from '../stores/blobstore.js';
 import { trainerLogprobsKey } from '../ui/trainer-logprobs.js';

@@ -2,8 +2,8 @@
 // episode's sample blob (reward, status, turns, answers, tokens): the step page's groups and the run's
 // search both read these rows, never an episode's history. A recorded step's rows never change (its
 // record and samples are written once), so they are kept; a step still running is read each time.
-import { sampleKey } from '../activities/sample.js';
-import { listEpisodes } from '../lib/audit.js';
+import { sampleKey } from '../stores/layout.js';
+import { listEpisodes } from '../client/audit.js';
 import { Sample } from '../lib/contract.js';
 import { groupId, parseEpisodeId } from '../protocol/episode.js';
 import type { StepRecord } from '../protocol/activities.js';

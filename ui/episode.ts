@@ -9,11 +9,11 @@ import {
   episodeHistory,
   normalizeEpisodeId,
   type EpisodeAudit,
-} from '../lib/audit.js';
+} from '../client/audit.js';
 import type { Sample } from '../lib/contract.js';
-import { checkRunId } from '../lib/paths.js';
+import { checkRunId } from '../stores/layout.js';
 import { episodeWorkflowId, parseEpisodeId } from '../protocol/episode.js';
-import { sampleKey } from '../activities/sample.js';
+import { sampleKey } from '../stores/layout.js';
 import { historyUrl, UiError, type UiContext } from './context.js';
 import { publicRow, recordedRows, storedSample, type EpisodeRow } from './episode-rows.js';
 import { stepRecords } from './records.js';

@@ -4,8 +4,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
-import { readJsonRecordAsync } from '../lib/bounded-file.js';
-import { checkRunId, stateLayout } from '../lib/paths.js';
+import { readJsonRecordAsync } from '../base/bounded-file.js';
+import { checkRunId, stateLayout } from '../stores/layout.js';
 import type { StepRecord } from '../protocol/activities.js';
 
 const STEP_FILE = /^step-\d+\.json$/;
@@ -46,7 +46,7 @@ export async function stepRecords(
     names.map(async (n) => {
       const file = path.join(dir, n);
       let rec = cache.get(file);
-      // a FIFO or device is refused, a truncated record named (lib/bounded-file.ts)
+      // a FIFO or device is refused, a truncated record named (base/bounded-file.ts)
       if (!rec) cache.set(file, (rec = (await readJsonRecordAsync(file)) as StepRecord));
       return rec;
     }),

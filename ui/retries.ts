@@ -2,11 +2,11 @@
 // one that completed, and what differs between the two. The history keeps only the completing
 // attempt's start (its worker, its attempt number, the previous attempt's failure) and its result;
 // a failure that timed out carries the heartbeat the attempt last sent (the engine it was waiting on,
-// activities/generate.ts), and a worker's death names its process (workers/rollout-worker.ts).
+// activities/generate.ts), and a worker's death names its process (rollout/worker.ts).
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { tsToMs } from '@temporalio/common/lib/time.js';
-import { activityFailureKind } from '../lib/audit.js';
+import { activityFailureKind } from '../client/audit.js';
 
 export interface AttemptFacts {
   attempt: number;

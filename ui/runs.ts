@@ -1,8 +1,8 @@
 // The runs page and a run's page: each run's status and progress from its workflow when the Temporal
 // server answers, else from its step records; a run's metrics per step from its step records.
 import { headlineLines, learningSummary } from '../lib/learning-summary.js';
-import { childLogger } from '../lib/log.js';
-import { checkRunId } from '../lib/paths.js';
+import { childLogger } from '../base/log.js';
+import { checkRunId } from '../stores/layout.js';
 import type { StepRecord } from '../protocol/activities.js';
 import { STEP_TIME_KEYS, trainingRunWorkflowId, type RunPlan } from '../protocol/training-run.js';
 import { historyUrl, UiError, type UiContext } from './context.js';

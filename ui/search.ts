@@ -2,7 +2,7 @@
 // page at a time. It reads the step rows (step records and sample blobs, kept once read), never an
 // episode's history.
 import { z } from 'zod';
-import { checkRunId } from '../lib/paths.js';
+import { checkRunId } from '../stores/layout.js';
 import type { UiContext } from './context.js';
 import { publicRow, recordedRows, type EpisodeRow, type IndexedRow } from './episode-rows.js';
 import { stepRecords } from './records.js';

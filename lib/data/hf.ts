@@ -6,7 +6,7 @@ import path from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import axios from 'axios';
 import { z } from 'zod';
-import { childLogger } from '../log.js';
+import { childLogger } from '../../base/log.js';
 
 const log = childLogger('hf');
 

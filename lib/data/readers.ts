@@ -1,7 +1,7 @@
 // Raw records from files: JSONL lines and Parquet rows (hyparquet), each with its 1-based number.
 import { asyncBufferFromFile, parquetMetadataAsync, parquetReadObjects, parquetSchema } from 'hyparquet';
-import { checkRegularFile, DATA_FILE, readBoundedBytesAsync } from '../bounded-file.js';
-import { decodeUtf8 } from '../utf8.js';
+import { checkRegularFile, DATA_FILE, readBoundedBytesAsync } from '../../base/bounded-file.js';
+import { decodeUtf8 } from '../../base/utf8.js';
 import { DatasetError } from './rows.js';
 
 export interface RawRecord {

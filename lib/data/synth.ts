@@ -3,7 +3,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import sharp from 'sharp';
-import { writeOutputDir } from '../out-path.js';
+import { writeOutputDir } from '../../base/out-path.js';
 import { seededRandom as rng } from '../prompt-order.js';
 import type { SyntheticTask } from './rows.js';
 import { angleKinds, angleProblem } from './synth-angles.js';
@@ -133,7 +133,7 @@ export const SYNTH_MANIFEST = '.tempo-rl-synth.json';
 /**
  * Writes train.jsonl (n rows), test.jsonl (max(4, n/4) rows, another seed) and images/ — the geo3k_dir
  * layout — into a new or empty folder; over an earlier synthetic dataset only with `force` (see
- * lib/out-path.ts: the folder is replaced whole, so old images never mix with new ones).
+ * base/out-path.ts: the folder is replaced whole, so old images never mix with new ones).
  */
 export async function writeSyntheticDataset(
   outDir: string,

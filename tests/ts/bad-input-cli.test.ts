@@ -12,7 +12,7 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { writeSyntheticDataset } from '../../lib/data/synth.js';
-import { cacheDir, REPO_ROOT } from '../../lib/paths.js';
+import { cacheDir, REPO_ROOT } from '../../base/paths.js';
 import { stopServer } from '../../supervise/server.js';
 import { BIN, fifo, file, fresh, freePort, modelDir, occupy, snapshot, tmp } from '../../testing/bad-input.js';
 

@@ -16,7 +16,7 @@ import { closeBlobStore, openConfiguredBlobStore } from '../../lib/blob-store-co
 import type { ConditionalBlobStore } from '../../stores/blobstore.js';
 import type { PromptRow } from '../../lib/data/rows.js';
 import { sftRecord } from '../../lib/data/sft.js';
-import { pythonBin, REPO_ROOT, tinyModelDir } from '../../lib/paths.js';
+import { pythonBin, REPO_ROOT, tinyModelDir } from '../../base/paths.js';
 import { isAlive } from '../../supervise/process.js';
 import { initialRunState } from '../../lib/run-plan.js';
 import { parseCheckpointLocation, readCommitRecord } from '../../stores/checkpoint.js';

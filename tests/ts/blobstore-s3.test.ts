@@ -17,7 +17,7 @@ import {
   type ConditionalBlobStore,
 } from '../../stores/blobstore.js';
 import { S3BlobStore } from '../../stores/blobstore-s3.js';
-import { pythonBin, REPO_ROOT } from '../../lib/paths.js';
+import { pythonBin, REPO_ROOT } from '../../base/paths.js';
 import { isAlive } from '../../supervise/process.js';
 import { processGroupMembers, S3ServerUnavailable, startS3Server, type S3Server } from '../../testing/s3-server.js';
 

@@ -8,7 +8,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { geo3kStep } from '../../lib/env/geo3k.js';
-import { envPythonBin, REPO_ROOT } from '../../lib/paths.js';
+import { envPythonBin, REPO_ROOT } from '../../base/paths.js';
 
 const call = (answer: unknown) =>
   `<tool_call>{"name":"calc_score","arguments":{"answer":${JSON.stringify(answer)}}}</tool_call>`;

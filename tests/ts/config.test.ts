@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { ConfigError, loadConfig, redact } from '../../config/load.js';
 import { rolloutWorkerProcesses } from '../../config/schema.js';
 import { initialRunState } from '../../lib/run-plan.js';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-config-'));
 function yamlFile(text: string): string {

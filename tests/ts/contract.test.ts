@@ -15,7 +15,7 @@ import {
   TrainStepInput,
   TrainStepOutput,
 } from '../../lib/contract.js';
-import { pythonBin, REPO_ROOT } from '../../lib/paths.js';
+import { pythonBin, REPO_ROOT } from '../../base/paths.js';
 import { initialRunState } from '../../lib/run-plan.js';
 import type { RunPlan } from '../../protocol/training-run.js';
 

@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 
 const bin = path.join(REPO_ROOT, 'bin', 'tempo-rl');
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-data-cli-'));

@@ -9,7 +9,7 @@ import sharp from 'sharp';
 import { DatasetConfig } from '../../config/schema.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 import { DatasetError, loadDataset } from '../../lib/data/index.js';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-data-'));
 const store = new LocalBlobStore(path.join(tmp, 'blobs'));

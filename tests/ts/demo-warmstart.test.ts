@@ -9,9 +9,9 @@
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
 import { VllmClient } from '../../engine/client.js';
-import { stateLayout } from '../../lib/paths.js';
+import { stateLayout } from '../../stores/layout.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
-import { ensureWarmStart, waitForRun } from '../../cli/warm-start.js';
+import { ensureWarmStart, waitForRun } from '../../client/warm-start.js';
 import { startDemoRunFixture } from '../../testing/run.js';
 import { syncEngineWeights, tinyModelWithHeadDir } from '../../testing/engines.js';
 import { probeFirstAnswer } from '../../testing/warmstart-probe.js';

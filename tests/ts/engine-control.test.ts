@@ -3,7 +3,7 @@
 // labelled with, and syncing the originals back restores the logprobs.
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import { tinyModelDir } from '../../lib/paths.js';
+import { tinyModelDir } from '../../base/paths.js';
 import { VllmClient } from '../../engine/client.js';
 import {
   type TestEngines,

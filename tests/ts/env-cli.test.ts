@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 
 const step = (text: string, args: string[]) => {
   const r = spawnSync(

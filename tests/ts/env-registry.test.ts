@@ -7,7 +7,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { envStep } from '../../activities/env-step.js';
 import { ConfigError, loadConfig } from '../../config/load.js';
 import { RolloutConfig } from '../../config/schema.js';
-import { episodeEnvironment } from '../../lib/audit.js';
+import { episodeEnvironment } from '../../client/audit.js';
 import { buildMessages } from '../../lib/data/prompt.js';
 import { environmentNames, getEnvironment } from '../../lib/env/index.js';
 import { initialRunState } from '../../lib/run-plan.js';

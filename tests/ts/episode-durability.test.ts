@@ -7,8 +7,8 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { activityCalls } from '../../lib/audit.js';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { activityCalls } from '../../client/audit.js';
+import { REPO_ROOT } from '../../base/paths.js';
 import { connectClient } from '../../lib/temporal.js';
 import { RolloutConfig } from '../../config/schema.js';
 import { getEnvironment } from '../../lib/env/registry.js';
@@ -93,7 +93,7 @@ test('SIGKILL during turn 2: a new worker finishes the episode; turn 1 is genera
     assert.equal(generates.length, 2);
     assert.equal((generates[0]!.result as { attempt: number }).attempt, 1);
     assert.ok((generates[1]!.result as { attempt: number }).attempt >= 2, 'turn 2 was retried after the kill');
-    // The new worker found the dead one's turn in the in-flight ledger and failed it over at once (workers/inflight.ts).
+    // The new worker found the dead one's turn in the in-flight ledger and failed it over at once (rollout/inflight.ts).
     assert.equal(
       generates[1]!.retried_after,
       'WorkerDied',

@@ -3,9 +3,9 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import type { Sample } from '../../lib/contract.js';
-import { activityCalls, auditEpisode, largestPayloadBytes, listEpisodes } from '../../lib/audit.js';
+import { activityCalls, auditEpisode, largestPayloadBytes, listEpisodes } from '../../client/audit.js';
 import { spawnSync } from 'node:child_process';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 import { maskedSpans } from '../../lib/trajectory.js';
 import { episode } from '../../workflows/episode.js';
 import { episodeStartOptions, episodeWorkflowId } from '../../protocol/episode.js';

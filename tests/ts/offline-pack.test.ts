@@ -24,7 +24,7 @@ import {
   trainerRequirements,
   type WheelPlan,
 } from '../../cli/offline-wheels.js';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 import { freePort } from '../../supervise/process.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-offline-pack-'));
@@ -176,8 +176,8 @@ test('on the host: the native modules load, workflows bundle (swc), the packed t
     "req('@temporalio/core-bridge');",
     "const sharp = (await import('sharp')).default;",
     "await sharp({ create: { width: 2, height: 2, channels: 3, background: '#fff' } }).png().toBuffer();",
-    "const { cachedWorkflowBundle } = await import('./workers/workflow-bundle.ts');",
-    "const { WORKFLOWS_PATH } = await import('./workers/rollout-worker.ts');",
+    "const { cachedWorkflowBundle } = await import('./rollout/workflow-bundle.ts');",
+    "const { WORKFLOWS_PATH } = await import('./rollout/worker.ts');",
     'console.log((await cachedWorkflowBundle(WORKFLOWS_PATH)).codePath);',
   ].join(' ');
   const bundle = onHost(`node --import tsx -e "${script}"`);

@@ -21,8 +21,8 @@ import { readdirSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { Worker } from '@temporalio/worker';
-import { installTemporalRuntime } from '../../workers/temporal-runtime.js';
-import { WORKFLOWS_PATH } from '../../workers/rollout-worker.js';
+import { installTemporalRuntime } from '../../rollout/temporal-runtime.js';
+import { WORKFLOWS_PATH } from '../../rollout/worker.js';
 import { HISTORY_FIXTURES, loadHistoryFixture } from '../../testing/history-fixtures.js';
 
 const files = readdirSync(HISTORY_FIXTURES)

@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
 import { all, create } from 'mathjs';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 import { scoreResponse } from '../../lib/math/reward.js';
 import { labelToLatex } from '../../lib/math/to-latex.js';
 

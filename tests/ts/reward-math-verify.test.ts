@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { test } from 'node:test';
 import { scoreResponse } from '../../lib/math/reward.js';
-import { envPythonBin, REPO_ROOT } from '../../lib/paths.js';
+import { envPythonBin, REPO_ROOT } from '../../base/paths.js';
 import { REWARD_CASES } from '../../testing/reward-cases.js';
 
 test('math-verify against the exact math RM on the RM table (default options)', () => {

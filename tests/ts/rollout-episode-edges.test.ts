@@ -3,7 +3,7 @@
 // specials, the budget edge of a tool call, hung and stale engines, and invalid engine answers.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { activityCalls } from '../../lib/audit.js';
+import { activityCalls } from '../../client/audit.js';
 import { maskedSpans } from '../../lib/trajectory.js';
 import { episodeWorkflowId } from '../../protocol/episode.js';
 import {

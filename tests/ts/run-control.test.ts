@@ -3,7 +3,7 @@
 // stopped; search attributes follow the status; every sample is consumed exactly once.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { controlRun, runHandle, startOrContinueRun } from '../../cli/run-client.js';
+import { controlRun, runHandle, startOrContinueRun } from '../../client/run-client.js';
 import type { RunResult } from '../../protocol/training-run.js';
 import { waitFor } from '../../supervise/process.js';
 import { checkExactlyOnce, startRunFixture, waitForProgress } from '../../testing/run.js';

@@ -19,7 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { ConfigError, parseBoolVar } from '../../config/load.js';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-scripts-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));

@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 import { serverStatus, startServer } from '../../supervise/server.js';
 import { connectClient } from '../../lib/temporal.js';
 import { waitForMarker } from '../../testing/workflows/wait-for-marker.js';

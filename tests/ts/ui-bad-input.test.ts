@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
-import { stateLayout } from '../../lib/paths.js';
+import { stateLayout } from '../../stores/layout.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 import { removeTestState } from '../../testing/state.js';
 import { forgetRecords } from '../../ui/records.js';

@@ -14,7 +14,7 @@ import type { Client } from '@temporalio/client';
 import { after, before, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { loadConfig } from '../../config/load.js';
-import { stateLayout } from '../../lib/paths.js';
+import { stateLayout } from '../../stores/layout.js';
 import { lazyClient } from '../../lib/temporal.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../../testing/chromium.js';

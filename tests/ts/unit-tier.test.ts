@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { test } from 'node:test';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 
 /** A list file's entries (the format scripts/test.sh reads): paths, `#` comments and blank lines skipped. */
 const entries = (list: string) =>

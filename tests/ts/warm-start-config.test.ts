@@ -8,14 +8,14 @@ import path from 'node:path';
 import { test } from 'node:test';
 import type { Client } from '@temporalio/client';
 import { loadConfig } from '../../config/load.js';
-import { REPO_ROOT } from '../../lib/paths.js';
+import { REPO_ROOT } from '../../base/paths.js';
 import {
   WARM_START_SOURCES,
   warmStartConfig,
   warmStartDir,
   warmStartKey,
   withWarmStart,
-} from '../../cli/warm-start.js';
+} from '../../client/warm-start.js';
 
 const DEMO_CONFIG = path.join(REPO_ROOT, 'configs', 'cpu-tiny.yaml');
 const noClient = null as unknown as Client;

@@ -4,7 +4,7 @@
 // point reached must leave a run equal to the reference bit for bit.
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { cachedWarmStart } from '../../../cli/warm-start.js';
+import { cachedWarmStart } from '../../../client/warm-start.js';
 import { certify, certifySets, certTable, fullMatrix, type Mode } from '../../../testing/certify-matrix.js';
 import { type TestEngines, testEngines } from '../../../testing/engines.js';
 

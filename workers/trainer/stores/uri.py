@@ -57,14 +57,14 @@ def _bad(uri: object, why: str) -> BlobError:
     return BlobError(f"bad blob store URI {json.dumps(uri) if isinstance(uri, str) else repr(uri)}: {why}")
 
 
-# The virtual filesystems lib/out-path.ts refuses by path (a store there spins on its first write); the
+# The virtual filesystems base/out-path.ts refuses by path (a store there spins on its first write); the
 # TypeScript side also asks statfs, which Python's standard library cannot.
 _VIRTUAL_ROOTS = ("/proc", "/sys")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
 def _user_path_problem(p: str) -> str | None:
-    """What parseUserPath (lib/out-path.ts) refuses in a path as given: blank, padded, control characters, ~user."""
+    """What parseUserPath (base/out-path.ts) refuses in a path as given: blank, padded, control characters, ~user."""
     if not p.strip():
         return "blank (only whitespace)"
     if p.strip() != p:
@@ -79,7 +79,7 @@ def _user_path_problem(p: str) -> str | None:
 
 def _local_root(uri: object, given: str) -> str:
     """The absolute directory of a path as given (after percent-decoding for file: URLs): `~/` expanded to
-    the home directory (as lib/out-path.ts parseUserPath: a quoted `~` reaches here unexpanded by any
+    the home directory (as base/out-path.ts parseUserPath: a quoted `~` reaches here unexpanded by any
     shell), never under a virtual filesystem."""
     problem = _user_path_problem(given)
     if problem:

@@ -1,4 +1,4 @@
-"""The trainer's in-flight ledger, the same on-disk form as the rollout worker's (workers/inflight.ts).
+"""The trainer's in-flight ledger, the same on-disk form as the rollout worker's (rollout/inflight.ts).
 
 Each trainer process notes the task token of each activity it runs in a folder of its own
 (`<state_dir>/workers/inflight/trainer/<pid>-<start time>-<host>/`). The trainer that starts next on

@@ -1,6 +1,6 @@
 // Routes the Temporal SDK's logs (TS side and, forwarded, the Rust core) through our pino logger.
 import { Runtime, type LogLevel, type LogMetadata, type Logger as TemporalLogger } from '@temporalio/worker';
-import { childLogger } from '../lib/log.js';
+import { childLogger } from '../base/log.js';
 
 const pinoLog = childLogger('temporal');
 

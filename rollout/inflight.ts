@@ -11,7 +11,7 @@ import path from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { isAlive } from '../supervise/process.js';
-import { readJsonRecord } from '../lib/bounded-file.js';
+import { readJsonRecord } from '../base/bounded-file.js';
 
 /** What a failed-over activity's failure says (its `type`), in the history of its next attempt. */
 export const WORKER_DIED = 'WorkerDied';

@@ -5,8 +5,8 @@ import { decodeTimeoutType, defaultPayloadConverter } from '@temporalio/common';
 import type { History } from '@temporalio/common/lib/proto-utils.js';
 import { z } from 'zod';
 import type { BlobStore } from '../stores/blobstore.js';
-import { Sample } from './contract.js';
-import { checkInvariants, maskedSpans } from './trajectory.js';
+import { Sample } from '../lib/contract.js';
+import { checkInvariants, maskedSpans } from '../lib/trajectory.js';
 import { EPISODE_WORKFLOW_TYPE, episodeWorkflowId, parseEpisodeId, type EpisodeSummary } from '../protocol/episode.js';
 
 export interface ActivityCall {

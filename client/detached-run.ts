@@ -5,11 +5,11 @@ import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
-import { stateLayout } from '../lib/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import { runHandle } from './run-client.js';
 import { describeStarted, stopStarted, type Started } from '../supervise/stack.js';
 import { runIdOf, TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId } from '../protocol/training-run.js';
-import { readJsonRecord } from '../lib/bounded-file.js';
+import { readJsonRecord } from '../base/bounded-file.js';
 
 function recordPath(cfg: TempoConfig, runId: string): string {
   return path.join(stateLayout(cfg.state_dir).detachedRuns, `${runId}.json`);

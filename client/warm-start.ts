@@ -13,11 +13,13 @@ import { LocalBlobStore, openBlobStore } from '../stores/blobstore.js';
 import { loadDataset } from '../lib/data/load.js';
 import { writeSftRecords } from '../lib/data/sft.js';
 import { type TranscriptOptions, toolTranscripts } from '../lib/data/transcripts.js';
-import { REPO_ROOT, cacheDir, stateLayout, tinyModelDir } from '../lib/paths.js';
+import { REPO_ROOT, cacheDir, tinyModelDir } from '../base/paths.js';
+import { stateLayout } from '../stores/layout.js';
 import { runHandle, startOrContinueRun } from './run-client.js';
 import { downloadCheckpoint, parseCheckpointLocation } from '../stores/checkpoint.js';
 import type { RunResult } from '../protocol/training-run.js';
-import { readStepRecords, runDir } from '../activities/run.js';
+import { readStepRecords } from '../activities/run.js';
+import { runDir } from '../stores/layout.js';
 
 export const WARM_START_CONFIG = path.join(REPO_ROOT, 'configs', 'cpu-tiny-sft.yaml');
 /** Share of warm-start transcripts whose first answer is right (the rest start wrong, then use the
@@ -39,7 +41,7 @@ export const ANGLE_FACTS_TRANSCRIPTS: Partial<TranscriptOptions> = {
 };
 // Sources whose change changes the warm start (besides the configs and the base model).
 export const WARM_START_SOURCES = [
-  'cli/warm-start.ts',
+  'client/warm-start.ts',
   'lib/data/transcripts.ts',
   'lib/data/synth-angles.ts',
   'lib/data/prompt.ts',

@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { bundleWorkflowCode } from '@temporalio/worker';
-import { cacheDir, REPO_ROOT } from '../lib/paths.js';
+import { cacheDir, REPO_ROOT } from '../base/paths.js';
 
 function sources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
@@ -21,7 +21,7 @@ export function workflowBundleKey(workflowsPath: string): string {
   const h = createHash('sha256');
   const dirs = [
     ...new Set([
-      ...['workflows', 'protocol', 'lib', 'engine', 'config'].map((d) => path.join(REPO_ROOT, d)),
+      ...['workflows', 'protocol', 'lib', 'engine', 'config', 'base'].map((d) => path.join(REPO_ROOT, d)),
       path.dirname(workflowsPath),
     ]),
   ];

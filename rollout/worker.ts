@@ -9,8 +9,8 @@ import { KillPoints, killPointsFromEnv } from '../supervise/kill-points.js';
 import type { RunSinks } from '../protocol/training-run.js';
 import type { InjectedSinks } from '@temporalio/worker';
 import { cachedWorkflowBundle } from './workflow-bundle.js';
-import { childLogger } from '../lib/log.js';
-import { stateLayout } from '../lib/paths.js';
+import { childLogger } from '../base/log.js';
+import { stateLayout } from '../stores/layout.js';
 import { connectClient, connectWorker } from '../lib/temporal.js';
 import { installTemporalRuntime } from './temporal-runtime.js';
 import { createActivities, rolloutDeps, type RolloutDeps } from '../activities/index.js';
@@ -56,7 +56,7 @@ export function rolloutWorkerSlots(cfg: Pick<TempoConfig, 'rollout'>): RolloutWo
   };
 }
 
-/** Fails the activities that dead rollout workers of this stack left running on this host (workers/inflight.ts). */
+/** Fails the activities that dead rollout workers of this stack left running on this host (rollout/inflight.ts). */
 async function failOverDeadWorkers(cfg: TempoConfig, ledger: InflightLedger): Promise<void> {
   const client = await connectClient(cfg);
   try {
