@@ -105,13 +105,25 @@ export async function stopProcess(pid: number, graceMs = 10_000): Promise<void> 
 }
 
 /** A free loopback port, for tests. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(port));
-    });
-    srv.once('error', reject);
-  });
+export async function freePort(): Promise<number> {
+  return (await freePorts(1))[0]!;
+}
+
+/** `n` distinct free loopback ports, for tests: each stays bound until all are found (two ports asked
+ *  for one after the other can be the same, the first freed before the second is bound). */
+export async function freePorts(n: number): Promise<number[]> {
+  const servers: net.Server[] = [];
+  try {
+    for (let i = 0; i < n; i++) {
+      const srv = net.createServer();
+      servers.push(srv);
+      await new Promise<void>((resolve, reject) => {
+        srv.once('error', reject);
+        srv.listen(0, '127.0.0.1', () => resolve());
+      });
+    }
+    return servers.map((srv) => (srv.address() as net.AddressInfo).port);
+  } finally {
+    await Promise.all(servers.map((srv) => new Promise((r) => srv.close(r))));
+  }
 }

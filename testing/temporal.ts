@@ -7,7 +7,7 @@ import type { Worker } from '@temporalio/worker';
 import { loadConfig } from '../config/load.js';
 import type { TempoConfig } from '../config/schema.js';
 import { startServer, stopServer } from '../supervise/server.js';
-import { freePort } from '../supervise/process.js';
+import { freePorts } from '../supervise/process.js';
 import { REPO_ROOT } from '../base/paths.js';
 import { environmentWorkerCommand } from '../supervise/environment-worker.js';
 import { trainerCommand } from '../supervise/trainer-process.js';
@@ -25,7 +25,7 @@ export interface TestServer {
  *  created here). */
 export async function startTestServer(sets: string[] = [], stateDir?: string): Promise<TestServer> {
   const dir = stateDir ?? mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-test-'));
-  const [port, ui] = [await freePort(), await freePort()];
+  const [port, ui] = (await freePorts(2)) as [number, number];
   const env = { ...process.env };
   delete env.TEMPORAL_ADDRESS;
   const cfg = loadConfig({

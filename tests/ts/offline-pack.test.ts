@@ -25,7 +25,7 @@ import {
   type WheelPlan,
 } from '../../cli/offline-wheels.js';
 import { REPO_ROOT } from '../../base/paths.js';
-import { freePort } from '../../supervise/process.js';
+import { freePorts } from '../../supervise/process.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-offline-pack-'));
 const pack = path.join(tmp, 'pack.tar');
@@ -168,7 +168,7 @@ test('on the host: the install script, then bin/tempo-rl with no network tools',
 });
 
 test('on the host: the native modules load, workflows bundle (swc), the packed temporal serves', async () => {
-  const [port, ui] = [await freePort(), await freePort()];
+  const [port, ui] = (await freePorts(2)) as [number, number];
   const sets = `--set server.port=${port} --set server.ui_port=${ui}`;
   const script = [
     "const { createRequire } = await import('node:module');",
