@@ -333,7 +333,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def synthetic_samples(args, model, vision, base: Path) -> list[TrainSample]:
     """--prompts Geo3K-like prompts × --samples responses of --max-tokens tokens, through the trainer's
     own sample loading (the images through the model's processor)."""
-    from trainer.stores.blobs import BlobStore
+    from tempo_common.blobs import BlobStore
     from trainer_samples import write_samples
 
     shape = argparse.Namespace(

@@ -49,7 +49,7 @@ from trainer.model.policy import TrainSample, for_training, padded_micro_batches
 from trainer.step.metrics import read_metrics  # noqa: E402
 from trainer.step.gradients import NoProgress, accumulate_gradients, compute_precision, make_optimizer  # noqa: E402
 from trainer.step.token_logprobs import TokenLogprobs  # noqa: E402
-from trainer.stores.blobs import BlobStore  # noqa: E402
+from tempo_common.blobs import BlobStore  # noqa: E402
 
 # Dense bf16 tensor-core peaks (NVIDIA's datasheets): H100 SXM and H200 are the same chip.
 PEAKS = {"h100": 989e12, "h200": 989e12, "a100": 312e12}

@@ -4,7 +4,7 @@
 // A reference is "blob:" + a relative path under the store's root:
 //   blob:cas/<2 hex>/<sha256>.<ext>   content-addressed bytes (an image used by 8 samples is stored once)
 //   blob:named/<key>                  named JSON documents (samples, metrics), written atomically
-// The Python trainer resolves the same references against the same root (workers/trainer/stores/blobs.py).
+// The Python trainer resolves the same references against the same root (workers/tempo_common/blobs.py).
 //
 // Two stores behind one interface (BlobStore), chosen by a store URI (openBlobStore):
 //   a path or file:///path          LocalBlobStore: files under that directory (local or shared filesystem)
@@ -158,7 +158,7 @@ export class LocalBlobStore implements ConditionalBlobStore {
 /**
  * The object key path of a reference, the same rules as LocalBlobStore.pathOf on a POSIX root:
  * `blob:` + a relative path, normalised (`a/./b`, `a//b`, `a/x/../b` → `a/b`), that stays strictly
- * inside the store. Also refuses a leading backslash (as workers/trainer/stores/blobs.py does).
+ * inside the store. Also refuses a leading backslash (as workers/tempo_common/blobs.py does).
  */
 export function refPath(ref: string): string {
   if (typeof ref !== 'string' || !ref.startsWith(BLOB_PREFIX))

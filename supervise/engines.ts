@@ -205,7 +205,7 @@ export function visibleDevices(gpus: number[], env: NodeJS.ProcessEnv = process.
 export function engineEnv(cfg: TempoConfig, env: NodeJS.ProcessEnv = process.env, index = 0): NodeJS.ProcessEnv {
   const out: NodeJS.ProcessEnv = { ...env, VLLM_SERVER_DEV_MODE: '1', PYTHONUNBUFFERED: '1' };
   if (cfg.model.num_gpus > 0) out.CUDA_VISIBLE_DEVICES = visibleDevices(engineGpus(cfg, index), env);
-  // tempo_engine (the entry point, the worker extension) and the trainer's blob store code it uses
+  // tempo_engine (the entry point, the worker extension) and tempo_common, what it shares with the trainer
   out.PYTHONPATH = [path.join(REPO_ROOT, 'workers'), env.PYTHONPATH].filter(Boolean).join(':');
   if (pullsFromStore(cfg)) {
     out.TEMPO_RL_ENGINE_WEIGHTS_DIR = env.TEMPO_RL_ENGINE_WEIGHTS_DIR ?? stateLayout(cfg.state_dir).engineWeights;

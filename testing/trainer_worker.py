@@ -13,7 +13,7 @@ import torch
 import transformers
 from temporalio import activity
 from trainer.contract import Strict
-from trainer.stores.blobs import canonical_blob_store_uri
+from tempo_common.blobs import canonical_blob_store_uri
 from trainer.worker.main import main
 
 

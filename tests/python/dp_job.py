@@ -21,13 +21,13 @@ from trainer.weights.ipc import IpcLoader
 # An engine worker's side, in a process of its own: CUDA IPC handles open in another process only.
 READER = """
 import json, sys, torch
-from tempo_engine import buckets
+from tempo_common import weight_buckets
 device = torch.device(sys.argv[1])
 for line in sys.stdin:
     desc = json.loads(line)
-    buf = buckets.open_bucket(desc, device)
+    buf = weight_buckets.open_bucket(desc, device)
     print(json.dumps({n: [float(t.double().sum()), float(t.double().square().sum())]
-                      for n, t in buckets.views(buf, buckets.entries_of(desc))}), flush=True)
+                      for n, t in weight_buckets.views(buf, weight_buckets.entries_of(desc))}), flush=True)
 """
 
 

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.stores.blobs import BlobError, BlobStore, parse_blob_store_uri
+from tempo_common.blobs import BlobError, BlobStore, parse_blob_store_uri
 
 
 def test_resolves_and_refuses_escapes(tmp_path):

@@ -1,4 +1,4 @@
-"""The Python blob stores (workers/trainer/stores/blobs.py) against a real S3-compatible server: S3Proxy with its
+"""The Python blob stores (workers/tempo_common/blobs.py) against a real S3-compatible server: S3Proxy with its
 filesystem backend, installed and started by testing/s3-server.ts through testing/s3-server-child.ts
 (the module fixture starts it and stops it). Where it cannot be installed or run (no network, no Java,
 no node) the S3 tests skip, naming what was missing."""
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer.stores.blobs import (
+from tempo_common.blobs import (
     BlobError,
     BlobStore,
     LocalBlobStore,

@@ -13,9 +13,9 @@ import pytest
 
 from test_blobstore_s3 import BUCKET, env, s3server  # noqa: F401, F811 (fixtures)
 from trainer.checkpoint import atomic as ckpt
-from trainer.stores.blobs import open_blob_store
+from tempo_common.blobs import open_blob_store
+from tempo_common.commit_records import COMMIT
 from trainer.stores.checkpoints import (
-    COMMIT,
     StoredRun,
     engine_weights_location,
     is_location,

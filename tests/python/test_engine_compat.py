@@ -1,6 +1,6 @@
 """The engine side without an engine: the command line adapted per vLLM release (compat.py), the
 weight-version labels for releases without them (labels.py, driven as an ASGI app), and the bucket
-protocol's plan, views and handle encoding (buckets.py)."""
+protocol's plan, views and handle encoding (weight_buckets.py)."""
 
 import asyncio
 import json
@@ -8,7 +8,8 @@ import json
 import pytest
 import torch
 
-from tempo_engine import buckets, compat, labels
+from tempo_common import weight_buckets
+from tempo_engine import compat, labels
 
 ARGV = ["--model", "m", "--enable-scale-out", "--logprobs-mode", "processed_logprobs"]
 V032 = compat.Release(new_launcher=True, scale_out_flag=True, weight_labels=True, flash_attn_2=None)
@@ -178,21 +179,23 @@ def test_labels_are_served_and_stamped_like_vllm_032s():
 
 def test_buckets_keep_the_order_respect_the_capacity_and_give_big_tensors_their_own():
     specs = [("a", "bfloat16", (10,)), ("b", "float32", (300,)), ("c", "bfloat16", (2000,)), ("d", "float32", (1,))]
-    plan = buckets.plan(specs, capacity=1500)
+    plan = weight_buckets.plan(specs, capacity=1500)
     assert [[e.name for e in b] for b in plan] == [["a", "b"], ["c"], ["d"]]
-    assert all(e.offset % buckets.ALIGN == 0 for b in plan for e in b)
-    assert buckets.size_of(plan[1]) == 4000, "a tensor over the capacity goes alone, whole"
+    assert all(e.offset % weight_buckets.ALIGN == 0 for b in plan for e in b)
+    assert weight_buckets.size_of(plan[1]) == 4000, "a tensor over the capacity goes alone, whole"
 
 
 def test_views_read_back_what_was_packed():
     specs = [("w", "bfloat16", (3, 4)), ("b", "float32", (5,))]
-    [entries] = buckets.plan(specs, capacity=1 << 20)
-    buf = torch.zeros(buckets.size_of(entries), dtype=torch.uint8)
+    [entries] = weight_buckets.plan(specs, capacity=1 << 20)
+    buf = torch.zeros(weight_buckets.size_of(entries), dtype=torch.uint8)
     src = {"w": torch.randn(3, 4), "b": torch.randn(5)}
-    for name, view in buckets.views(buf, entries):
+    for name, view in weight_buckets.views(buf, entries):
         view.copy_(src[name])
     got = dict(
-        buckets.views(buf, buckets.entries_of(json.loads(json.dumps({"tensors": [e.to_json() for e in entries]}))))
+        weight_buckets.views(
+            buf, weight_buckets.entries_of(json.loads(json.dumps({"tensors": [e.to_json() for e in entries]})))
+        )
     )
     assert torch.equal(got["w"], src["w"].to(torch.bfloat16)) and torch.equal(got["b"], src["b"])
 
@@ -215,18 +218,18 @@ def test_a_cuda_handle_travels_as_json_without_pickle():
         b"evt",
         True,
     ]
-    encoded = json.loads(json.dumps([buckets._encode(v) for v in handle]))
-    decoded = [buckets._decode(v) for v in encoded]
+    encoded = json.loads(json.dumps([weight_buckets._encode(v) for v in handle]))
+    decoded = [weight_buckets._decode(v) for v in encoded]
     assert decoded[0] is torch.Tensor and decoded[4] is torch.storage.TypedStorage and decoded[5] is torch.uint8
     assert decoded[7] == b"\x00\xffhandle" and decoded[1] == (8,) and decoded[14] is True
-    with pytest.raises(buckets.BucketError):
-        buckets._encode(object)
+    with pytest.raises(weight_buckets.BucketError):
+        weight_buckets._encode(object)
 
 
 def test_a_bucket_from_another_host_or_gpu_is_refused_by_name():
-    with pytest.raises(buckets.BucketError, match="not on this host"):
-        buckets.open_bucket(
+    with pytest.raises(weight_buckets.BucketError, match="not on this host"):
+        weight_buckets.open_bucket(
             {"kind": "shm", "path": "/dev/shm/none-such", "nbytes": 8, "tensors": []}, torch.device("cpu")
         )
-    with pytest.raises(buckets.BucketError, match="unknown bucket kind"):
-        buckets.open_bucket({"kind": "nfs", "nbytes": 8}, torch.device("cpu"))
+    with pytest.raises(weight_buckets.BucketError, match="unknown bucket kind"):
+        weight_buckets.open_bucket({"kind": "nfs", "nbytes": 8}, torch.device("cpu"))

@@ -106,7 +106,7 @@ def test_scoring_holds_one_micro_batch_at_a_time(bench, samples, tiny_model):
     from trainer.contract import Sample
     from trainer.model.policy import VisionProcessor, load_policy, prepare_sample
     from trainer.step.memory import LiveTensorBytes
-    from trainer.stores.blobs import BlobStore
+    from tempo_common.blobs import BlobStore
 
     model = load_policy(tiny_model)
     vision, blobs = VisionProcessor(tiny_model, model.config), BlobStore(samples.root)

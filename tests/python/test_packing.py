@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from trainer.model import policy as model_mod, packing
-from trainer.stores.blobs import BlobStore
+from tempo_common.blobs import BlobStore
 from trainer.contract import Hyper, Sample
 from trainer.model.policy import TrainSample, VisionProcessor, forward_response, load_policy, prepare_sample
 from trainer.model.packing import pack_micro_batches

@@ -8,7 +8,7 @@ from temporalio.testing import ActivityEnvironment
 
 from trainer.checkpoint import atomic as ckpt
 from trainer.worker.activities import TrainerActivities
-from trainer.stores.blobs import BlobError
+from tempo_common.blobs import BlobError
 from trainer.contract import TrainStepInput
 from trainer.step.grpo import ContractError, group_advantages
 from trainer.model.policy import SampleInvalid

@@ -175,7 +175,7 @@ def test_forward_response_replays_per_sample_in_padded_and_packed_batches(moe):
 
 
 def test_prepare_sample_stitches_the_samples_routing_or_refuses_a_sample_without(moe, tmp_path):
-    from trainer.stores.blobs import BlobStore
+    from tempo_common.blobs import BlobStore
     from trainer.contract import Sample
 
     prompt, mask = [151644, 872, 198, 3838], [1, 1, 1, 0, 0, 1, 1]

@@ -11,7 +11,7 @@ from trainer.step import memory
 from trainer.step.gradients import NoProgress, accumulate_gradients
 from trainer.step.memory import LiveTensorBytes, StepMemory, training_allocator
 from trainer.step.train_step import Trainer
-from trainer.stores.blobs import BlobStore
+from tempo_common.blobs import BlobStore
 
 
 class EachMicroBatch(NoProgress):

@@ -263,7 +263,7 @@ print(json.dumps(out))`,
     );
   });
 
-  test('blob store URIs: the trainer (stores/uri.py) and stores/blobstore.ts refuse the same values for the same reasons', () => {
+  test('blob store URIs: the trainer (tempo_common/blob_uri.py) and stores/blobstore.ts refuse the same values for the same reasons', () => {
     const bad: Record<string, [string, RegExp]> = {
       proc: ['/proc/x', /virtual filesystem/],
       sys_url: ['file:///sys/x', /virtual filesystem/],
@@ -277,7 +277,7 @@ print(json.dumps(out))`,
     const py = python(
       `
 import json, sys
-from trainer.stores.uri import parse_blob_store_uri, canonical_blob_store_uri
+from tempo_common.blob_uri import parse_blob_store_uri, canonical_blob_store_uri
 out = {}
 for name, uri in json.load(sys.stdin).items():
     try:

@@ -225,7 +225,7 @@ describe('BlobStore on S3 (S3Proxy)', () => {
     const docRef = await store.putJson('samples/0.json', { reward: 0.5, text: 'ü∠' });
     const script = `
 import json, sys
-from trainer.stores.blobs import open_blob_store
+from tempo_common.blobs import open_blob_store
 args = json.load(sys.stdin)
 store = open_blob_store(args["uri"])
 image = store.get_bytes(args["image_ref"])

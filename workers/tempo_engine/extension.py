@@ -8,7 +8,7 @@ runs a method on all of them (kwargs are JSON strings: the route passes them as 
 - `tempo_rl_reload_from_store(store, key)`: pull a committed checkpoint from the blob store and reload
   it in place (weights_from_store.py), for engines on hosts apart from the trainer;
 - `tempo_rl_begin_update()`, `tempo_rl_load_bucket(bucket)` × n, `tempo_rl_finish_update()`: the
-  weights in buckets (buckets.py) — CUDA IPC on a GPU the trainer shares, /dev/shm on CPU — through
+  weights in buckets (tempo_common/weight_buckets.py) — CUDA IPC on a GPU the trainer shares, /dev/shm on CPU — through
   vLLM's layer-wise reload, the path its own in-place `reload_weights` and weight-transfer engines take
   (each layer is reprocessed once whole: re-packed GEMM weights on CPU, fused or quantized layouts).
 
@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from .buckets import entries_of, open_bucket, views
+from tempo_common.weight_buckets import entries_of, open_bucket, views
 
 
 class TempoRlWorker:

@@ -2,7 +2,7 @@
 
 The engine worker extension (extension.py, `tempo_rl_reload_from_store`, run on every
 worker by POST /collective_rpc {"method": "tempo_rl_reload_from_store", "kwargs": {"store": URI, "key":
-KEY}}) calls `pull_weights`: it reads the commit record `KEY/COMMIT.json` (trainer/stores/checkpoints.py),
+KEY}}) calls `pull_weights`: it reads the commit record `KEY/COMMIT.json` (tempo_common/commit_records.py),
 downloads the model files it names — not the optimizer state — into a local cache, checks their sizes
 and digests, and the worker then reloads them in place with its own `reload_weights`, as the disk
 transport does. The engine reaches the store with the standard AWS_* variables of its environment.
@@ -20,8 +20,8 @@ import uuid
 from contextlib import closing
 from pathlib import Path
 
-from trainer.stores.blobs import open_blob_store
-from trainer.stores.checkpoints import COMMIT, download
+from tempo_common.blobs import open_blob_store
+from tempo_common.commit_records import COMMIT, download
 
 KEEP = 3
 # A full checkpoint's training state, which engines never read.

@@ -8,9 +8,10 @@
 - model/: the policy (loading, vision inputs, logprobs), packing, the LM head, attention, routing
   replay, FSDP2 sharding and the MoE expert layout;
 - checkpoint/: the checkpoint format and its atomic commit (atomic.py), and a sharded trainer's (sharded.py);
-- stores/: the blob store (local or S3, one interface), its URIs, and checkpoints committed in a remote store;
+- stores/: checkpoints committed in a remote blob store (the store itself is tempo_common's);
 - weights/: new weights into the engines (sync.py), by directory or in-memory buckets (ipc.py);
 - generators/: the seeded model generators (`python -m trainer.generators.tiny_model` …): tools, not
   the trainer.
 
-The engine side (vLLM's processes) is the sibling package tempo_engine."""
+The engine side (vLLM's processes) is the sibling package tempo_engine, which the trainer does not
+import; what both use is in tempo_common."""

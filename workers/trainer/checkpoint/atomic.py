@@ -29,6 +29,9 @@ from typing import Protocol
 
 import torch
 
+# Re-exported: defined beside the commit record, which engines check too (they import no trainer code).
+from tempo_common.commit_records import CheckpointCorrupt as CheckpointCorrupt
+
 from ..kill_points import process_kill_points
 from ..model.moe_layout import to_checkpoint_layout
 
@@ -66,10 +69,6 @@ class RemoteCommit(Protocol):
 
 class CheckpointPruned(FileNotFoundError):
     """A committed step whose weights run.keep_checkpoints removed: they never come back, so no retry helps."""
-
-
-class CheckpointCorrupt(RuntimeError):
-    """A committed step whose files do not match its commit record: no retry brings them back."""
 
 
 class CheckpointMissing(FileNotFoundError):

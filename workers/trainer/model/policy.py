@@ -23,7 +23,7 @@ from .lm_head import linear_logprobs, linear_nll
 from .routing_replay import replay_routing
 
 if TYPE_CHECKING:
-    from ..stores.blobs import BlobStoreBase as BlobStore
+    from tempo_common.blobs import BlobStoreBase as BlobStore
     from ..contract import Sample
 
 

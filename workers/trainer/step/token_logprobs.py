@@ -30,7 +30,7 @@ from contextlib import closing
 
 import torch
 
-from ..stores.blobs import BlobStoreBase, open_blob_store
+from tempo_common.blobs import BlobStoreBase, open_blob_store
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ import torch
 
 from ..checkpoint import atomic as ckpt
 from . import replay
-from ..stores.blobs import canonical_blob_store_uri, open_blob_store, parse_blob_store_uri
+from tempo_common.blobs import canonical_blob_store_uri, open_blob_store, parse_blob_store_uri
 from ..stores.checkpoints import StoredRun
 from ..contract import Sample, TrainStepInput, TrainStepOutput
 from .gradients import (

@@ -1,2 +1,2 @@
-"""The blob store, local or S3 behind one interface (blobs.py), its URIs (uri.py), and checkpoints
-committed in a remote store (checkpoints.py)."""
+"""Checkpoints committed in a remote blob store (checkpoints.py). The store itself, and the commit
+records that engines read too, are tempo_common's (blobs.py, commit_records.py)."""

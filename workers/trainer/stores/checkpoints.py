@@ -1,6 +1,6 @@
 """Checkpoints in a remote blob store (S3): committed with no rename, readable from any host.
 
-With an `s3://` store (blobs.uri) the store, not the trainer's disk, is where a step is committed:
+With an `s3://` store (tempo_common/blob_uri.py) the store, not the trainer's disk, is where a step is committed:
 
     runs/<run>/checkpoints/step-<N>/attempts/<token>/<file>   one attempt's files, uploaded first
     runs/<run>/checkpoints/step-<N>/COMMIT.json               the commit record: written last, only if absent
@@ -20,23 +20,24 @@ full step and of every light step after it, and that full step's files. The loca
 Pruning (run.keep_checkpoints) marks a record `"pruned": true` before it deletes the files: the record
 stays, so the step still counts as committed and a late attempt's conditional put still fails.
 
-Engines pull weights from the same records (tempo_engine/weights_from_store.py); a step's store location is
+The record's name and the checked download are tempo_common/commit_records.py's, which engines read too
+(tempo_engine/weights_from_store.py) without importing the trainer. A step's store location is
 `<store URI>/named/runs/<run>/<kind>/step-<N>` (`location`), which is what train_step returns and what
 the workflow's history carries."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import shutil
 import uuid
 from pathlib import Path
 
-from ..checkpoint import atomic as ckpt
-from .blobs import BlobError, BlobStoreBase
+from tempo_common.blobs import BlobError, BlobStoreBase
+from tempo_common.commit_records import COMMIT, download, sha256_of
 
-COMMIT = "COMMIT.json"
+from ..checkpoint import atomic as ckpt
+
 KINDS = ("checkpoints", "weights")
 _LOCATION = re.compile(r"^(?P<store>.+)/named/runs/(?P<run>[^/]+)/(?P<kind>checkpoints|weights)/step-(?P<step>\d{6,})$")
 
@@ -64,28 +65,6 @@ def store_and_key(text: str) -> tuple[str, str]:
     """(store URI, named key) of a stored step's location: what an engine pulls (tempo_engine/weights_from_store.py)."""
     store, run_id, kind, step = parse_location(text)
     return store, step_key(run_id, kind, step)
-
-
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def download(store: BlobStoreBase, record: dict, dest: Path, names: list[str]) -> None:
-    """The named files of a record into `dest`, each checked against the record's size and digest."""
-    for name in names:
-        file = dest / name
-        file.parent.mkdir(parents=True, exist_ok=True)
-        store.get_file(store.named_ref(f"{record['prefix']}/{name}"), file)
-        size, digest = record["files"][name], record.get("digests", {}).get(name)
-        if file.stat().st_size != size or (digest is not None and sha256_of(file) != digest):
-            raise ckpt.CheckpointCorrupt(
-                f"{store.uri}: {record['prefix']}/{name} does not match its commit record"
-                f" (size {file.stat().st_size}, recorded {size})"
-            )
 
 
 class StoredRun:

@@ -3,7 +3,7 @@ CPU, its own host), with no checkpoint file in between.
 
 The weights go in the names and layout of the model's checkpoint (`engine_tensors`: what the disk
 transport's reload reads), cast to the engines' dtype, packed in the model's order into buckets of
-`engines.ipc_bucket_mb` (tempo_engine/buckets.py). Two buffers take turns: the trainer packs bucket
+`engines.ipc_bucket_mb` (tempo_common/weight_buckets.py). Two buffers take turns: the trainer packs bucket
 k + 1 into one while the engines load bucket k from the other, and refills a buffer only once every
 engine has answered for it (an engine copies a bucket before it answers). On each engine:
 begin → a load per bucket → finish (tempo_engine/extension.py), through POST /collective_rpc, all
@@ -25,7 +25,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import torch
 
-from tempo_engine import buckets
+from tempo_common import weight_buckets
 from ..model.moe_layout import released_layout
 
 Tensors = Callable[[], Iterator[tuple[str, torch.Tensor]]]
@@ -49,7 +49,7 @@ def specs(model: torch.nn.Module, dtype: torch.dtype) -> list[tuple[str, str, tu
     """(name, dtype, shape) of engine_tensors without moving any data (a sharded parameter's shape is
     the whole tensor's)."""
     model_type = getattr(model.config, "model_type", None)
-    name = buckets.dtype_name(dtype)
+    name = weight_buckets.dtype_name(dtype)
     out = [
         (n, name, tuple(released_layout(n, torch.empty(p.shape, device="meta"), model_type).shape))
         for n, p in model.named_parameters()
@@ -63,10 +63,10 @@ def specs(model: torch.nn.Module, dtype: torch.dtype) -> list[tuple[str, str, tu
 class BucketPacker:
     """Fills buckets on one device, two buffers taking turns (CUDA), or a new /dev/shm file each (CPU)."""
 
-    def __init__(self, device: torch.device, plan: list[list[buckets.Entry]]):
+    def __init__(self, device: torch.device, plan: list[list[weight_buckets.Entry]]):
         self.device = device
         self.plan = plan
-        self.size = max(buckets.size_of(b) for b in plan)
+        self.size = max(weight_buckets.size_of(b) for b in plan)
         self._buffers: list[torch.Tensor] = []
         self._files: list[str] = []
 
@@ -74,16 +74,16 @@ class BucketPacker:
         """Bucket `index`, filled from `tensors` (the next ones in order); its description, without handles
         (`share` adds this rank's)."""
         entries = self.plan[index]
-        nbytes = buckets.size_of(entries)
+        nbytes = weight_buckets.size_of(entries)
         if self.device.type == "cuda":
             while len(self._buffers) < 2:
                 self._buffers.append(torch.empty(self.size, dtype=torch.uint8, device=self.device))
             buf, where = self._buffers[index % 2], {"kind": "cuda_ipc"}
         else:
-            path = buckets.shm_path(uuid.uuid4().hex)
-            buf, where = buckets.create_shm(path, nbytes), {"kind": "shm", "path": path}
+            path = weight_buckets.shm_path(uuid.uuid4().hex)
+            buf, where = weight_buckets.create_shm(path, nbytes), {"kind": "shm", "path": path}
             self._files.append(path)
-        for (name, dst), entry in zip(buckets.views(buf, entries), entries, strict=False):
+        for (name, dst), entry in zip(weight_buckets.views(buf, entries), entries, strict=False):
             got_name, src = next(tensors)
             if got_name != name or tuple(src.shape) != entry.shape:
                 raise RuntimeError(f"bucket {index}: expected {name} {entry.shape}, got {got_name} {tuple(src.shape)}")
@@ -95,7 +95,7 @@ class BucketPacker:
         """{GPU UUID: handle} of the buffer just packed (CUDA); {} on CPU."""
         if self.device.type != "cuda":
             return {}
-        return {buckets.gpu_uuid(self.device): buckets.share_cuda(self._current)}
+        return {weight_buckets.gpu_uuid(self.device): weight_buckets.share_cuda(self._current)}
 
     def close(self) -> None:
         """Frees the buffers (their memory goes back to the engines) and removes the files."""
@@ -112,8 +112,8 @@ class BucketPacker:
             torch.cuda.empty_cache()
 
 
-def bucket_plan(model: torch.nn.Module, dtype: torch.dtype, capacity_bytes: int) -> list[list[buckets.Entry]]:
-    return buckets.plan(specs(model, dtype), capacity_bytes)
+def bucket_plan(model: torch.nn.Module, dtype: torch.dtype, capacity_bytes: int) -> list[list[weight_buckets.Entry]]:
+    return weight_buckets.plan(specs(model, dtype), capacity_bytes)
 
 
 def packed_buckets(
@@ -208,7 +208,7 @@ class IpcLoader:
         except (
             RuntimeError,
             OSError,
-            buckets.BucketError,
+            weight_buckets.BucketError,
         ) as err:  # the trainer's side failed: no engine has the weights
             failed = {c.url: f"packing the weights failed: {err}" for c in active}
             active.clear()

@@ -28,7 +28,7 @@ import torch
 from temporalio import activity
 from temporalio.exceptions import ApplicationError, CancelledError
 
-from ..stores.blobs import (
+from tempo_common.blobs import (
     BlobError,
     BlobRootUnreachable,
     check_blob_store,

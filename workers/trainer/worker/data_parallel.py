@@ -30,13 +30,13 @@ from pathlib import Path
 from typing import TypeVar
 
 import torch
-from tempo_engine import buckets
+from tempo_common import weight_buckets
 
 from ..checkpoint import atomic as ckpt
 from ..step import replay
 from ..checkpoint import sharded as sharded_checkpoint
 from ..model import sharding
-from ..stores.blobs import open_blob_store
+from tempo_common.blobs import open_blob_store
 from ..contract import Sample, TrainStepInput, TrainStepOutput
 from .dp_group import DataParallelGroup, is_agreed, mark_agreed
 from ..model.policy import TrainSample, load_policy, micro_batches
@@ -177,7 +177,11 @@ class DataParallelTrainer(Trainer):
                 self.group.send(
                     (
                         "ipc_buckets",
-                        {"checkpoint": checkpoint, "dtype": buckets.dtype_name(dtype), "capacity": capacity_bytes},
+                        {
+                            "checkpoint": checkpoint,
+                            "dtype": weight_buckets.dtype_name(dtype),
+                            "capacity": capacity_bytes,
+                        },
                     )
                 )
                 return self._in_step(lambda: self.ipc_buckets(checkpoint, dtype, capacity_bytes, progress))
@@ -408,7 +412,7 @@ def follow(group: DataParallelGroup, trainer: DataParallelTrainer) -> None:
                 trainer.export_light_step(arg, NoProgress())
             elif op == "ipc_buckets":
                 sent = trainer.ipc_buckets(
-                    arg["checkpoint"], buckets.DTYPES[arg["dtype"]], arg["capacity"], NoProgress()
+                    arg["checkpoint"], weight_buckets.DTYPES[arg["dtype"]], arg["capacity"], NoProgress()
                 )
                 try:
                     for _ in sent.descs:

@@ -24,12 +24,12 @@ from typing import Any
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
-# Re-exported: the trainer's callers import the store's names from this one module.
-from .uri import BlobError as BlobError
-from .uri import BlobRootUnreachable as BlobRootUnreachable
-from .uri import canonical_blob_store_uri as canonical_blob_store_uri
-from .uri import check_blob_store as check_blob_store
-from .uri import parse_blob_store_uri
+# Re-exported: callers import the store's names from this one module.
+from .blob_uri import BlobError as BlobError
+from .blob_uri import BlobRootUnreachable as BlobRootUnreachable
+from .blob_uri import canonical_blob_store_uri as canonical_blob_store_uri
+from .blob_uri import check_blob_store as check_blob_store
+from .blob_uri import parse_blob_store_uri
 
 BLOB_PREFIX = "blob:"
 
