@@ -12,7 +12,7 @@ import { rolloutWorkerProcesses, type TempoConfig } from '../config/schema.js';
 import { parsePrometheus } from '../engine/metrics.js';
 import { REPO_ROOT } from '../base/paths.js';
 import { stateLayout } from '../stores/layout.js';
-import { connectClient } from '../lib/temporal.js';
+import { connectClient } from '../supervise/temporal.js';
 import {
   EPISODE_WORKFLOW_TYPE,
   WORKFLOW_TASK_TIMEOUT,

@@ -12,7 +12,7 @@ import { writeReport } from '../lib/report.js';
 import { startOrContinueRun } from '../client/run-client.js';
 import { serverStatus } from '../supervise/server.js';
 import { ensureStack, stopStarted, stopStartedOnSignal } from '../supervise/stack.js';
-import { connectClient } from '../lib/temporal.js';
+import { connectClient } from '../supervise/temporal.js';
 import { withWarmStart } from '../client/warm-start.js';
 import { readStepRecords } from '../activities/run.js';
 import { runDir } from '../stores/layout.js';

@@ -4,7 +4,7 @@ import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
 import { auditEpisode, listEpisodes, type EpisodeAudit } from '../client/audit.js';
 import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
-import { connectClient, temporalAddress } from '../lib/temporal.js';
+import { connectClient, temporalAddress } from '../supervise/temporal.js';
 import type { TempoConfig } from '../config/schema.js';
 import { serverStatus, startServer, stopServerIfUnused } from '../supervise/server.js';
 import { readStepRecords } from '../activities/run.js';

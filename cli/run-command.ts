@@ -14,7 +14,7 @@ import {
 import { StackProblem } from '../supervise/preflight.js';
 import { describeStarted, ensureStack, stopStarted, stopStartedOnSignal } from '../supervise/stack.js';
 import { watchStack } from '../supervise/watch.js';
-import { connectClient } from '../lib/temporal.js';
+import { connectClient } from '../supervise/temporal.js';
 import { checkRunId } from '../stores/layout.js';
 import { withWarmStart } from '../client/warm-start.js';
 import { type Ack, type RunProgress, type RunResult, logprobDiffWarning } from '../protocol/training-run.js';

@@ -7,7 +7,7 @@ import type { Command } from 'commander';
 import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { childLogger } from '../base/log.js';
 import { modelPath } from '../lib/run-plan.js';
-import { lazyClient, temporalAddress } from '../lib/temporal.js';
+import { lazyClient, temporalAddress } from '../supervise/temporal.js';
 import type { TempoConfig } from '../config/schema.js';
 import { serverStatus, startServer, stopServerIfUnused } from '../supervise/server.js';
 import { resolveUiHost, startUi } from '../ui/server.js';

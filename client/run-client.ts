@@ -4,7 +4,7 @@ import type { TempoConfig } from '../config/schema.js';
 import { portOpen } from '../supervise/process.js';
 import { initialRunState } from '../lib/run-plan.js';
 import { WORKFLOW_TASK_TIMEOUT } from '../protocol/episode.js';
-import { connectClient, temporalAddress } from '../lib/temporal.js';
+import { connectClient, temporalAddress } from '../supervise/temporal.js';
 import {
   pauseUpdate,
   progressQuery,

@@ -658,7 +658,7 @@ export function weightTransport(cfg: Pick<TempoConfig, 'engines'>): 'disk' | 'ip
 }
 
 /** Whether the Temporal connection uses TLS: when temporal.tls.enabled, and also (as every Temporal
- *  SDK connects, and lib/temporal.ts) when an API key or a client certificate is given, even with
+ *  SDK connects, and supervise/temporal.ts) when an API key or a client certificate is given, even with
  *  enabled false. `config check` notes the difference. */
 export function tlsInUse(t: Pick<TempoConfig['temporal'], 'api_key' | 'tls'>): boolean {
   return t.tls.enabled || t.api_key !== '' || t.tls.client_cert_path !== '' || t.tls.client_cert_data !== '';

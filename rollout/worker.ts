@@ -11,7 +11,7 @@ import type { InjectedSinks } from '@temporalio/worker';
 import { cachedWorkflowBundle } from './workflow-bundle.js';
 import { childLogger } from '../base/log.js';
 import { stateLayout } from '../stores/layout.js';
-import { connectClient, connectWorker } from '../lib/temporal.js';
+import { connectClient, connectWorker } from '../supervise/temporal.js';
 import { installTemporalRuntime } from './temporal-runtime.js';
 import { createActivities, rolloutDeps, type RolloutDeps } from '../activities/index.js';
 

@@ -17,7 +17,7 @@ import { releaseLookups, temporalForLookups } from '../cli/ui-command.js';
 import { loadConfig } from '../config/load.js';
 import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { modelPath } from '../lib/run-plan.js';
-import { temporalAddress } from '../lib/temporal.js';
+import { temporalAddress } from '../supervise/temporal.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../testing/chromium.js';
 import { startUi } from '../ui/server.js';
 import { TemporalGate } from '../ui/temporal-gate.js';

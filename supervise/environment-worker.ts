@@ -6,7 +6,7 @@ import path from 'node:path';
 import type { TempoConfig } from '../config/schema.js';
 import { PYTHON_ENVIRONMENTS } from '../lib/env/registry.js';
 import { cacheDir, envPythonBin, REPO_ROOT } from '../base/paths.js';
-import { temporalAddress } from '../lib/temporal.js';
+import { temporalAddress } from './temporal.js';
 import { trainerTemporalEnv } from './trainer-process.js';
 
 export function needsEnvironmentWorker(cfg: TempoConfig): boolean {

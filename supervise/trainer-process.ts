@@ -8,7 +8,7 @@ import type { TempoConfig } from '../config/schema.js';
 import { pythonBin, REPO_ROOT } from '../base/paths.js';
 import { stateLayout } from '../stores/layout.js';
 import { isAlive } from './process.js';
-import { temporalAddress } from '../lib/temporal.js';
+import { temporalAddress } from './temporal.js';
 import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
 import { RECORD_FILE, readBoundedText } from '../base/bounded-file.js';
 

@@ -10,7 +10,7 @@ import type { Client } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
 import { runHandle, runProgress } from '../client/run-client.js';
 import { openConfiguredBlobStore } from '../lib/blob-store-config.js';
-import { connectClient } from '../lib/temporal.js';
+import { connectClient } from '../supervise/temporal.js';
 import { episodeWorkflowId } from '../protocol/episode.js';
 import { type RunResult, trainingRunWorkflowId } from '../protocol/training-run.js';
 import { recordHistory, recordHistoryChain } from './history-fixtures.js';

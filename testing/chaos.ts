@@ -10,7 +10,7 @@ import type { Client } from '@temporalio/client';
 import { runHandle, runProgress, startOrContinueRun } from '../client/run-client.js';
 import { serverStatus, startServer } from '../supervise/server.js';
 import { seededRandom } from '../lib/prompt-order.js';
-import { connectClient } from '../lib/temporal.js';
+import { connectClient } from '../supervise/temporal.js';
 import { isAlive, portOpen, waitFor } from '../supervise/process.js';
 import type { RunProgress, RunResult } from '../protocol/training-run.js';
 import { type TestEngines, testEngines } from './engines.js';

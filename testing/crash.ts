@@ -3,7 +3,7 @@
 import path from 'node:path';
 import { runHandle } from '../client/run-client.js';
 import { serverStatus, startServer } from '../supervise/server.js';
-import { connectClient } from '../lib/temporal.js';
+import { connectClient } from '../supervise/temporal.js';
 import type { RunProgress, RunResult } from '../protocol/training-run.js';
 import { checkExactlyOnce, startRunFixture, startWhenReady, waitForProgress, type RunFixture } from './run.js';
 

@@ -17,7 +17,7 @@ import { LocalBlobStore } from '../stores/blobstore.js';
 import { Sample } from '../lib/contract.js';
 import { buildMessages } from '../lib/data/prompt.js';
 import { stateLayout } from '../stores/layout.js';
-import { connectClient } from '../lib/temporal.js';
+import { connectClient } from '../supervise/temporal.js';
 import { episode } from '../workflows/episode.js';
 import { episodeSettings, episodeWorkflowId, type EpisodeInput, type EpisodeSummary } from '../protocol/episode.js';
 import { startRolloutWorker, startTestServer, type RunningWorker, type TestServer } from './temporal.js';

@@ -10,7 +10,7 @@ import type { Client } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
 import { REPO_ROOT } from '../base/paths.js';
 import { runProgress, startOrContinueRun } from '../client/run-client.js';
-import { connectClient } from '../lib/temporal.js';
+import { connectClient } from '../supervise/temporal.js';
 import { waitFor } from '../supervise/process.js';
 import { activeTrainerPid, readyTrainerStandbys, trainerCommand } from '../supervise/trainer-process.js';
 import type { History } from '@temporalio/common/lib/proto-utils.js';

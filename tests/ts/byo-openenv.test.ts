@@ -16,7 +16,7 @@ import { Sample } from '../../lib/contract.js';
 import { envPythonBin, REPO_ROOT } from '../../base/paths.js';
 import { stateLayout } from '../../stores/layout.js';
 import { initialRunState } from '../../lib/run-plan.js';
-import { connectClient } from '../../lib/temporal.js';
+import { connectClient } from '../../supervise/temporal.js';
 import { withSets } from '../../config/load.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 import { freePort } from '../../supervise/process.js';

@@ -13,7 +13,7 @@ import { activityCalls, auditFromHistory } from '../../client/audit.js';
 import { Sample } from '../../lib/contract.js';
 import { REPO_ROOT } from '../../base/paths.js';
 import { stateLayout } from '../../stores/layout.js';
-import { connectClient } from '../../lib/temporal.js';
+import { connectClient } from '../../supervise/temporal.js';
 import { RolloutConfig } from '../../config/schema.js';
 import { getEnvironment } from '../../lib/env/registry.js';
 import { pythonEnvSettings } from '../../lib/run-plan.js';

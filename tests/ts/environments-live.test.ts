@@ -19,7 +19,7 @@ import { loadDataset } from '../../lib/data/load.js';
 import { getEnvironment } from '../../lib/env/registry.js';
 import { tinyModelDir } from '../../base/paths.js';
 import { stateLayout } from '../../stores/layout.js';
-import { connectClient } from '../../lib/temporal.js';
+import { connectClient } from '../../supervise/temporal.js';
 import { VllmClient } from '../../engine/index.js';
 import { episode } from '../../workflows/episode.js';
 import {

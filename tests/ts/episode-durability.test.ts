@@ -9,7 +9,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { activityCalls } from '../../client/audit.js';
 import { REPO_ROOT } from '../../base/paths.js';
-import { connectClient } from '../../lib/temporal.js';
+import { connectClient } from '../../supervise/temporal.js';
 import { RolloutConfig } from '../../config/schema.js';
 import { getEnvironment } from '../../lib/env/registry.js';
 import { episode } from '../../workflows/episode.js';

@@ -23,7 +23,7 @@ import { startEngines, stopEngines } from '../../supervise/engines.js';
 import { REPO_ROOT, tinyModelDir } from '../../base/paths.js';
 import { stateLayout } from '../../stores/layout.js';
 import { portOpen } from '../../supervise/process.js';
-import { connectClient } from '../../lib/temporal.js';
+import { connectClient } from '../../supervise/temporal.js';
 import { maskedSpans } from '../../lib/trajectory.js';
 import { episode } from '../../workflows/episode.js';
 import {

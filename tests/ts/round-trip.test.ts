@@ -2,7 +2,7 @@
 // Python activity (queue "trainer") on a real Temporal server, with both workers running.
 import assert from 'node:assert/strict';
 import { after, test } from 'node:test';
-import { connectClient } from '../../lib/temporal.js';
+import { connectClient } from '../../supervise/temporal.js';
 import { roundTrip } from '../../testing/workflows/round-trip.js';
 import { startRolloutWorker, startTestServer, startTrainerWorker, stopChild } from '../../testing/temporal.js';
 

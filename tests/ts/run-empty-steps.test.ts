@@ -14,7 +14,7 @@ import type { TrainStepInput } from '../../lib/contract.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 import { stateLayout } from '../../stores/layout.js';
 import { runHandle, startOrContinueRun } from '../../client/run-client.js';
-import { connectClient, connectWorker } from '../../lib/temporal.js';
+import { connectClient, connectWorker } from '../../supervise/temporal.js';
 import type { RunResult } from '../../protocol/training-run.js';
 import { EngineDouble, toolCall } from '../../testing/episode-engine-double.js';
 import { startRolloutWorker, startTestServer, type RunningWorker, type TestServer } from '../../testing/temporal.js';

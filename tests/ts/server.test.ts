@@ -7,7 +7,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { REPO_ROOT } from '../../base/paths.js';
 import { serverStatus, startServer } from '../../supervise/server.js';
-import { connectClient } from '../../lib/temporal.js';
+import { connectClient } from '../../supervise/temporal.js';
 import { waitForMarker } from '../../testing/workflows/wait-for-marker.js';
 import { startRolloutWorker, startTestServer } from '../../testing/temporal.js';
 

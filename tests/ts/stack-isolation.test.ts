@@ -11,7 +11,7 @@ import { configuredBlobStoreUri } from '../../lib/blob-store-config.js';
 import { stateLayout } from '../../stores/layout.js';
 import { initialRunState } from '../../lib/run-plan.js';
 import { startOrContinueRun } from '../../client/run-client.js';
-import { connectClient } from '../../lib/temporal.js';
+import { connectClient } from '../../supervise/temporal.js';
 import { roundTrip } from '../../testing/workflows/round-trip.js';
 import { TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId } from '../../protocol/training-run.js';
 import { removeTestState } from '../../testing/state.js';

@@ -15,7 +15,7 @@ import { after, before, test } from 'node:test';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { loadConfig } from '../../config/load.js';
 import { stateLayout } from '../../stores/layout.js';
-import { lazyClient } from '../../lib/temporal.js';
+import { lazyClient } from '../../supervise/temporal.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../../testing/chromium.js';
 import { decode } from '../../testing/episode-engine-double.js';

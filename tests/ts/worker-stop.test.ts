@@ -17,7 +17,7 @@ import { stateLayout } from '../../stores/layout.js';
 import { isAlive, waitFor } from '../../supervise/process.js';
 import { initialRunState } from '../../lib/run-plan.js';
 import { ensureStack, startWorker, stopWorkers, workerPid, workerStatuses } from '../../supervise/stack.js';
-import { connectClient } from '../../lib/temporal.js';
+import { connectClient } from '../../supervise/temporal.js';
 import { healthStub } from '../../testing/health-stub.js';
 import { pollerPids } from '../../testing/test-workflows.js';
 import { progressQuery, TRAINING_RUN_WORKFLOW_TYPE, trainingRunWorkflowId } from '../../protocol/training-run.js';
