@@ -2,7 +2,7 @@
 // step, summaries of episodes already run, the engine list, and the step record.
 import { promises as fs } from 'node:fs';
 import { Context } from '@temporalio/activity';
-import { WorkflowNotFoundError } from '@temporalio/common';
+import { ApplicationFailure, WorkflowNotFoundError } from '@temporalio/common';
 import path from 'node:path';
 import type { DatasetConfig, TempoConfig } from '../config/schema.js';
 import { writeFileAtomic, type BlobStore } from '../stores/blobstore.js';
@@ -55,13 +55,21 @@ export function runActivities(deps: { cfg: TempoConfig; store: BlobStore }) {
       run_id: string;
       dataset: DatasetConfig;
       environment?: string;
+      strata?: boolean;
     }): Promise<DatasetInfo> {
       const train = await loadDataset(input.dataset, 'train', store, input.environment);
+      // The config refuses stratified for such a dataset; a plan made otherwise fails here, not as shuffle.
+      if (input.strata && !train.strata)
+        throw ApplicationFailure.nonRetryable(
+          `rollout.prompt_order stratified: the dataset (dataset.kind ${input.dataset.kind}${input.dataset.synthetic_task ? `, synthetic_task ${input.dataset.synthetic_task}` : ''}) declares no strata`,
+          'DatasetError',
+        );
       for (const s of train.skipped) log.warn({ row: s.row, reason: s.reason }, 'dataset row skipped');
       const train_ref = await store.putJson(`runs/${input.run_id}/dataset-train.json`, train.rows);
       return {
         train_ref,
         train_size: train.rows.length,
+        ...(input.strata ? { train_strata: train.strata } : {}),
         ...(await snapshotEval(store, input.run_id, input.dataset, input.environment)),
       };
     },

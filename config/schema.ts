@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
-import { SYNTHETIC_TASKS } from '../lib/data/rows.js';
+import { SYNTHETIC_TASKS, strataRefusal } from '../lib/data/rows.js';
 import { DEFAULT_ENVIRONMENT, environmentNames, getEnvironment } from '../lib/env/registry.js';
 import { REWARD_MATCHES } from '../lib/math/options.js';
 import { BlobStoreUri } from '../stores/blobstore.js';
@@ -296,6 +296,10 @@ export const RolloutConfig = z
       })
       .default('auto'),
     seed: z.number().int().nonnegative().default(0),
+    /** The order prompts are drawn in, a new one each epoch from rollout.seed. shuffle: the train rows
+     *  shuffled. stratified: each stratum's rows dealt in turn, so every step draws each stratum
+     *  (angle_facts: each figure kind) about equally; only for datasets whose rows declare strata. */
+    prompt_order: z.enum(['shuffle', 'stratified']).default('shuffle'),
     /** exact (vime's math RM): equal values only; rounded: also a decimal that rounds the other side (docs/reward.md). */
     reward_match: z.enum(REWARD_MATCHES).default('exact'),
     /** Absolute: also accept |answer − label| ≤ this (vime's Geo3K RM); 0: off. */
@@ -480,6 +484,16 @@ export const TempoConfig = z
         path: ['dataset', 'synthetic_task'],
         message: `makes rows that environment ${env.name} (rollout.environment) cannot take; its tasks: ${env.syntheticTasks.join(', ')}`,
       });
+  })
+  .superRefine((c, ctx) => {
+    // An accepted key is honoured: a dataset without strata is refused here, not ordered as shuffle.
+    // It orders GRPO's prompts; SFT's records (sft.path) keep the shuffle, as SFT's batch is
+    // sft.batch_size, not rollout.prompts_per_step: the warm start's SFT config takes the demo's
+    // rollout keys whole (client/warm-start.ts).
+    if (c.rollout.prompt_order !== 'stratified' || c.algorithm === 'sft') return;
+    const env = environmentNames().includes(c.rollout.environment) ? getEnvironment(c.rollout.environment) : null;
+    const why = strataRefusal(c.dataset, c.dataset.synthetic_task ?? env?.syntheticTasks[0]);
+    if (why) ctx.addIssue({ code: 'custom', path: ['rollout', 'prompt_order'], message: why });
   })
   .refine((c) => c.rollout.environment !== 'verifiers' || c.python_env.id !== '', {
     path: ['python_env', 'id'],

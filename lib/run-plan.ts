@@ -53,6 +53,8 @@ export function initialRunState(cfg: TempoConfig, runId: string): RunState {
       lr_schedule: (sft ? cfg.sft : g).lr_schedule,
       lr_warmup_steps: sft ? 0 : g.lr_warmup_steps,
       steps: cfg.run.steps,
+      // Only when stratified: a shuffle plan is the one every earlier run recorded.
+      ...(!sft && r.prompt_order === 'stratified' ? { prompt_order: 'stratified' as const } : {}),
       prompts_per_step: sft ? cfg.sft.batch_size : r.prompts_per_step,
       n_samples_per_prompt: r.n_samples_per_prompt,
       concurrency: r.concurrency,

@@ -227,7 +227,13 @@ export interface SftBatchResult {
 export type SftDatasetInfo = DatasetInfo & { skipped: Array<{ row: number; reason: string }>; skipped_count: number };
 
 export interface RolloutActivities {
-  prepareDataset(input: { run_id: string; dataset: DatasetConfig; environment?: string }): Promise<DatasetInfo>;
+  /** strata: also each train row's stratum (train_strata), for prompt_order stratified. */
+  prepareDataset(input: {
+    run_id: string;
+    dataset: DatasetConfig;
+    environment?: string;
+    strata?: boolean;
+  }): Promise<DatasetInfo>;
   prepareSftDataset(input: {
     run_id: string;
     path: string;

@@ -60,6 +60,9 @@ export interface RunPlan {
   /** GRPO's linear warm-up (grpo.lr_warmup_steps; 0 for SFT). */
   lr_warmup_steps: number;
   steps: number;
+  /** rollout.prompt_order stratified: each step's prompts balanced over the dataset's strata (its
+   *  DatasetInfo.train_strata). Absent (shuffle, and plans before the key): the plain shuffle. */
+  prompt_order?: 'stratified';
   prompts_per_step: number;
   n_samples_per_prompt: number;
   concurrency: number;
@@ -117,6 +120,9 @@ export interface RolloutWindow {
 export interface DatasetInfo {
   train_ref: string;
   train_size: number;
+  /** One stratum a train row; present only when the plan asked for them (prompt_order stratified):
+   *  selectPrompts then deals the strata in turn. Absent: the plain shuffle. */
+  train_strata?: number[];
   eval_ref: string | null;
   eval_size: number;
 }

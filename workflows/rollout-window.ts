@@ -62,7 +62,8 @@ export class WindowRunner {
     const w = this.window;
     let next = w.batches.length ? w.batches[w.batches.length - 1]!.step + 1 : this.state.step;
     for (; next <= Math.min(lastStep, plan.steps - 1); next++) {
-      const pick = selectPrompts(this.state.dataset!.train_size, plan.seed, w.dispatched, plan.prompts_per_step);
+      const { train_size, train_strata } = this.state.dataset!;
+      const pick = selectPrompts(train_size, plan.seed, w.dispatched, plan.prompts_per_step, train_strata);
       const prompts = await this.acts.episodePrompts({
         dataset_ref: this.state.dataset!.train_ref,
         indices: pick.indices,

@@ -57,7 +57,7 @@ export class SyncRollout implements Rollout {
   async batch(): Promise<Rolled | null> {
     const { state, plan, progress } = this.run;
     const dataset = state.dataset!;
-    const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step);
+    const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step, dataset.train_strata);
     const prompts = await acts.episodePrompts({
       dataset_ref: dataset.train_ref,
       indices: pick.indices,

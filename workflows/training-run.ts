@@ -70,6 +70,8 @@ async function prepare(run: TrainingRun, trainer: TrainerActivities): Promise<vo
             run_id: state.run_id,
             dataset: plan.dataset,
             environment: plan.episode.environment,
+            // Asked for only when used: a shuffle run's activity input and result stay as recorded.
+            ...(plan.prompt_order === 'stratified' ? { strata: true } : {}),
           });
   }
   if (!state.engines_synced) {

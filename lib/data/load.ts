@@ -12,7 +12,15 @@ import type { Environment } from '../env/types.js';
 import { childLogger } from '../../base/log.js';
 import { fileKind } from '../../base/bounded-file.js';
 import { readJsonl, readParquet, type RawRecord } from './readers.js';
-import { DatasetError, RawRow, describeIssues, type LoadedDataset, type PromptRow, type SkippedRow } from './rows.js';
+import {
+  DatasetError,
+  RawRow,
+  STRATIFIED_TASKS,
+  describeIssues,
+  type LoadedDataset,
+  type PromptRow,
+  type SkippedRow,
+} from './rows.js';
 import { rasterize, syntheticProblems } from './synth.js';
 import { arithmeticProblems } from './synth-arithmetic.js';
 
@@ -142,7 +150,9 @@ async function loadSynthetic(
     // the same normalisation as a file on disk, so `data synth` + geo3k_dir gives identical blobs
     images: [await store.putBytes(await normalizeToPng(await rasterize(p.svg), limits, p.id), 'png')],
   }));
-  return { rows, skipped: [] };
+  // Kept beside the rows, not in them: the rows' snapshot (dataset-train.json) stays as it was.
+  const strata = STRATIFIED_TASKS.includes(task) ? problems.map((p) => p.stratum!) : undefined;
+  return { rows, skipped: [], ...(strata ? { strata } : {}) };
 }
 
 /** `environment`: rollout.environment, whose row schema and synthetic tasks the rows follow. */

@@ -16,6 +16,9 @@ export interface SkippedRow {
 export interface LoadedDataset {
   rows: PromptRow[];
   skipped: SkippedRow[];
+  /** One stratum a row, for the datasets that declare them (STRATIFIED_TASKS): what
+   *  rollout.prompt_order stratified balances each step over. */
+  strata?: number[];
 }
 
 export class DatasetError extends Error {
@@ -83,6 +86,21 @@ export const TextRow = z.looseObject(rowFields).transform((r, ctx): RawRow => {
 /** dataset.synthetic_task: the seeded generators of lib/data (each environment names the ones whose rows it takes). */
 export const SYNTHETIC_TASKS = ['measure', 'angle_facts', 'arithmetic', 'taskset'] as const;
 export type SyntheticTask = (typeof SYNTHETIC_TASKS)[number];
+
+/** The synthetic tasks whose rows declare a stratum (angle_facts: the figure's kind, six kinds of
+ *  unequal difficulty); every other dataset declares none. */
+export const STRATIFIED_TASKS: readonly SyntheticTask[] = ['angle_facts'];
+
+/** Why `rollout.prompt_order: stratified` cannot balance this dataset (it declares no strata), or null
+ *  when it can. `task`: dataset.synthetic_task, or the environment's first task when absent. */
+export function strataRefusal(dataset: { kind: string }, task: SyntheticTask | undefined): string | null {
+  if (dataset.kind === 'synthetic' && task !== undefined && STRATIFIED_TASKS.includes(task)) return null;
+  const what =
+    dataset.kind === 'synthetic'
+      ? `dataset.kind synthetic with synthetic_task ${task}`
+      : `dataset.kind ${dataset.kind}`;
+  return `stratified needs a dataset whose train rows declare a stratum (dataset.kind synthetic with synthetic_task ${STRATIFIED_TASKS.join(' or ')}: the figure kind), and ${what} declares none; use rollout.prompt_order shuffle`;
+}
 
 function valueAt(value: unknown, keys: PropertyKey[]): unknown {
   let v = value;

@@ -6,6 +6,9 @@ export interface SyntheticProblem {
   /** In the Geo3K label form: 5*sqrt(3), 25*pi, 60. */
   answer: string;
   svg: string;
+  /** angle_facts: the figure's kind (an index of synth-angles.ts's kinds), the row's stratum for
+   *  rollout.prompt_order stratified. Absent for the tasks whose rows have no strata. */
+  stratum?: number;
 }
 
 const W = 320;

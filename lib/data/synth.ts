@@ -119,7 +119,7 @@ export function syntheticProblems(n: number, seed: number, task: GeometryTask = 
   const kinds = task === 'angle_facts' ? angleKinds(n, int) : [];
   return Array.from({ length: n }, (_, i) => {
     const problem = task === 'angle_facts' ? angleProblem(kinds[i]!, int) : MAKERS[int(0, MAKERS.length - 1)]!(r, int);
-    return { id: `synth-${seed}-${i}`, ...problem };
+    return { id: `synth-${seed}-${i}`, ...problem, ...(task === 'angle_facts' ? { stratum: kinds[i]! } : {}) };
   });
 }
 
