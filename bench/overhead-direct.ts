@@ -15,7 +15,8 @@ import type {
   TrajectoryStep,
 } from '../protocol/activities.js';
 import { decode, EngineDouble, toolCall } from '../testing/episode-engine-double.js';
-import { episodeId, toolSummaryOf, turnSeed, type EpisodeInput, type EpisodeSummary } from '../protocol/episode.js';
+import { episodeId, toolSummaryOf, type EpisodeInput, type EpisodeSummary } from '../protocol/episode.js';
+import { turnRequest } from '../workflows/turn-request.js';
 
 /** Per activity type: calls and milliseconds inside the activity function. */
 export type ActivityTimes = Map<string, { n: number; ms: number }>;
@@ -88,22 +89,7 @@ export async function directEpisode(
       const gen: GenerateTurnResult = await call(
         'generateTurn',
         acts.generateTurn,
-        {
-          episode_id: id,
-          turn,
-          prompt_ref: prompt.prompt_ref,
-          trajectory_ref: traj?.trajectory_ref ?? null,
-          limits,
-          conventions: prompt.conventions,
-          sampling: {
-            max_tokens: maxTokens,
-            temperature: s.temperature,
-            top_p: s.top_p,
-            seed: turnSeed(s.seed, id, turn),
-            stop: s.stop,
-          },
-          expected_weight_version: input.weight_version,
-        },
+        turnRequest(input, id, turn, prompt, traj?.trajectory_ref ?? null, maxTokens),
         s.generate_timeout_s,
       );
       lastText = gen.text;

@@ -19,13 +19,13 @@ import {
   episodeId,
   episodeProgressQuery,
   toolSummaryOf,
-  turnSeed,
   type EpisodeInput,
   type EpisodeProgress,
   type EpisodeSummary,
 } from '../protocol/episode.js';
 import { playOpenEnvEpisode } from './openenv-episode.js';
 import { playPythonEpisode } from './python-episode.js';
+import { turnRequest } from './turn-request.js';
 
 const NON_RETRYABLE = [
   'ImagePlaceholderMismatch',
@@ -142,27 +142,9 @@ class Turns {
   private async turn(prompt: RenderPromptResult, turn: number, maxTurns: number, maxTokens: number): Promise<boolean> {
     const s = this.input.settings;
     Object.assign(this.progress, { phase: 'generate', turn });
-    const gen = await this.acts.generateTurn({
-      episode_id: this.id,
-      turn,
-      prompt_ref: prompt.prompt_ref,
-      trajectory_ref: this.trajectory?.trajectory_ref ?? null,
-      limits: { max_response_len: s.max_response_len, max_context_len: s.max_context_len },
-      conventions: prompt.conventions,
-      sampling: {
-        max_tokens: maxTokens,
-        temperature: s.temperature,
-        top_p: s.top_p,
-        seed: turnSeed(s.seed, this.id, turn),
-        stop: s.stop,
-      },
-      ...(s.max_staleness
-        ? {
-            min_weight_version: this.input.weight_version,
-            ...(s.sync_in_flight === 'abort' ? { regenerate_aborted: true } : {}),
-          }
-        : { expected_weight_version: this.input.weight_version }),
-    });
+    const gen = await this.acts.generateTurn(
+      turnRequest(this.input, this.id, turn, prompt, this.trajectory?.trajectory_ref ?? null, maxTokens),
+    );
     this.lastText = gen.text;
     // null: the engine reported no weight version; recorded as unknown, never assumed.
     this.recipe.push({

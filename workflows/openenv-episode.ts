@@ -20,8 +20,9 @@ import type {
   OpenEnvStepResult,
 } from '../protocol/activities.js';
 import type { ToolSpec } from '../engine/types.js';
-import { turnSeed, type EpisodeInput, type EpisodeProgress, type PythonEnvSettings } from '../protocol/episode.js';
+import type { EpisodeInput, EpisodeProgress, PythonEnvSettings } from '../protocol/episode.js';
 import { ENVIRONMENT_NON_RETRYABLE, taskIndexOf, type PythonActs, type PythonTurns } from './python-episode.js';
+import { turnRequest } from './turn-request.js';
 
 /** How long a step waits for the worker that holds its session to pick it up: past this, that
  *  worker is taken for gone and the step goes to the shared queue (a rebuild by replay). */
@@ -192,24 +193,9 @@ async function playTurns(
       return;
     }
     Object.assign(progress, { phase: 'generate', turn });
-    const gen = await acts.generateTurn({
-      episode_id: id,
-      turn,
-      prompt_ref: prompt.prompt_ref,
-      trajectory_ref: turns.trajectory?.trajectory_ref ?? null,
-      limits: { max_response_len: s.max_response_len, max_context_len: s.max_context_len },
-      conventions: prompt.conventions,
-      sampling: {
-        max_tokens: maxTokens,
-        temperature: s.temperature,
-        top_p: s.top_p,
-        seed: turnSeed(s.seed, id, turn),
-        stop: s.stop,
-      },
-      ...(s.max_staleness
-        ? { min_weight_version: input.weight_version }
-        : { expected_weight_version: input.weight_version }),
-    });
+    const gen = await acts.generateTurn(
+      turnRequest(input, id, turn, prompt, turns.trajectory?.trajectory_ref ?? null, maxTokens),
+    );
     turns.recipe.push({ engine: gen.engine, weight_version: gen.weight_version, finish_reason: gen.finish_reason });
     turns.trajectory = gen;
     turns.stop = gen.stop;

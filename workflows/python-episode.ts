@@ -21,13 +21,13 @@ import type {
 } from '../protocol/activities.js';
 import {
   modelCallUpdate,
-  turnSeed,
   type EpisodeInput,
   type EpisodeProgress,
   type ModelCallRequest,
   type ModelCallResult,
   type PythonEnvSettings,
 } from '../protocol/episode.js';
+import { turnRequest } from './turn-request.js';
 
 /** The environment worker's failures that a retry cannot fix (workers/environments/environments/errors.py). */
 export const ENVIRONMENT_NON_RETRYABLE = [
@@ -155,24 +155,9 @@ class ModelCalls {
     }
     Object.assign(this.progress, { phase: 'generate', turn });
     const before = t.responseLen;
-    const gen = await this.acts.generateTurn({
-      episode_id: this.id,
-      turn,
-      prompt_ref: t.prompt!.prompt_ref,
-      trajectory_ref: t.trajectory?.trajectory_ref ?? null,
-      limits: { max_response_len: s.max_response_len, max_context_len: s.max_context_len },
-      conventions: t.prompt!.conventions,
-      sampling: {
-        max_tokens: maxTokens,
-        temperature: s.temperature,
-        top_p: s.top_p,
-        seed: turnSeed(s.seed, this.id, turn),
-        stop: s.stop,
-      },
-      ...(s.max_staleness
-        ? { min_weight_version: this.input.weight_version }
-        : { expected_weight_version: this.input.weight_version }),
-    });
+    const gen = await this.acts.generateTurn(
+      turnRequest(this.input, this.id, turn, t.prompt!, t.trajectory?.trajectory_ref ?? null, maxTokens),
+    );
     t.recipe.push({ engine: gen.engine, weight_version: gen.weight_version, finish_reason: gen.finish_reason });
     t.trajectory = gen;
     // A turn cut short (length, the context) is still answered; the episode takes no call after it.
