@@ -27,7 +27,7 @@ import { withSets } from '../config/load.js';
 import { RolloutConfig } from '../config/schema.js';
 import { getEnvironment } from '../lib/env/registry.js';
 import { stateLayout } from '../stores/layout.js';
-import { initialRunState, pythonEnvSettings } from '../lib/run-plan.js';
+import { initialRunState, pythonEnvSettings } from '../config/run-plan.js';
 import { connectClient } from '../supervise/temporal.js';
 import { episodeSettings, episodeWorkflowId, type EpisodeInput, type EpisodeSettings } from '../protocol/episode.js';
 import { LocalBlobStore } from '../stores/blobstore.js';

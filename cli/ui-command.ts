@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import type { Command } from 'commander';
 import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
 import { childLogger } from '../base/log.js';
-import { modelPath } from '../lib/run-plan.js';
+import { modelPath } from '../config/run-plan.js';
 import { lazyClient, temporalAddress } from '../supervise/temporal.js';
 import type { TempoConfig } from '../config/schema.js';
 import { serverStatus, startServer, stopServerIfUnused } from '../supervise/server.js';

@@ -2,7 +2,7 @@
 import { ApplicationFailure, type Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import type { TempoConfig } from '../config/schema.js';
 import { portOpen } from '../supervise/process.js';
-import { initialRunState } from '../lib/run-plan.js';
+import { initialRunState } from '../config/run-plan.js';
 import { WORKFLOW_TASK_TIMEOUT } from '../protocol/episode.js';
 import { connectClient, temporalAddress } from '../supervise/temporal.js';
 import {

@@ -18,7 +18,7 @@ export const SampleRef = z.strictObject({
 });
 
 /** The trainer's hyper-parameters: the grpo keys it uses (config/grpo.ts TRAIN_HYPER_KEYS) and three
- *  keys of other sections, each declared once there with its default. lib/run-plan.ts sends every
+ *  keys of other sections, each declared once there with its default. config/run-plan.ts sends every
  *  field; the trainer's defaults (workers/trainer/hyper_defaults.json) are TrainHyper.parse({}),
  *  written by `node --import tsx config/hyper-defaults.ts` and checked by tests/ts/contract.test.ts. */
 export const TrainHyper = GrpoFields.pick(TRAIN_HYPER_KEYS)

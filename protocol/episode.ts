@@ -174,7 +174,7 @@ export function parseEpisodeId(id: string): {
 const GEO3K_STOP = { name: 'geo3k', stop: ['</tool_call>'] } as const;
 
 /**
- * Settings from the rollout config and its environment (lib/run-plan.ts passes the registered one:
+ * Settings from the rollout config and its environment (config/run-plan.ts passes the registered one:
  * this module is in the workflow bundle and does not load the registry). The one place that picks
  * defaults such as the stop string: the environment's in multi-turn mode, none in single-turn.
  */

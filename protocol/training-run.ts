@@ -36,7 +36,7 @@ export function logprobDiffWarning(step: number, m: Record<string, number>, boun
   );
 }
 
-/** Every field that lib/run-plan.ts always writes is required (each recorded plan of
+/** Every field that config/run-plan.ts always writes is required (each recorded plan of
  *  tests/fixtures/histories has them): a default of the workflow's own would shadow the config's. The
  *  optional ones exist only for some runs (sft_*: algorithm sft; colocated_sleep_level: engines.colocate). */
 export interface RunPlan {

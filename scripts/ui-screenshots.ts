@@ -2,12 +2,14 @@
 // its group's page, as `tempo-rl ui` serves them over the state dir (the embedded Temporal server
 // started for the histories if it is down, and stopped again if this started it), in Debian's chromium.
 //
-//   node --import tsx scripts/ui-screenshots.ts --run RUN [--episode ID] [--out docs/images] [-c CONFIG] [--set k=v]…
+//   node --import tsx scripts/ui-screenshots.ts --run RUN [--episode ID] [--compare RUN2]… [--out docs/images] [-c CONFIG] [--set k=v]…
 //
 // Without --episode it picks, over the run's steps, a group whose samples' rewards differ most and in
 // it the episode with the most turns (a wrong answer, the tool's feedback, another try), one that the
 // feedback put right first. The pages are
-// written as ui-episode.png and ui-group.png, cut to --max-height pixels and stored as palette PNGs.
+// written as ui-episode.png and ui-group.png, and the run's page (its eval before → after, its plots) as
+// ui-run.png; with --compare (one to three other runs), the runs list and the runs compared as
+// ui-runs.png and ui-compare.png. Each is cut to --max-height pixels and stored as a palette PNG.
 import { mkdirSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -16,7 +18,7 @@ import sharp from 'sharp';
 import { releaseLookups, temporalForLookups } from '../cli/ui-command.js';
 import { loadConfig } from '../config/load.js';
 import { closeBlobStore, openConfiguredBlobStore } from '../lib/blob-store-config.js';
-import { modelPath } from '../lib/run-plan.js';
+import { modelPath } from '../config/run-plan.js';
 import { temporalAddress } from '../supervise/temporal.js';
 import { CHROMIUM, CHROMIUM_ARGS } from '../testing/chromium.js';
 import { startUi } from '../ui/server.js';
@@ -27,6 +29,7 @@ const { values } = parseArgs({
   options: {
     run: { type: 'string' },
     episode: { type: 'string' },
+    compare: { type: 'string', multiple: true, default: [] },
     out: { type: 'string', default: 'docs/images' },
     config: { type: 'string', short: 'c' },
     set: { type: 'string', multiple: true, default: [] },
@@ -39,6 +42,12 @@ if (!values.run) {
   process.exit(2);
 }
 const runId = values.run;
+if (values.compare.length > 3) {
+  process.stderr.write(
+    `scripts/ui-screenshots.ts: --compare names ${values.compare.length} runs; the page compares 2–4\n`,
+  );
+  process.exit(2);
+}
 
 type Row = { episode_id: string; reward: number | null; turns: number | null };
 type StepView = { step: number; steps: number[]; groups: Array<{ prompt_index: number; rows: Row[] }> };
@@ -110,6 +119,18 @@ try {
   await page.goto(`${ui.url}#/step?run=${encodeURIComponent(runId)}&step=${step}&group=${prompt}`);
   await page.waitForSelector('main[data-ready="step"] .groups.focused', { timeout: 60_000 });
   await shoot(page, path.join(out, 'ui-group.png'), maxHeight);
+  await page.goto(`${ui.url}#/run?id=${encodeURIComponent(runId)}`);
+  await page.waitForSelector('main[data-ready="run"]', { timeout: 60_000 });
+  await shoot(page, path.join(out, 'ui-run.png'), maxHeight);
+  if (values.compare.length) {
+    await page.goto(`${ui.url}#/`);
+    await page.waitForSelector('main[data-ready="runs"]', { timeout: 60_000 });
+    await shoot(page, path.join(out, 'ui-runs.png'), maxHeight);
+    const runs = [runId, ...values.compare].map(encodeURIComponent).join(',');
+    await page.goto(`${ui.url}#/compare?runs=${runs}`);
+    await page.waitForSelector('main[data-ready="compare"]', { timeout: 60_000 });
+    await shoot(page, path.join(out, 'ui-compare.png'), maxHeight);
+  }
   process.stdout.write(`episode ${episode}\n`);
 } finally {
   await browser.close();

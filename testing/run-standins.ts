@@ -17,7 +17,7 @@ import { LocalBlobStore } from '../stores/blobstore.js';
 import type { SyncWeightsInput, SyncWeightsOutput, TrainStepInput, TrainStepOutput } from '../lib/contract.js';
 import { temporalBin } from '../base/paths.js';
 import { stateLayout } from '../stores/layout.js';
-import { initialRunState } from '../lib/run-plan.js';
+import { initialRunState } from '../config/run-plan.js';
 import { cachedWorkflowBundle } from '../rollout/workflow-bundle.js';
 import { installTemporalRuntime } from '../rollout/temporal-runtime.js';
 import { WORKFLOWS_PATH } from '../rollout/worker.js';

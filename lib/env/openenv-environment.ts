@@ -18,7 +18,7 @@ export const openenvEnvironment: Environment<NoState> = {
   description: 'an OpenEnv environment server (python_env.openenv): reset, then a step per model turn',
   rowSchema: TextRow,
   syntheticTasks: ['taskset'],
-  // Tool mode's stop string (after a call of the step tool); lib/run-plan.ts stops nowhere in text mode.
+  // Tool mode's stop string (after a call of the step tool); config/run-plan.ts stops nowhere in text mode.
   stop: ['</tool_call>'],
   prompt: (_row, { systemPrompt }) => ({
     messages: systemPrompt ? [{ role: 'system', content: systemPrompt }] : [],

@@ -18,7 +18,7 @@ import type { PromptRow } from '../../lib/data/rows.js';
 import { sftRecord } from '../../lib/data/sft.js';
 import { pythonBin, REPO_ROOT, tinyModelDir } from '../../base/paths.js';
 import { isAlive } from '../../supervise/process.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 import { parseCheckpointLocation, readCommitRecord } from '../../stores/checkpoint.js';
 import { S3ServerUnavailable, startS3Server, type S3Server } from '../../testing/s3-server.js';
 

@@ -3,7 +3,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
-import { initialRunState, pythonEnvSettings } from '../../lib/run-plan.js';
+import { initialRunState, pythonEnvSettings } from '../../config/run-plan.js';
 import { needsEnvironmentWorker, environmentWorkerCommand } from '../../supervise/environment-worker.js';
 
 const load = (...sets: string[]) => loadConfig({ env: {}, sets: ['state_dir=/tmp/tempo-rl-byo-config', ...sets] });

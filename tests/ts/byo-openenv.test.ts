@@ -15,7 +15,7 @@ import { activityCalls, auditFromHistory } from '../../client/audit.js';
 import { Sample } from '../../lib/contract.js';
 import { envPythonBin, REPO_ROOT } from '../../base/paths.js';
 import { stateLayout } from '../../stores/layout.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 import { connectClient } from '../../supervise/temporal.js';
 import { withSets } from '../../config/load.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';

@@ -16,7 +16,7 @@ import { stateLayout } from '../../stores/layout.js';
 import { connectClient } from '../../supervise/temporal.js';
 import { RolloutConfig } from '../../config/schema.js';
 import { getEnvironment } from '../../lib/env/registry.js';
-import { pythonEnvSettings } from '../../lib/run-plan.js';
+import { pythonEnvSettings } from '../../config/run-plan.js';
 import { withSets } from '../../config/load.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 import { episode } from '../../workflows/episode.js';

@@ -6,7 +6,7 @@ import path from 'node:path';
 import { test } from 'node:test';
 import { ConfigError, loadConfig, redact } from '../../config/load.js';
 import { rolloutWorkerProcesses } from '../../config/schema.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 import { REPO_ROOT } from '../../base/paths.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-config-'));

@@ -16,7 +16,7 @@ import {
   TrainStepOutput,
 } from '../../lib/contract.js';
 import { pythonBin, REPO_ROOT } from '../../base/paths.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 import type { RunPlan } from '../../protocol/training-run.js';
 
 function python(script: string, input: unknown): unknown {

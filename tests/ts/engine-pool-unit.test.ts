@@ -6,7 +6,7 @@ import path from 'node:path';
 import { describe, test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { engineArgs, engineEnv, gpusPerEngine } from '../../supervise/engines.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 import { EngineHttpError, EngineTimeoutError, EngineUnreachableError } from '../../engine/errors.js';
 import { HashRing } from '../../engine/hash-ring.js';
 import { engineMetricsFrom } from '../../engine/metrics.js';

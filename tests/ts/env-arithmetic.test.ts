@@ -15,7 +15,7 @@ import { arithmeticProblems } from '../../lib/data/synth-arithmetic.js';
 import { arithmeticStep, EnvInputError, getEnvironment } from '../../lib/env/index.js';
 import type { ArithmeticState } from '../../lib/env/arithmetic-environment.js';
 import { evaluate, formatValue } from '../../lib/env/calculator.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 
 const calc = (expression: string) =>
   `<tool_call>{"name": "calculator", "arguments": {"expression": ${JSON.stringify(expression)}}}</tool_call>`;

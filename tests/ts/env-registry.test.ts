@@ -10,7 +10,7 @@ import { RolloutConfig } from '../../config/schema.js';
 import { episodeEnvironment } from '../../client/audit.js';
 import { buildMessages } from '../../lib/data/prompt.js';
 import { environmentNames, getEnvironment } from '../../lib/env/index.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 import { episodeSettings } from '../../protocol/episode.js';
 import { HISTORY_FIXTURES, loadHistoryFixture } from '../../testing/history-fixtures.js';
 

@@ -12,7 +12,7 @@ import { DatasetConfig } from '../../config/schema.js';
 import { ANGLE_ANSWERS } from '../../lib/data/synth-angles.js';
 import { loadDataset, syntheticProblems } from '../../lib/data/index.js';
 import { epochPermutation, selectPrompts, stratifiedPermutation, type DataCursor } from '../../lib/prompt-order.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 import { REPO_ROOT } from '../../base/paths.js';
 import { LocalBlobStore } from '../../stores/blobstore.js';
 

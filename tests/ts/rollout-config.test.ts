@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { MAX_STEPS_PER_WORKFLOW_RUN, REMOVED_KEYS, RunConfig } from '../../config/schema.js';
 import { TrainHyper } from '../../lib/contract.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 
 test('top_p and reward_fn are not keys: each is refused with why', () => {
   for (const key of ['top_p', 'reward_fn'] as const) {

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import { loadConfig } from '../../config/load.js';
 import { epochPermutation, selectPrompts, type DataCursor } from '../../lib/prompt-order.js';
 import { TrainHyper } from '../../lib/contract.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 import { groupFilter, rolloutMetrics } from '../../workflows/rollout-metrics.js';
 import { scheduledLr } from '../../workflows/sft-metrics.js';
 import type { EpisodeSummary } from '../../protocol/episode.js';

@@ -9,7 +9,7 @@ import { loadConfig } from '../../config/load.js';
 import type { TempoConfig } from '../../config/schema.js';
 import { configuredBlobStoreUri } from '../../lib/blob-store-config.js';
 import { stateLayout } from '../../stores/layout.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 import { startOrContinueRun } from '../../client/run-client.js';
 import { connectClient } from '../../supervise/temporal.js';
 import { roundTrip } from '../../testing/workflows/round-trip.js';

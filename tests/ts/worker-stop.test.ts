@@ -15,7 +15,7 @@ import { detachedStart, recordDetachedStart } from '../../client/detached-run.js
 import { REPO_ROOT } from '../../base/paths.js';
 import { stateLayout } from '../../stores/layout.js';
 import { isAlive, waitFor } from '../../supervise/process.js';
-import { initialRunState } from '../../lib/run-plan.js';
+import { initialRunState } from '../../config/run-plan.js';
 import { ensureStack, startWorker, stopWorkers, workerPid, workerStatuses } from '../../supervise/stack.js';
 import { connectClient } from '../../supervise/temporal.js';
 import { healthStub } from '../../testing/health-stub.js';

@@ -1,11 +1,11 @@
 // From the config tree to the trainingRun workflow's initial state.
 import path from 'node:path';
-import { isMoeModel } from '../config/model-dir.js';
-import { TRAIN_HYPER_KEYS } from '../config/grpo.js';
-import { DEFAULT_SLEEP_LEVEL, type GrpoConfig, type TempoConfig, weightTransport } from '../config/schema.js';
-import type { TrainHyper } from './contract.js';
-import { getEnvironment } from './env/registry.js';
-import { configuredBlobStoreUri } from './blob-store-config.js';
+import { isMoeModel } from './model-dir.js';
+import { TRAIN_HYPER_KEYS } from './grpo.js';
+import { DEFAULT_SLEEP_LEVEL, type GrpoConfig, type TempoConfig, weightTransport } from './schema.js';
+import type { TrainHyper } from '../lib/contract.js';
+import { getEnvironment } from '../lib/env/registry.js';
+import { configuredBlobStoreUri } from '../lib/blob-store-config.js';
 import { tinyModelDir } from '../base/paths.js';
 import { checkRunId, stateLayout } from '../stores/layout.js';
 import { episodeSettings, type PythonEnvSettings } from '../protocol/episode.js';
