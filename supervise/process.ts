@@ -109,18 +109,46 @@ export async function freePort(): Promise<number> {
   return (await freePorts(1))[0]!;
 }
 
+/** Where the kernel takes the local ports of outgoing connections from (Linux; elsewhere 32768 and up
+ *  covers the usual ranges). */
+function ephemeralPortsFrom(): number {
+  try {
+    const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    if (Number.isInteger(low) && low > 0) return low;
+  } catch {
+    // no procfs: the default below
+  }
+  return 32768;
+}
+
+const TEST_PORTS_FROM = 10000;
+
+function listenOn(srv: net.Server, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => resolve(true));
+  });
+}
+
 /** `n` distinct free loopback ports, for tests: each stays bound until all are found (two ports asked
- *  for one after the other can be the same, the first freed before the second is bound). */
+ *  for one after the other can be the same, the first freed before the second is bound). They are drawn
+ *  below the kernel's ephemeral range: a server a test kills and starts again on its port must find it
+ *  free, and a port of that range can meanwhile become the local end of any outgoing connection. */
 export async function freePorts(n: number): Promise<number[]> {
+  const below = ephemeralPortsFrom();
+  const span = below - TEST_PORTS_FROM;
   const servers: net.Server[] = [];
   try {
     for (let i = 0; i < n; i++) {
-      const srv = net.createServer();
-      servers.push(srv);
-      await new Promise<void>((resolve, reject) => {
-        srv.once('error', reject);
-        srv.listen(0, '127.0.0.1', () => resolve());
-      });
+      let bound = false;
+      for (let attempt = 0; !bound && attempt < 200; attempt++) {
+        const srv = net.createServer();
+        // With no room below the range, the kernel's choice (port 0).
+        const port = span >= 1000 ? TEST_PORTS_FROM + Math.floor(Math.random() * span) : 0;
+        bound = await listenOn(srv, port);
+        if (bound) servers.push(srv);
+      }
+      if (!bound) throw new Error(`no free loopback port in ${TEST_PORTS_FROM}-${below - 1} after 200 tries`);
     }
     return servers.map((srv) => (srv.address() as net.AddressInfo).port);
   } finally {
