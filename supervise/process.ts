@@ -111,7 +111,7 @@ export async function freePort(): Promise<number> {
 
 /** Where the kernel takes the local ports of outgoing connections from (Linux; elsewhere 32768 and up
  *  covers the usual ranges). */
-function ephemeralPortsFrom(): number {
+export function ephemeralPortsFrom(): number {
   try {
     const low = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
     if (Number.isInteger(low) && low > 0) return low;

@@ -2,24 +2,15 @@
 // connection can take the port of a server a test kills and starts again (a restarted Temporal server
 // once found its port held as the local end of another process's connection).
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { test } from 'node:test';
-import { freePorts } from '../../supervise/process.js';
-
-function ephemeralLow(): number {
-  try {
-    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
-  } catch {
-    return 32768;
-  }
-}
+import { ephemeralPortsFrom, freePorts } from '../../supervise/process.js';
 
 test('freePorts: distinct ports below the ephemeral range, each free to listen on', async () => {
   const ports = await freePorts(8);
   assert.equal(new Set(ports).size, 8, `distinct: ${ports}`);
   for (const port of ports) {
-    assert.ok(port >= 10000 && port < ephemeralLow(), `${port} lies in 10000–${ephemeralLow() - 1}`);
+    assert.ok(port >= 10000 && port < ephemeralPortsFrom(), `${port} lies in 10000–${ephemeralPortsFrom() - 1}`);
     const srv = net.createServer();
     await new Promise<void>((resolve, reject) => {
       srv.once('error', reject);
