@@ -8,7 +8,7 @@
 # generators/shaped_model.py).
 #
 #   bench/gpu-trainer.sh OUTDIR [RUN ...]   runs, in order: main parity base64 pressure visionfull mb16k eager
-#                                           syncs autograd
+#                                           syncs autograd determ
 #
 #   main        256 samples a step for 3 steps, then 512 (AdamW's state there from step 1 on): the peak
 #               memory per step against the sample count, steady-state tokens/s and MFU with each
@@ -21,6 +21,7 @@
 #   eager       the same, decoder layers and LM head not compiled
 #   syncs       the same, inputs copied to the GPU as .to() does (a host wait each)
 #   autograd    the same, the LM head through log_softmax and autograd
+#   determ      the same, each step as run.deterministic trains it (deterministic algorithms, seeded)
 #
 # PYTHON (default python3) runs them; PEAK (default h100) names the GPU whose dense bf16 peak MFU is of.
 # DRY=1: the same runs on the CPU with the tiny model ($TEMPO_RL_TINY_MODEL) and 1/64 of the samples,
@@ -30,7 +31,7 @@ cd "$(dirname "$0")/.."
 OUT=$(mkdir -p "${1:?usage: bench/gpu-trainer.sh OUTDIR [RUN ...]}" && cd "$1" && pwd)
 shift
 RUNS=("$@")
-[ ${#RUNS[@]} -gt 0 ] || RUNS=(main parity base64 pressure visionfull mb16k eager syncs autograd)
+[ ${#RUNS[@]} -gt 0 ] || RUNS=(main parity base64 pressure visionfull mb16k eager syncs autograd determ)
 PY=${PYTHON:-python3}
 PEAK=${PEAK:-h100}
 # Compiled kernels cached for the runs after the first (they compile the same layers).
@@ -80,6 +81,7 @@ mb16k() { small mb16k --micro-batch-tokens 16384; }
 pressure() { small pressure --reserve-gib 24 --expandable off; }
 autograd() { small autograd --lm-head autograd; }
 syncs() { small syncs --pinned-copies off; }
+determ() { small determ --deterministic; }
 
 for run in "${RUNS[@]}"; do
   t0=$(date +%s)

@@ -189,6 +189,7 @@ def parser() -> argparse.ArgumentParser:
         "--pinned-copies", choices=["on", "off"], default="on", help="inputs to the GPU without a host wait"
     )
     vlm.add_argument("--expandable", choices=["on", "off"], default="on", help="expandable segments while training")
+    vlm.add_argument("--deterministic", action="store_true", help="each step as run.deterministic trains it")
     vlm.add_argument("--reserve-gib", type=float, default=0.0, help="GPU memory held throughout (an engine's share)")
     vlm.add_argument("--trace-memory", action="store_true", help="the live tensor bytes of each step (slow; CPU too)")
     vlm.add_argument("--time-budget", type=float, default=0.0, help="stop after the step that passes these seconds")

@@ -69,6 +69,7 @@ def _step_input(args, work: Path, base: Path, refs: list[dict], step: int, hyper
         keep_checkpoints=1,  # a 2B full checkpoint is ~25 GB
         checkpoint_interval=args.checkpoint_interval if args.checkpoint != "none" else 10**9,
         full_checkpoint=last and args.checkpoint != "none" and args.last_step_full,
+        deterministic=args.deterministic,
     )
 
 
@@ -183,6 +184,8 @@ def run_product(args) -> dict:
     os.environ["TEMPO_RL_EXPANDABLE_SEGMENTS"] = "1" if args.expandable == "on" else "0"
     os.environ["TEMPO_RL_VISION_CHECKPOINT"] = "1" if args.vision_checkpoint == "on" else "0"
     os.environ["TEMPO_RL_PINNED_COPIES"] = "1" if args.pinned_copies == "on" else "0"
+    if args.deterministic:  # as every trainer of a deterministic run starts (supervise/trainer-process.ts)
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     work = Path(args.work or tempfile.mkdtemp(prefix="tempo-rl-bench-trainer-"))
     reserved = (
         torch.empty(int(args.reserve_gib * 2**30), dtype=torch.uint8, device=device)

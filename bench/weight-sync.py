@@ -2,7 +2,7 @@
 weights arrived: the engine's logprobs of its own samples against the trainer's, before and after.
 
     $TEMPO_RL_PYTHON bench/weight-sync.py --engine URL --model DIR [--transport ipc|disk] [--rounds 3]
-        [--bucket-mb 1024] [--dtype bfloat16] [--device cuda] [--sleep-level 1|2] [--json]
+        [--bucket-mb 1024] [--dtype bfloat16] [--device cuda] [--sleep-level 1|2] [--load-mode direct] [--json]
 
 The trainer's model (DIR, fp32 master weights on --device) is perturbed once, so that the engine serves
 other weights until a sync lands. Each round syncs it (version 1, 2, …) the way the sync_weights
@@ -10,7 +10,13 @@ activity does: ipc — buckets through CUDA IPC (/dev/shm on CPU); disk — the 
 first (not timed in s/GB, reported apart), then reloaded by the engine. With --sleep-level the engine
 (started with --enable-sleep-mode) is put to sleep before each round and woken inside the sync, as a
 colocated engine is: sleep and wake seconds are reported too. Then one text prompt is sampled and its
-tokens scored by the trainer (bf16 autocast when --dtype bfloat16, as a train step computes)."""
+tokens scored by the trainer (bf16 autocast when --dtype bfloat16, as a train step computes).
+
+Each round's row holds where an ipc load went (the trainer's view: `begin_seconds`, `transfer_seconds`,
+`finish_seconds`; the engine's: `engine_*_seconds`, docs/CONTRACTS.md). --load-mode direct: the engine
+copies each weight into its parameter without vLLM's layer-wise reprocessing (unquantized GPU weights
+only; an experiment the product does not use): the logprob gap after the last round says whether the
+weights arrived whole."""
 
 from __future__ import annotations
 
@@ -84,7 +90,7 @@ def one_round(args, model, version: int, scratch: Path) -> dict:
         wake_engines=bool(args.sleep_level),
     )
     if args.transport == "ipc":
-        loader = IpcLoader(model, getattr(torch, args.dtype), args.bucket_mb * 2**20)
+        loader = IpcLoader(model, getattr(torch, args.dtype), args.bucket_mb * 2**20, mode=args.load_mode)
     else:
         t0 = time.perf_counter()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -106,6 +112,7 @@ def main() -> None:
     p.add_argument("--transport", choices=["ipc", "disk"], default="ipc")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--bucket-mb", type=int, default=1024)
+    p.add_argument("--load-mode", choices=["layerwise", "direct"], default="layerwise")
     p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--sleep-level", type=int, choices=[1, 2], default=None)
@@ -134,6 +141,7 @@ def main() -> None:
         "transport": args.transport,
         "dtype": args.dtype,
         "bucket_mb": args.bucket_mb,
+        "load_mode": args.load_mode,
         "parameters": weights,
         "gb": gb,
         "rounds": rows,
@@ -145,7 +153,16 @@ def main() -> None:
         print(json.dumps(result))
         return
     for r in rows:
-        extra = "".join(f", {k} {r[k]:.3f} s" for k in ("sleep_seconds", "wake_seconds", "write_seconds") if k in r)
+        parts = (
+            "sleep_seconds",
+            "wake_seconds",
+            "write_seconds",
+            "begin_seconds",
+            "transfer_seconds",
+            "finish_seconds",
+        )
+        parts += tuple(sorted(k for k in r if k.startswith("engine_")))
+        extra = "".join(f", {k} {r[k]:.3f} s" for k in parts if k in r)
         print(
             f"v{r['version']}: {r['seconds']:.3f} s pause→resume ({r['seconds'] / gb:.3f} s/GB), load {r['load_seconds']:.3f} s{extra}"
         )

@@ -4,7 +4,7 @@
 # the benches' JSON and the runs' metrics go to OUTDIR; a line per phase says how it ended.
 #
 #   scripts/gpu-check.sh OUTDIR [PHASE ...]
-#   phases, in order: models engines tests bench rollout train certify trainer stop
+#   phases, in order: models engines tests bench price rollout train certify trainer stop
 #
 # OUTDIR (made if missing; a relative one is relative to where the script is started) and the phase
 # names are checked before anything runs; every phase runs even if one fails, and the exit status is 1
@@ -20,8 +20,11 @@
 #   w   the warm-started tiny policy ($TEMPO_RL_WARM_START; else the tiny model), auto      port 8160
 #   we  the same, eager                                                                    port 8165
 #   m   the tiny MoE, returning routed experts                                             port 8170
+#   d   the tiny model as run.deterministic starts it (batch-invariant, eager)               port 8155
 # Phases: tests (GPU tests against t, w, m), bench (parity on p/e/w/we, weight sync on p and w, R3 on
-# m: each where its engine answers), rollout (bench/gpu-rollout.sh on p: the plain loop against the
+# m: each where its engine answers; the ipc load's parts, and the same load without vLLM's layer-wise
+# reprocessing: --load-mode direct), price (the engine's price of run.deterministic: bench/engine.ts's
+# plain loop on t's first engine against d), rollout (bench/gpu-rollout.sh on p: the plain loop against the
 # workflow path, the control plane at 512 in flight (GPU_ROLLOUT_STEPS picks steps); and the plain loop
 # against the workflow path, single-turn at 64 in flight, on e), train (the 2B
 # config on one GPU, adopting p, at each of PRODUCT_RUNS: "episodes:steps", default "64:3 256:5"),
@@ -32,7 +35,7 @@
 # Geo3K rows come from $TEMPO_RL_GEO3K_DIR (default ../shared/data/geo3k).
 [ -n "${BASH_VERSION:-}" ] || { echo "scripts/gpu-check.sh: run it with bash (it is not sh)" >&2; exit 2; }
 set -uo pipefail
-ALL_PHASES=(models engines tests bench rollout train certify trainer stop)
+ALL_PHASES=(models engines tests bench price rollout train certify trainer stop)
 usage() {
   echo "usage: scripts/gpu-check.sh OUTDIR [PHASE ...]   (phases, in order: ${ALL_PHASES[*]})" >&2
   [ -z "${1:-}" ] || echo "gpu-check: $1" >&2
@@ -85,7 +88,7 @@ product_sets() {  # EPISODES STEPS
     --set rollout.n_samples_per_prompt=8 --set "rollout.concurrency=$1" --set "run.steps=$2" --set run.eval_interval=0 \
     --set grpo.micro_batch_tokens=8192
 }
-ENGINES=(${GPU_CHECK_ENGINES:-p e t w we m})
+ENGINES=(${GPU_CHECK_ENGINES:-p e t w we m d})
 wants() { [[ " ${ENGINES[*]} " == *" $1 "* ]]; }
 answers() { curl -sf -o /dev/null -m 5 "http://127.0.0.1:$1/health"; }
 
@@ -107,6 +110,7 @@ engines() {
     --set "$(kv 2147483648)" &
   wants m && start_engine m "${GPU[@]}" --set "model.path=$MOE" --set rollout.routing_replay=true --set engines.base_port=8170 \
     --set engines.max_model_len=1024 --set rollout.max_context_len=1024 --set rollout.max_response_len=256 --set "$(kv 2147483648)" &
+  wants d && start_engine d "${GPU[@]}" --set run.deterministic=true --set engines.base_port=8155 --set "$(kv 2147483648)" &
   local failed=0
   for job in $(jobs -p); do wait "$job" || failed=1; done
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv > "$OUT/engines-memory.csv" 2>&1
@@ -153,12 +157,24 @@ bench() {
     run sync-2b-ipc-awake bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED"
     run sync-2b-ipc bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2
     run sync-2b-ipc-awake-4gb bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --bucket-mb 4096
+    run sync-2b-ipc-awake-direct bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --load-mode direct
   fi
   answers 8160 && run sync-tiny-ipc bench/weight-sync.py --engine http://127.0.0.1:8160 --model "$WARM" --sleep-level 2
   if answers 8170; then
     run r3-updates bench/moe-routing-replay.py --engine http://127.0.0.1:8170 --model "$MOE" --device cuda --compute-dtype bfloat16 --steps 4
     run r3-router bench/moe-routing-replay.py --engine http://127.0.0.1:8170 --model "$MOE" --device cuda --compute-dtype bfloat16 --steps 4 --drift router --noise 0.05
   fi
+  return $rc
+}
+
+price() {
+  local rc=0 name port
+  for name in usual:8150 deterministic:8155; do
+    port=${name#*:} name=${name%%:*}
+    answers "$port" || { say "price: the $name engine ($port) does not answer"; rc=1; continue; }
+    timeout 300 node --import tsx bench/engine.ts --urls "http://127.0.0.1:$port" --part 1 --concurrency 64 \
+      --requests 512 --max-tokens 256 --json > "$OUT/price-$name.json" 2> "$OUT/price-$name.log" || rc=1
+  done
   return $rc
 }
 
@@ -176,7 +192,7 @@ rollout() {
 
 train() {
   need_models || return 1
-  for name in e t w we m; do bin/tempo-rl --set "state_dir=$STATE/$name" engine stop >/dev/null 2>&1; done
+  for name in e t w we m d; do bin/tempo-rl --set "state_dir=$STATE/$name" engine stop >/dev/null 2>&1; done
   local rc=0 run episodes steps
   for run in ${PRODUCT_RUNS:-64:3 256:5}; do
     episodes=${run%%:*} steps=${run##*:}
@@ -205,7 +221,7 @@ trainer() {
 }
 
 stop() {
-  for name in p e t w we m; do bin/tempo-rl --set "state_dir=$STATE/$name" engine stop >/dev/null 2>&1; done
+  for name in p e t w we m d; do bin/tempo-rl --set "state_dir=$STATE/$name" engine stop >/dev/null 2>&1; done
   return 0
 }
 

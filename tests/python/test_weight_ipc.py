@@ -180,6 +180,10 @@ def test_weights_in_buckets_become_the_engines_and_carry_their_version(target, t
     assert out.engines[0].ok, out.engines[0].error
     assert EngineClient(url).weight_version() == "1"
     assert out.timings["buckets"] > 1 and out.timings["transfer_bytes"] > 0, out.timings
+    # where the load went, as the engine saw it: every bucket's loaders, within the trainer's wait
+    parts = out.timings["engine_open_seconds"] + out.timings["engine_load_seconds"] + out.timings["engine_sync_seconds"]
+    assert 0 < out.timings["engine_load_seconds"] and parts <= out.timings["transfer_seconds"], out.timings
+    assert 0 <= out.timings["engine_finish_seconds"] <= out.timings["finish_seconds"], out.timings
     assert gap(url, trainer_model, dtype) < tol
 
 

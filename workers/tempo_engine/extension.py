@@ -31,6 +31,7 @@ class TempoRlWorker:
     """Mixed into vLLM's Worker: `self.model_runner` and `self.device` are the worker's."""
 
     _tempo_rl_updating = False
+    _tempo_rl_mode = "layerwise"
 
     def _tempo_rl_model(self) -> torch.nn.Module:
         return self.model_runner.get_model()
@@ -51,29 +52,59 @@ class TempoRlWorker:
         device = self._tempo_rl_device()
         return str(torch.cuda.get_device_properties(device).uuid) if device.type == "cuda" else None
 
-    def tempo_rl_begin_update(self) -> None:
+    def tempo_rl_begin_update(self, mode: str = "layerwise") -> dict:
+        """`mode`: "layerwise" (what syncs use) or "direct", each weight copied into the engine's own
+        parameter by its loader with no reprocessing: right only for layers whose loaded form is their
+        checkpoint form (unquantized weights on a GPU); bench/weight-sync.py --load-mode measures it.
+        Returns {"begin_seconds"} (the route passes a dict as it is, and a number as a string)."""
         from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
 
+        t0 = time.perf_counter()
+        if mode not in ("layerwise", "direct"):
+            raise ValueError(f"update mode {mode!r}: layerwise or direct")
         if self._tempo_rl_updating:
             self.tempo_rl_finish_update()
-        initialize_layerwise_reload(self._tempo_rl_model())
+        if mode == "layerwise":
+            initialize_layerwise_reload(self._tempo_rl_model())
+        self._tempo_rl_mode = mode
         self._tempo_rl_updating = True
+        return {"begin_seconds": time.perf_counter() - t0}
 
     def tempo_rl_load_bucket(self, bucket: str) -> dict:
-        """Loads one bucket (its JSON description); returns {"bytes", "tensors", "seconds"}."""
+        """Loads one bucket (its JSON description); returns {"bytes", "tensors", "seconds"} and the
+        seconds' parts (`open_seconds`, `load_seconds`, `sync_seconds`)."""
         if not self._tempo_rl_updating:
             raise RuntimeError("tempo_rl_load_bucket without tempo_rl_begin_update")
         t0 = time.perf_counter()
         desc = json.loads(bucket)
         entries = entries_of(desc)
         buf = open_bucket(desc, self._tempo_rl_device())
+        t1 = time.perf_counter()
         self._tempo_rl_model().load_weights(views(buf, entries))
+        t2 = time.perf_counter()
         if buf.is_cuda:
             torch.cuda.synchronize(buf.device)  # the trainer refills its buffer once this returns
-        return {"bytes": int(desc["nbytes"]), "tensors": len(entries), "seconds": time.perf_counter() - t0}
+        t3 = time.perf_counter()
+        # open: the mapping and its private copy (on a GPU, queued work: mostly waits in the sync);
+        # load: vLLM's loaders on the host; sync: the GPU catching up with both
+        return {
+            "bytes": int(desc["nbytes"]),
+            "tensors": len(entries),
+            "seconds": t3 - t0,
+            "open_seconds": t1 - t0,
+            "load_seconds": t2 - t1,
+            "sync_seconds": t3 - t2,
+        }
 
-    def tempo_rl_finish_update(self) -> None:
+    def tempo_rl_finish_update(self) -> dict:
+        """Returns {"finish_seconds"} (the layer-wise reload's last layers are reprocessed here)."""
         from vllm.model_executor.model_loader.reload import finalize_layerwise_reload
 
+        t0 = time.perf_counter()
         self._tempo_rl_updating = False
-        finalize_layerwise_reload(self._tempo_rl_model(), self.model_runner.model_config)
+        if self._tempo_rl_mode == "layerwise":
+            finalize_layerwise_reload(self._tempo_rl_model(), self.model_runner.model_config)
+        device = self._tempo_rl_device()
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        return {"finish_seconds": time.perf_counter() - t0}

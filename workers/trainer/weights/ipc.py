@@ -16,8 +16,10 @@ with one handle per GPU: each engine opens its own GPU's (worker/data_parallel.p
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
@@ -178,25 +180,67 @@ class Buckets:
         return cls(packed_buckets(packer, engine_tensors(model)), packer)
 
 
+class EnginePhases:
+    """Where the engines' side of a sync went: for each call to the engines, the slowest worker's
+    seconds of each phase its answer names, summed over the calls (`engine_<phase>_seconds`)."""
+
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._calls: dict[str, dict[str, float]] = {}
+
+    def add(self, call: str, answers: list) -> None:
+        """`answers`: the workers' results of one call (dicts with `<phase>_seconds` entries; anything
+        else, such as an older engine's None, is passed over)."""
+        for answer in answers:
+            if not isinstance(answer, dict):
+                continue
+            for key, value in answer.items():
+                if key.endswith("_seconds") and isinstance(value, (int, float)):
+                    with self._lock:
+                        slot = self._calls.setdefault(call, {})
+                        slot[key] = max(slot.get(key, 0.0), float(value))
+
+    def totals(self) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for phases in self._calls.values():
+            for key, value in phases.items():
+                out[f"engine_{key}"] = out.get(f"engine_{key}", 0.0) + value
+        return out
+
+
 class IpcLoader:
     """The ipc transport's load phase (sync.Loader): begin on every engine, the buckets in turn to
     the engines still in the update, finish on those. `source`: a model, or a callable that opens the
-    Buckets itself (data parallel: every rank packs)."""
+    Buckets itself (data parallel: every rank packs). `mode`: the engines' update mode
+    (tempo_engine/extension.py; "direct" only from bench/weight-sync.py)."""
 
-    def __init__(self, source: torch.nn.Module | Callable[[], Buckets], dtype: torch.dtype, capacity_bytes: int):
+    def __init__(
+        self,
+        source: torch.nn.Module | Callable[[], Buckets],
+        dtype: torch.dtype,
+        capacity_bytes: int,
+        mode: str = "layerwise",
+    ):
         self.open = (
             source if not isinstance(source, torch.nn.Module) else (lambda: Buckets.of(source, dtype, capacity_bytes))
         )
+        self.mode = mode
         self.stats: dict[str, float] = {}
 
     def load(self, clients, heartbeat: Callable[[dict], None]) -> dict[str, str]:
         from .sync import each
 
-        errors = each(clients, lambda c: c.rpc("tempo_rl_begin_update"))
+        phases = EnginePhases()
+        begin_kwargs = {} if self.mode == "layerwise" else {"mode": self.mode}
+        t0 = time.perf_counter()
+        errors = each(clients, lambda c: phases.add("begin", c.rpc("tempo_rl_begin_update", **begin_kwargs)))
+        begin_seconds = time.perf_counter() - t0
         active = [c for c in clients if c.url not in errors]
+        posted = itertools.count()
 
         def post(bucket: str) -> dict[str, str]:
-            failed = each(list(active), lambda c: c.rpc("tempo_rl_load_bucket", bucket=bucket))
+            call = f"bucket{next(posted)}"
+            failed = each(list(active), lambda c: phases.add(call, c.rpc("tempo_rl_load_bucket", bucket=bucket)))
             active[:] = [c for c in active if c.url not in failed]
             return failed
 
@@ -216,10 +260,14 @@ class IpcLoader:
             if opened is not None:
                 opened.packer.close()
         errors |= failed
-        errors |= each(active, lambda c: c.rpc("tempo_rl_finish_update"))
+        t1 = time.perf_counter()
+        errors |= each(active, lambda c: phases.add("finish", c.rpc("tempo_rl_finish_update")))
         self.stats = {
             "transfer_bytes": float(sent),
             "transfer_seconds": seconds,
             "buckets": float(len(opened.packer.plan)) if opened is not None else 0.0,
+            "begin_seconds": begin_seconds,
+            "finish_seconds": time.perf_counter() - t1,
+            **phases.totals(),
         }
         return errors
