@@ -2,7 +2,7 @@
 weights arrived: the engine's logprobs of its own samples against the trainer's, before and after.
 
     $TEMPO_RL_PYTHON bench/weight-sync.py --engine URL --model DIR [--transport ipc|disk] [--rounds 3]
-        [--bucket-mb 1024] [--dtype bfloat16] [--device cuda] [--sleep-level 1|2] [--load-mode direct] [--json]
+        [--bucket-mb 1024] [--dtype bfloat16] [--device cuda] [--sleep-level 1|2] [--load-mode auto|layerwise|direct] [--json]
 
 The trainer's model (DIR, fp32 master weights on --device) is perturbed once, so that the engine serves
 other weights until a sync lands. Each round syncs it (version 1, 2, …) the way the sync_weights
@@ -13,10 +13,10 @@ colocated engine is: sleep and wake seconds are reported too. Then one text prom
 tokens scored by the trainer (bf16 autocast when --dtype bfloat16, as a train step computes).
 
 Each round's row holds where an ipc load went (the trainer's view: `begin_seconds`, `transfer_seconds`,
-`finish_seconds`; the engine's: `engine_*_seconds`, docs/CONTRACTS.md). --load-mode direct: the engine
-copies each weight into its parameter without vLLM's layer-wise reprocessing (unquantized GPU weights
-only; an experiment the product does not use): the logprob gap after the last round says whether the
-weights arrived whole."""
+`finish_seconds`; the engine's: `engine_*_seconds`, docs/CONTRACTS.md; `direct_loads`: the workers
+that copied each weight in place). --load-mode: the engine's update mode, as the product leaves it
+(auto: in place where the weights' loaded form is their checkpoint form, else layer-wise) or forced
+(layerwise, direct); the logprob gap after the last round says whether the weights arrived whole."""
 
 from __future__ import annotations
 
@@ -112,7 +112,7 @@ def main() -> None:
     p.add_argument("--transport", choices=["ipc", "disk"], default="ipc")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--bucket-mb", type=int, default=1024)
-    p.add_argument("--load-mode", choices=["layerwise", "direct"], default="layerwise")
+    p.add_argument("--load-mode", choices=["auto", "layerwise", "direct"], default="auto")
     p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--sleep-level", type=int, choices=[1, 2], default=None)

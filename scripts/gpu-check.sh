@@ -22,8 +22,8 @@
 #   m   the tiny MoE, returning routed experts                                             port 8170
 #   d   the tiny model as run.deterministic starts it (batch-invariant, eager)               port 8155
 # Phases: tests (GPU tests against t, w, m), bench (parity on p/e/w/we, weight sync on p and w, R3 on
-# m: each where its engine answers; the ipc load's parts, and the same load without vLLM's layer-wise
-# reprocessing: --load-mode direct), price (the engine's price of run.deterministic: bench/engine.ts's
+# m: each where its engine answers; the ipc load's parts, the engine's update mode as the product leaves
+# it (auto) and layer-wise: --load-mode layerwise), price (the engine's price of run.deterministic: bench/engine.ts's
 # plain loop on t's first engine against d), rollout (bench/gpu-rollout.sh on p: the plain loop against the
 # workflow path, the control plane at 512 in flight (GPU_ROLLOUT_STEPS picks steps); and the plain loop
 # against the workflow path, single-turn at 64 in flight, on e), train (the 2B
@@ -157,7 +157,8 @@ bench() {
     run sync-2b-ipc-awake bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED"
     run sync-2b-ipc bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2
     run sync-2b-ipc-awake-4gb bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --bucket-mb 4096
-    run sync-2b-ipc-awake-direct bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --load-mode direct
+    run sync-2b-ipc-awake-layerwise bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --load-mode layerwise
+    run sync-2b-ipc-layerwise bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2 --load-mode layerwise
   fi
   answers 8160 && run sync-tiny-ipc bench/weight-sync.py --engine http://127.0.0.1:8160 --model "$WARM" --sleep-level 2
   if answers 8170; then

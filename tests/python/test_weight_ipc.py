@@ -170,7 +170,7 @@ def sync(target, model, version: int, bucket_mb: int = 4):
 
 
 def test_weights_in_buckets_become_the_engines_and_carry_their_version(target, trainer_model):
-    url, _, _, dtype, tol = target
+    url, _, device, dtype, tol = target
     torch.manual_seed(0)
     with torch.no_grad():
         for p in trainer_model.parameters():
@@ -184,6 +184,9 @@ def test_weights_in_buckets_become_the_engines_and_carry_their_version(target, t
     parts = out.timings["engine_open_seconds"] + out.timings["engine_load_seconds"] + out.timings["engine_sync_seconds"]
     assert 0 < out.timings["engine_load_seconds"] and parts <= out.timings["transfer_seconds"], out.timings
     assert 0 <= out.timings["engine_finish_seconds"] <= out.timings["finish_seconds"], out.timings
+    # the update mode the engine took by itself: in place on a GPU (unquantized, no fused experts),
+    # layer by layer on CPU (re-packed GEMM weights)
+    assert out.timings["direct_loads"] == (1.0 if device == "cuda" else 0.0), out.timings
     assert gap(url, trainer_model, dtype) < tol
 
 

@@ -52,23 +52,36 @@ class TempoRlWorker:
         device = self._tempo_rl_device()
         return str(torch.cuda.get_device_properties(device).uuid) if device.type == "cuda" else None
 
-    def tempo_rl_begin_update(self, mode: str = "layerwise") -> dict:
-        """`mode`: "layerwise" (what syncs use) or "direct", each weight copied into the engine's own
-        parameter by its loader with no reprocessing: right only for layers whose loaded form is their
-        checkpoint form (unquantized weights on a GPU); bench/weight-sync.py --load-mode measures it.
-        Returns {"begin_seconds"} (the route passes a dict as it is, and a number as a string)."""
+    def _tempo_rl_direct_ok(self) -> bool:
+        """Whether every weight's loaded form is its checkpoint form, so that a weight loader can copy
+        it into the engine's parameter in place: unquantized weights on a GPU, no fused experts (whose
+        GPU kernels may lay their weights out anew after loading). Elsewhere (CPU: re-packed GEMM
+        weights; quantized layers) each layer is reprocessed: layer-wise."""
+        from vllm.model_executor.layers.fused_moe import FusedMoE
+
+        if self._tempo_rl_device().type != "cuda" or self.model_runner.model_config.quantization is not None:
+            return False
+        return not any(isinstance(m, FusedMoE) for m in self._tempo_rl_model().modules())
+
+    def tempo_rl_begin_update(self, mode: str = "auto") -> dict:
+        """`mode`: "layerwise" (vLLM's layer-wise reload: each layer's weights gathered, then loaded and
+        reprocessed whole), "direct" (each weight copied into its parameter by the model's loaders,
+        nothing reprocessed: right only where _tempo_rl_direct_ok holds) or "auto" (direct where it
+        holds). Returns {"begin_seconds", "mode"} (the route passes a dict as it is, a number as text)."""
         from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
 
         t0 = time.perf_counter()
-        if mode not in ("layerwise", "direct"):
-            raise ValueError(f"update mode {mode!r}: layerwise or direct")
+        if mode not in ("auto", "layerwise", "direct"):
+            raise ValueError(f"update mode {mode!r}: auto, layerwise or direct")
         if self._tempo_rl_updating:
             self.tempo_rl_finish_update()
+        if mode == "auto":
+            mode = "direct" if self._tempo_rl_direct_ok() else "layerwise"
         if mode == "layerwise":
             initialize_layerwise_reload(self._tempo_rl_model())
         self._tempo_rl_mode = mode
         self._tempo_rl_updating = True
-        return {"begin_seconds": time.perf_counter() - t0}
+        return {"begin_seconds": time.perf_counter() - t0, "mode": mode}
 
     def tempo_rl_load_bucket(self, bucket: str) -> dict:
         """Loads one bucket (its JSON description); returns {"bytes", "tensors", "seconds"} and the

@@ -182,11 +182,13 @@ class Buckets:
 
 class EnginePhases:
     """Where the engines' side of a sync went: for each call to the engines, the slowest worker's
-    seconds of each phase its answer names, summed over the calls (`engine_<phase>_seconds`)."""
+    seconds of each phase its answer names, summed over the calls (`engine_<phase>_seconds`); and the
+    update modes the workers took."""
 
     def __init__(self):
         self._lock = threading.Lock()
         self._calls: dict[str, dict[str, float]] = {}
+        self.modes: list[str] = []
 
     def add(self, call: str, answers: list) -> None:
         """`answers`: the workers' results of one call (dicts with `<phase>_seconds` entries; anything
@@ -194,6 +196,9 @@ class EnginePhases:
         for answer in answers:
             if not isinstance(answer, dict):
                 continue
+            if isinstance(answer.get("mode"), str):
+                with self._lock:
+                    self.modes.append(answer["mode"])
             for key, value in answer.items():
                 if key.endswith("_seconds") and isinstance(value, (int, float)):
                     with self._lock:
@@ -212,14 +217,14 @@ class IpcLoader:
     """The ipc transport's load phase (sync.Loader): begin on every engine, the buckets in turn to
     the engines still in the update, finish on those. `source`: a model, or a callable that opens the
     Buckets itself (data parallel: every rank packs). `mode`: the engines' update mode
-    (tempo_engine/extension.py; "direct" only from bench/weight-sync.py)."""
+    (tempo_engine/extension.py: auto; bench/weight-sync.py --load-mode names another)."""
 
     def __init__(
         self,
         source: torch.nn.Module | Callable[[], Buckets],
         dtype: torch.dtype,
         capacity_bytes: int,
-        mode: str = "layerwise",
+        mode: str = "auto",
     ):
         self.open = (
             source if not isinstance(source, torch.nn.Module) else (lambda: Buckets.of(source, dtype, capacity_bytes))
@@ -231,7 +236,7 @@ class IpcLoader:
         from .sync import each
 
         phases = EnginePhases()
-        begin_kwargs = {} if self.mode == "layerwise" else {"mode": self.mode}
+        begin_kwargs = {} if self.mode == "auto" else {"mode": self.mode}
         t0 = time.perf_counter()
         errors = each(clients, lambda c: phases.add("begin", c.rpc("tempo_rl_begin_update", **begin_kwargs)))
         begin_seconds = time.perf_counter() - t0
@@ -268,6 +273,8 @@ class IpcLoader:
             "buckets": float(len(opened.packer.plan)) if opened is not None else 0.0,
             "begin_seconds": begin_seconds,
             "finish_seconds": time.perf_counter() - t1,
+            # workers that copied each weight in place (the rest reloaded layer by layer)
+            "direct_loads": float(phases.modes.count("direct")),
             **phases.totals(),
         }
         return errors
