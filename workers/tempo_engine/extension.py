@@ -57,11 +57,12 @@ class TempoRlWorker:
         it into the engine's parameter in place: unquantized weights on a GPU, no fused experts (whose
         GPU kernels may lay their weights out anew after loading). Elsewhere (CPU: re-packed GEMM
         weights; quantized layers) each layer is reprocessed: layer-wise."""
-        from vllm.model_executor.layers.fused_moe import FusedMoE
-
         if self._tempo_rl_device().type != "cuda" or self.model_runner.model_config.quantization is not None:
             return False
-        return not any(isinstance(m, FusedMoE) for m in self._tempo_rl_model().modules())
+        # by name: the class moves between vLLM releases (and subclasses it: SharedFusedMoE)
+        return not any(
+            any(c.__name__ == "FusedMoE" for c in type(m).__mro__) for m in self._tempo_rl_model().modules()
+        )
 
     def tempo_rl_begin_update(self, mode: str = "auto") -> dict:
         """`mode`: "layerwise" (vLLM's layer-wise reload: each layer's weights gathered, then loaded and
