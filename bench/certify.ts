@@ -6,7 +6,8 @@
 // demo's): two-turn episodes,
 // so the environment step and the observation render are killed too. --plans: only these of the matrix
 // (ci: CI's subset, tests/ts/certify.test.ts). --set: config keys for the engine and every run (a GPU:
-// --set model.num_gpus=1 --set model.dtype=bfloat16 --set engines.gpu_memory_utilization=0.3).
+// --set model.num_gpus=1 --set model.dtype=bfloat16 --set engines.gpu_memory_utilization=0.3). --engine-set: keys
+// for the engine alone (one GPU: --engine-set engines.colocate=true; the runs reach it by URL).
 // --references: the reference runs only (with TEMPO_RL_RECORD_HISTORIES=1 they record the replay
 // fixtures training-run-certified-* and episode-certified-*).
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -31,6 +32,7 @@ const { values: flags, positionals } = parseArgs({
     warm: { type: 'string' },
     plans: { type: 'string' },
     set: { type: 'string', multiple: true, default: [] },
+    'engine-set': { type: 'string', multiple: true, default: [] },
   },
   allowPositionals: true,
 });
@@ -43,7 +45,11 @@ const plans = () =>
   referencesOnly ? [] : only?.[0] === 'ci' ? ciSubset() : fullMatrix().filter((p) => !only || only.includes(p.name));
 const modes: Mode[] = arg === 'both' ? ['sync', 'async'] : [arg as Mode];
 if (!modes.every((m) => m === 'sync' || m === 'async')) throw new Error(`mode must be sync, async or both: ${arg}`);
-const engines = await testEngines(1, { sets: ['run.deterministic=true', ...flags.set] });
+const engines = await testEngines(1, { sets: ['run.deterministic=true', ...flags.set, ...flags['engine-set']] });
+// Under a time limit (scripts/gpu-check.sh runs this under timeout): the engine started here is stopped
+// before this process ends, or it would hold its share of the GPU after it.
+for (const signal of ['SIGTERM', 'SIGINT'] as const)
+  process.once(signal, () => void engines.stop().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143)));
 const rows: CertRow[] = [];
 const diffs: Record<string, Record<string, string[]>> = {};
 const t0 = Date.now();

@@ -14,9 +14,10 @@ tokens scored by the trainer (bf16 autocast when --dtype bfloat16, as a train st
 
 Each round's row holds where an ipc load went (the trainer's view: `begin_seconds`, `transfer_seconds`,
 `finish_seconds`; the engine's: `engine_*_seconds`, docs/CONTRACTS.md; `direct_loads`: the workers
-that copied each weight in place). --load-mode: the engine's update mode, as the product leaves it
-(auto: in place where the weights' loaded form is their checkpoint form, else layer-wise) or forced
-(layerwise, direct); the logprob gap after the last round says whether the weights arrived whole."""
+that copied each weight in place). --load-mode: the engine's update mode: layerwise (vLLM's layer-wise
+reload, as the product syncs), direct (each weight copied into its parameter in place, nothing
+reprocessed) or auto (direct where the weights' loaded form is their checkpoint form: a GPU, unquantized,
+no fused experts); the logprob gap after the last round says whether the weights arrived whole."""
 
 from __future__ import annotations
 
@@ -112,7 +113,7 @@ def main() -> None:
     p.add_argument("--transport", choices=["ipc", "disk"], default="ipc")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--bucket-mb", type=int, default=1024)
-    p.add_argument("--load-mode", choices=["auto", "layerwise", "direct"], default="auto")
+    p.add_argument("--load-mode", choices=["layerwise", "direct", "auto"], default="layerwise")
     p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--sleep-level", type=int, choices=[1, 2], default=None)

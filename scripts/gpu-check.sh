@@ -22,8 +22,8 @@
 #   m   the tiny MoE, returning routed experts                                             port 8170
 #   d   the tiny model as run.deterministic starts it (batch-invariant, eager)               port 8155
 # Phases: tests (GPU tests against t, w, m), bench (parity on p/e/w/we, weight sync on p and w, R3 on
-# m: each where its engine answers; the ipc load's parts, the engine's update mode as the product leaves
-# it (auto) and layer-wise: --load-mode layerwise), price (the engine's price of run.deterministic: bench/engine.ts's
+# m: each where its engine answers; the ipc load's parts, as a sync loads (layer-wise) and in place where
+# the weights allow it: --load-mode auto), price (the engine's price of run.deterministic: bench/engine.ts's
 # plain loop on t's first engine against d), rollout (bench/gpu-rollout.sh on p: the plain loop against the
 # workflow path, the control plane at 512 in flight (GPU_ROLLOUT_STEPS picks steps); and the plain loop
 # against the workflow path, single-turn at 64 in flight, on e), train (the 2B
@@ -65,6 +65,13 @@ say() { echo "[gpu-check $(date +%T)] $*" | tee -a "$OUT/summary.log" >&2; }
 # The phases after models need its models (written to $STATE/models.env).
 need_models() { [ -n "${SHAPED:-}" ] || { say "no models: run the models phase first (or in the same call)"; return 1; }; }
 json() { "$PY" -c "import json,sys; print(json.load(sys.stdin)$1)"; }
+# The phases that start a trainer worker need its Python packages (an offline pack built with
+# --no-wheels carries none: the host must have them).
+trainer_python() {
+  "$PY" -c 'import temporalio, pydantic' 2> /dev/null && return 0
+  say "the trainer's Python ($PY) lacks temporalio or pydantic: build the offline pack with the trainer's wheels (without --no-wheels) or install them"
+  return 1
+}
 
 GPU=(--set model.num_gpus=1 --set model.dtype=bfloat16 --set engines.colocate=true --set engines.gpu_memory_utilization=0.05)
 kv() { echo "engines.extra_args=[\"--kv-cache-memory-bytes\",\"$1\"]"; }
@@ -120,6 +127,7 @@ engines() {
 
 tests() {
   need_models || return 1
+  trainer_python || return 1
   local rc=0
   TEMPO_RL_TEST_GPU_ENGINE_URL=http://127.0.0.1:8160 TEMPO_RL_TEST_GPU_ENGINE_MODEL=$WARM \
     TEMPO_RL_TEST_MOE_ENGINE_URL=http://127.0.0.1:8170 TEMPO_RL_TEST_MOE_ENGINE_DTYPE=bfloat16 TEMPO_RL_TINY_MOE_MODEL=$MOE \
@@ -157,8 +165,8 @@ bench() {
     run sync-2b-ipc-awake bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED"
     run sync-2b-ipc bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2
     run sync-2b-ipc-awake-4gb bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --bucket-mb 4096
-    run sync-2b-ipc-awake-layerwise bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --load-mode layerwise
-    run sync-2b-ipc-layerwise bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2 --load-mode layerwise
+    run sync-2b-ipc-awake-auto bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --load-mode auto
+    run sync-2b-ipc-auto bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2 --load-mode auto
   fi
   answers 8160 && run sync-tiny-ipc bench/weight-sync.py --engine http://127.0.0.1:8160 --model "$WARM" --sleep-level 2
   if answers 8170; then
@@ -174,7 +182,7 @@ price() {
     port=${name#*:} name=${name%%:*}
     answers "$port" || { say "price: the $name engine ($port) does not answer"; rc=1; continue; }
     timeout 300 node --import tsx bench/engine.ts --urls "http://127.0.0.1:$port" --part 1 --concurrency 64 \
-      --requests 512 --max-tokens 256 --json > "$OUT/price-$name.json" 2> "$OUT/price-$name.log" || rc=1
+      --requests 256 --max-tokens 128 --json > "$OUT/price-$name.json" 2> "$OUT/price-$name.log" || rc=1
   done
   return $rc
 }
@@ -193,6 +201,7 @@ rollout() {
 
 train() {
   need_models || return 1
+  trainer_python || return 1
   for name in e t w we m d; do bin/tempo-rl --set "state_dir=$STATE/$name" engine stop >/dev/null 2>&1; done
   local rc=0 run episodes steps
   for run in ${PRODUCT_RUNS:-64:3 256:5}; do
@@ -208,8 +217,9 @@ train() {
 }
 
 certify() {
+  trainer_python || return 1
   # its own deterministic engine (vLLM's batch-invariant mode, eager) and trainer on this GPU
-  timeout 900 node --import tsx bench/certify.ts sync --plans ci --set model.num_gpus=1 --set model.dtype=bfloat16 \
+  timeout 900 node --import tsx bench/certify.ts sync --plans ci --set model.num_gpus=1 --set model.dtype=bfloat16 --engine-set engines.colocate=true \
     --set engines.gpu_memory_utilization=0.2 > "$OUT/certify.log" 2>&1
   local rc=$?
   cp bench/results/certify-"$(date +%F)"-ci.json "$OUT/" 2>/dev/null

@@ -20,6 +20,7 @@ import { serverStatus, startServer } from '../supervise/server.js';
 import { stateLayout } from '../stores/layout.js';
 import type { TestEngines } from './engines.js';
 import { checkExactlyOnce, startRunFixture, startWhenReady, type RunFixture } from './run.js';
+import { StartUpDeaths } from './start-up-deaths.js';
 
 /** A kill at a point of a worker's code: `who` names the process kind that reaches the point; `server`:
  *  that process SIGKILLs the Temporal server there instead of itself. */
@@ -189,12 +190,14 @@ async function superviseUntilDone(fx: RunFixture, runId: string, watch: Progress
       await client.connection.close().catch(() => undefined);
     }
   })();
+  result.catch(() => undefined); // awaited below; a worker that cannot start ends the loop first
   watch.start();
+  const startUps = new StartUpDeaths();
   while (!done) {
     if (!(await serverStatus(fx.cfg)).running) await startServer(fx.cfg);
-    if (dead(fx.rollout)) fx.rollout = fx.startRollout();
+    if (dead(fx.rollout)) fx.rollout = startUps.restart('rollout worker', fx.rollout, fx.startRollout);
     fx.trainers.forEach((t, i) => {
-      if (dead(t)) fx.trainers[i] = fx.startTrainer();
+      if (dead(t)) fx.trainers[i] = startUps.restart('trainer', t, fx.startTrainer);
     });
     await new Promise((r) => setTimeout(r, 250));
   }

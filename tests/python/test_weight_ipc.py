@@ -154,7 +154,7 @@ def trainer_model(target):
     )
 
 
-def sync(target, model, version: int, bucket_mb: int = 4):
+def sync(target, model, version: int, bucket_mb: int = 4, mode: str = "layerwise"):
     url, _, _, dtype, _ = target
     inp = SyncWeightsInput(
         run_id="ipc-test",
@@ -166,11 +166,11 @@ def sync(target, model, version: int, bucket_mb: int = 4):
         engine_dtype=dtype,
         ipc_bucket_mb=bucket_mb,
     )
-    return sync_weights_phased(inp, IpcLoader(model, getattr(torch, dtype), bucket_mb * 2**20))
+    return sync_weights_phased(inp, IpcLoader(model, getattr(torch, dtype), bucket_mb * 2**20, mode=mode))
 
 
 def test_weights_in_buckets_become_the_engines_and_carry_their_version(target, trainer_model):
-    url, _, device, dtype, tol = target
+    url, _, _, dtype, tol = target
     torch.manual_seed(0)
     with torch.no_grad():
         for p in trainer_model.parameters():
@@ -184,9 +184,7 @@ def test_weights_in_buckets_become_the_engines_and_carry_their_version(target, t
     parts = out.timings["engine_open_seconds"] + out.timings["engine_load_seconds"] + out.timings["engine_sync_seconds"]
     assert 0 < out.timings["engine_load_seconds"] and parts <= out.timings["transfer_seconds"], out.timings
     assert 0 <= out.timings["engine_finish_seconds"] <= out.timings["finish_seconds"], out.timings
-    # the update mode the engine took by itself: in place on a GPU (unquantized, no fused experts),
-    # layer by layer on CPU (re-packed GEMM weights)
-    assert out.timings["direct_loads"] == (1.0 if device == "cuda" else 0.0), out.timings
+    assert out.timings["direct_loads"] == 0.0, out.timings  # a sync reloads layer by layer
     assert gap(url, trainer_model, dtype) < tol
 
 
@@ -198,6 +196,19 @@ def test_an_engine_left_mid_update_is_mended_by_the_next_sync(target, trainer_mo
         trainer_model.get_input_embeddings().weight.mul_(1.01)
     out = sync(target, trainer_model, version=2)
     assert out.engines[0].ok, out.engines[0].error
+    assert gap(url, trainer_model, dtype) < tol
+
+
+def test_the_auto_mode_loads_in_place_on_a_gpu_and_layer_by_layer_on_cpu(target, trainer_model):
+    """bench/weight-sync.py --load-mode auto: in place where the loaded form is the checkpoint's (a GPU,
+    unquantized weights, no fused experts); on CPU vLLM re-packs GEMM weights, so layer by layer. Either
+    way the engine ends with the trainer's weights."""
+    url, _, device, dtype, tol = target
+    with torch.no_grad():
+        trainer_model.get_input_embeddings().weight.mul_(0.99)
+    out = sync(target, trainer_model, version=3, mode="auto")
+    assert out.engines[0].ok, out.engines[0].error
+    assert out.timings["direct_loads"] == (1.0 if device == "cuda" else 0.0), out.timings
     assert gap(url, trainer_model, dtype) < tol
 
 

@@ -62,11 +62,13 @@ class TempoRlWorker:
         # by name: the class moves between vLLM releases (and subclasses it: SharedFusedMoE)
         return not any(any(c.__name__ == "FusedMoE" for c in type(m).__mro__) for m in self._tempo_rl_model().modules())
 
-    def tempo_rl_begin_update(self, mode: str = "auto") -> dict:
+    def tempo_rl_begin_update(self, mode: str = "layerwise") -> dict:
         """`mode`: "layerwise" (vLLM's layer-wise reload: each layer's weights gathered, then loaded and
-        reprocessed whole), "direct" (each weight copied into its parameter by the model's loaders,
-        nothing reprocessed: right only where _tempo_rl_direct_ok holds) or "auto" (direct where it
-        holds). Returns {"begin_seconds", "mode"} (the route passes a dict as it is, a number as text)."""
+        reprocessed whole; what the product's syncs use), "direct" (each weight copied into its
+        parameter by the model's loaders, nothing reprocessed: right only where _tempo_rl_direct_ok
+        holds) or "auto" (direct where it holds). direct and auto are measured by bench/weight-sync.py
+        --load-mode before either becomes a sync's default (docs/benchmarks.md "Weight sync").
+        Returns {"begin_seconds", "mode"} (the route passes a dict as it is, a number as text)."""
         from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
 
         t0 = time.perf_counter()

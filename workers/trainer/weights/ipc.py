@@ -217,14 +217,14 @@ class IpcLoader:
     """The ipc transport's load phase (sync.Loader): begin on every engine, the buckets in turn to
     the engines still in the update, finish on those. `source`: a model, or a callable that opens the
     Buckets itself (data parallel: every rank packs). `mode`: the engines' update mode
-    (tempo_engine/extension.py: auto; bench/weight-sync.py --load-mode names another)."""
+    (tempo_engine/extension.py: layerwise; bench/weight-sync.py --load-mode names another)."""
 
     def __init__(
         self,
         source: torch.nn.Module | Callable[[], Buckets],
         dtype: torch.dtype,
         capacity_bytes: int,
-        mode: str = "auto",
+        mode: str = "layerwise",
     ):
         self.open = (
             source if not isinstance(source, torch.nn.Module) else (lambda: Buckets.of(source, dtype, capacity_bytes))
@@ -236,7 +236,7 @@ class IpcLoader:
         from .sync import each
 
         phases = EnginePhases()
-        begin_kwargs = {} if self.mode == "auto" else {"mode": self.mode}
+        begin_kwargs = {} if self.mode == "layerwise" else {"mode": self.mode}
         t0 = time.perf_counter()
         errors = each(clients, lambda c: phases.add("begin", c.rpc("tempo_rl_begin_update", **begin_kwargs)))
         begin_seconds = time.perf_counter() - t0
