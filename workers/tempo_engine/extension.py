@@ -59,7 +59,7 @@ class TempoRlWorker:
         weights; quantized layers) each layer is reprocessed: layer-wise."""
         if self._tempo_rl_device().type != "cuda" or self.model_runner.model_config.quantization is not None:
             return False
-        # by name: the class moves between vLLM releases (and subclasses it: SharedFusedMoE)
+        # by name: the class moves between vLLM releases (and has subclasses: SharedFusedMoE)
         return not any(any(c.__name__ == "FusedMoE" for c in type(m).__mro__) for m in self._tempo_rl_model().modules())
 
     def tempo_rl_begin_update(self, mode: str = "layerwise") -> dict:
