@@ -26,6 +26,7 @@ from trainer.checkpoint import atomic as ckpt
 from trainer.contract import Hyper, TrainStepInput
 from trainer.generators import shaped_model
 from trainer.model.policy import for_training, micro_batches
+from trainer.step.determinism import CUBLAS_WORKSPACE
 from trainer.step.gradients import make_optimizer
 from trainer.step.memory import LiveTensorBytes
 from trainer.step.train_step import Trainer, TrainerState
@@ -185,7 +186,7 @@ def run_product(args) -> dict:
     os.environ["TEMPO_RL_VISION_CHECKPOINT"] = "1" if args.vision_checkpoint == "on" else "0"
     os.environ["TEMPO_RL_PINNED_COPIES"] = "1" if args.pinned_copies == "on" else "0"
     if args.deterministic:  # as every trainer of a deterministic run starts (supervise/trainer-process.ts)
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
     work = Path(args.work or tempfile.mkdtemp(prefix="tempo-rl-bench-trainer-"))
     reserved = (
         torch.empty(int(args.reserve_gib * 2**30), dtype=torch.uint8, device=device)

@@ -40,6 +40,7 @@ from trainer.step.gradients import compute_precision  # noqa: E402
 from trainer.model.policy import TrainSample, forward_response, load_policy  # noqa: E402
 from trainer.weights.ipc import IpcLoader, specs  # noqa: E402
 from trainer.weights.sync import DirectoryLoader, sleep_engines, sync_weights_phased  # noqa: E402
+from tempo_common.weight_buckets import UPDATE_MODES  # noqa: E402
 
 
 def engine_sample(url: str, seed: int, max_tokens: int = 48) -> tuple[list[int], list[int], list[float]]:
@@ -113,7 +114,7 @@ def main() -> None:
     p.add_argument("--transport", choices=["ipc", "disk"], default="ipc")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--bucket-mb", type=int, default=1024)
-    p.add_argument("--load-mode", choices=["layerwise", "direct", "auto"], default="layerwise")
+    p.add_argument("--load-mode", choices=UPDATE_MODES, default=UPDATE_MODES[0])
     p.add_argument("--dtype", choices=["bfloat16", "float32"], default="bfloat16")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--sleep-level", type=int, choices=[1, 2], default=None)

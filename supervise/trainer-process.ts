@@ -44,7 +44,8 @@ export function trainerCommand(cfg: TempoConfig): { cmd: string; args: string[];
     PYTHONPATH: [path.join(REPO_ROOT, 'workers'), process.env.PYTHONPATH].filter(Boolean).join(':'),
     PYTHONUNBUFFERED: '1',
     // run.deterministic needs a fixed cuBLAS workspace, set before the first kernel of the process
-    // (a trainer outlives runs, so it is set for all; docs/certification.md).
+    // (a trainer outlives runs, so it is set for all; docs/certification.md). The value is
+    // workers/trainer/step/determinism.py's CUBLAS_WORKSPACE, which Python entry points set themselves.
     CUBLAS_WORKSPACE_CONFIG: process.env.CUBLAS_WORKSPACE_CONFIG ?? ':4096:8',
   };
   const args = [

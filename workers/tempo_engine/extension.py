@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from tempo_common.weight_buckets import entries_of, open_bucket, views
+from tempo_common.weight_buckets import UPDATE_MODES, entries_of, open_bucket, views
 
 
 class TempoRlWorker:
@@ -72,8 +72,8 @@ class TempoRlWorker:
         from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
 
         t0 = time.perf_counter()
-        if mode not in ("auto", "layerwise", "direct"):
-            raise ValueError(f"update mode {mode!r}: auto, layerwise or direct")
+        if mode not in UPDATE_MODES:
+            raise ValueError(f"update mode {mode!r}: one of {', '.join(UPDATE_MODES)}")
         if self._tempo_rl_updating:
             self.tempo_rl_finish_update()
         if mode == "auto":

@@ -2,7 +2,8 @@
 deterministic algorithms (an op that has none fails the step, naming itself) from a generator seeded by
 (run seed, step), so a retried step — in this process, a standby or a restarted trainer — computes
 the same weights bit for bit. On CUDA the cuBLAS workspace must be fixed before the first kernel:
-supervise/trainer-process.ts starts every trainer with CUBLAS_WORKSPACE_CONFIG set."""
+supervise/trainer-process.ts starts every trainer with CUBLAS_WORKSPACE_CONFIG set (CUBLAS_WORKSPACE, its
+value; a Python entry point that trains deterministically sets it itself)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import torch
+
+CUBLAS_WORKSPACE = ":4096:8"
 
 
 def step_seed(run_seed: int, step: int) -> int:

@@ -28,6 +28,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 import torch
 
 from tempo_common import weight_buckets
+from tempo_common.weight_buckets import UPDATE_MODES
 from ..model.moe_layout import released_layout
 
 Tensors = Callable[[], Iterator[tuple[str, torch.Tensor]]]
@@ -193,16 +194,13 @@ class EnginePhases:
     def add(self, call: str, answers: list) -> None:
         """`answers`: the workers' results of one call (dicts with `<phase>_seconds` entries; anything
         else, such as an older engine's None, is passed over)."""
-        for answer in answers:
-            if not isinstance(answer, dict):
-                continue
-            if isinstance(answer.get("mode"), str):
-                with self._lock:
+        with self._lock:
+            for answer in (a for a in answers if isinstance(a, dict)):
+                if isinstance(answer.get("mode"), str):
                     self.modes.append(answer["mode"])
-            for key, value in answer.items():
-                if key.endswith("_seconds") and isinstance(value, (int, float)):
-                    with self._lock:
-                        slot = self._calls.setdefault(call, {})
+                slot = self._calls.setdefault(call, {})
+                for key, value in answer.items():
+                    if key.endswith("_seconds") and isinstance(value, (int, float)):
                         slot[key] = max(slot.get(key, 0.0), float(value))
 
     def totals(self) -> dict[str, float]:
@@ -224,7 +222,7 @@ class IpcLoader:
         source: torch.nn.Module | Callable[[], Buckets],
         dtype: torch.dtype,
         capacity_bytes: int,
-        mode: str = "layerwise",
+        mode: str = UPDATE_MODES[0],
     ):
         self.open = (
             source if not isinstance(source, torch.nn.Module) else (lambda: Buckets.of(source, dtype, capacity_bytes))
@@ -236,7 +234,7 @@ class IpcLoader:
         from .sync import each
 
         phases = EnginePhases()
-        begin_kwargs = {} if self.mode == "layerwise" else {"mode": self.mode}
+        begin_kwargs = {} if self.mode == UPDATE_MODES[0] else {"mode": self.mode}
         t0 = time.perf_counter()
         errors = each(clients, lambda c: phases.add("begin", c.rpc("tempo_rl_begin_update", **begin_kwargs)))
         begin_seconds = time.perf_counter() - t0
