@@ -14,10 +14,10 @@ tokens scored by the trainer (bf16 autocast when --dtype bfloat16, as a train st
 
 Each round's row holds where an ipc load went (the trainer's view: `begin_seconds`, `transfer_seconds`,
 `finish_seconds`; the engine's: `engine_*_seconds`, docs/CONTRACTS.md; `direct_loads`: the workers
-that copied each weight in place). --load-mode: the engine's update mode: layerwise (vLLM's layer-wise
-reload, as the product syncs), direct (each weight copied into its parameter in place, nothing
-reprocessed) or auto (direct where the weights' loaded form is their checkpoint form: a GPU, unquantized,
-no fused experts); the logprob gap after the last round says whether the weights arrived whole."""
+that copied each weight in place). --load-mode: the engine's update mode: auto (as the product syncs by
+default, engines.ipc_load: direct where the weights' loaded form is their checkpoint form: a GPU,
+unquantized, no fused experts; else layer-wise), layerwise (vLLM's layer-wise reload) or direct (each
+weight copied into its parameter in place, nothing reprocessed); the logprob gap after the last round says whether the weights arrived whole."""
 
 from __future__ import annotations
 

@@ -122,6 +122,7 @@ function weightsPlan(cfg: TempoConfig): NonNullable<RunState['plan']['weights']>
     transport: weightTransport(cfg),
     engine_dtype: cfg.model.dtype,
     ipc_bucket_mb: cfg.engines.ipc_bucket_mb,
+    ipc_load: cfg.engines.ipc_load,
     ...(cfg.engines.colocate ? { colocated_sleep_level: cfg.engines.sleep_level ?? DEFAULT_SLEEP_LEVEL } : {}),
   };
 }

@@ -216,6 +216,11 @@ export const EnginesConfig = z
     weight_transport: z.enum(['auto', 'disk', 'ipc', 'nccl']).default('auto'),
     /** ipc: the size of each bucket of weights (two are in use at a time on the trainer's GPU). */
     ipc_bucket_mb: atMost(65536, "MiB a bucket (two are held on the trainer's GPU at once)").default(1024),
+    /** ipc: how an engine takes the weights. auto: copied in place into its parameters where they are
+     *  loaded as the checkpoint holds them (a GPU, unquantized, no fused experts: 0.032–0.034 s/GB on
+     *  the 2B shape on an H100), vLLM's layer-wise reload elsewhere; layerwise: the layer-wise reload
+     *  always (0.070–0.074 s/GB there). docs/engines.md "Weight sync". */
+    ipc_load: z.enum(['auto', 'layerwise']).default('auto'),
   })
   .refine((e) => e.urls.length > 0 || e.base_port + e.count - 1 <= 65535, {
     path: ['base_port'],

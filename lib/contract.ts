@@ -94,9 +94,10 @@ export const SyncWeightsInput = z.strictObject({
   transport: z.enum(['disk', 'ipc']),
   /** engines.colocate: the engines slept while the trainer trained; the sync wakes them. */
   wake_engines: z.boolean(),
-  /** ipc: the engines' dtype (model.dtype) and engines.ipc_bucket_mb. */
+  /** ipc: the engines' dtype (model.dtype), engines.ipc_bucket_mb and engines.ipc_load. */
   engine_dtype: z.enum(['float32', 'bfloat16']),
   ipc_bucket_mb: z.number().int().positive(),
+  ipc_load: z.enum(['auto', 'layerwise']),
 });
 export type SyncWeightsInput = z.infer<typeof SyncWeightsInput>;
 

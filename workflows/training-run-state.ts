@@ -135,6 +135,7 @@ export class TrainingRun {
       transport: w.transport,
       engine_dtype: w.engine_dtype,
       ipc_bucket_mb: w.ipc_bucket_mb,
+      ipc_load: w.ipc_load,
       wake_engines: w.colocated_sleep_level !== undefined,
     };
   }

@@ -217,6 +217,7 @@ test("the 2B GPU configs carry vime's values: bf16, its GPU counts, colocated wh
     transport: 'ipc',
     engine_dtype: 'bfloat16',
     ipc_bucket_mb: 1024,
+    ipc_load: 'auto',
     colocated_sleep_level: 2,
   });
   const single = load('geo3k-singleturn-qwen3vl-2b.yaml');
@@ -233,7 +234,7 @@ test("the 2B GPU configs carry vime's values: bf16, its GPU counts, colocated wh
   );
   assert.deepEqual(
     initialRunState(single, 'r').plan.weights,
-    { transport: 'disk', engine_dtype: 'bfloat16', ipc_bucket_mb: 1024 },
+    { transport: 'disk', engine_dtype: 'bfloat16', ipc_bucket_mb: 1024, ipc_load: 'auto' },
     'disk, not colocated',
   );
 });

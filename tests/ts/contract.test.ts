@@ -114,6 +114,7 @@ test('a sync always names its pause mode (the workflow decides it; neither side 
     wake_engines: false,
     engine_dtype: 'float32',
     ipc_bucket_mb: 1024,
+    ipc_load: 'auto',
   };
   assert.equal(SyncWeightsInput.safeParse(sync).success, false);
   const hyper = { ...TrainHyper.parse({}), eps_clip: 0.3, eps_clip_high: 0.2 };

@@ -31,8 +31,9 @@ import torch
 ALIGN = 256
 DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
 SHM_DIR = "/dev/shm"
-# How an engine takes an update (tempo_engine/extension.py's tempo_rl_begin_update): the first is a sync's.
-UPDATE_MODES = ("layerwise", "direct", "auto")
+# How an engine takes an update (tempo_engine/extension.py's tempo_rl_begin_update): the first is a sync's
+# default (engines.ipc_load: auto or layerwise; direct only for the bench).
+UPDATE_MODES = ("auto", "layerwise", "direct")
 
 
 class BucketError(RuntimeError):

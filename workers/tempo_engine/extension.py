@@ -62,12 +62,13 @@ class TempoRlWorker:
         # by name: the class moves between vLLM releases (and has subclasses: SharedFusedMoE)
         return not any(any(c.__name__ == "FusedMoE" for c in type(m).__mro__) for m in self._tempo_rl_model().modules())
 
-    def tempo_rl_begin_update(self, mode: str = "layerwise") -> dict:
-        """`mode`: "layerwise" (vLLM's layer-wise reload: each layer's weights gathered, then loaded and
-        reprocessed whole; what the product's syncs use), "direct" (each weight copied into its
-        parameter by the model's loaders, nothing reprocessed: right only where _tempo_rl_direct_ok
-        holds) or "auto" (direct where it holds). direct and auto are measured by bench/weight-sync.py
-        --load-mode before either becomes a sync's default (docs/benchmarks.md "Weight sync").
+    def tempo_rl_begin_update(self, mode: str = UPDATE_MODES[0]) -> dict:
+        """`mode`: "auto" (direct where _tempo_rl_direct_ok holds, else layer-wise: a sync's default,
+        engines.ipc_load), "layerwise" (vLLM's layer-wise reload: each layer's weights gathered, then
+        loaded and reprocessed whole) or "direct" (each weight copied into its parameter by the model's
+        loaders, nothing reprocessed: right only where _tempo_rl_direct_ok holds; for the bench).
+        Measured on the 2B shape on an H100: 0.032–0.034 s/GB in place, 0.070–0.074 layer-wise
+        (docs/benchmarks.md "Weight sync").
         Returns {"begin_seconds", "mode"} (the route passes a dict as it is, a number as text)."""
         from vllm.model_executor.model_loader.reload import initialize_layerwise_reload
 

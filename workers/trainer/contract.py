@@ -196,9 +196,11 @@ class SyncWeightsInput(Strict):
     pause_mode: Literal["wait", "abort", "keep"]
     # engines.colocate: the engines slept while the trainer trained; the sync wakes them.
     wake_engines: bool = False
-    # ipc: the engines' dtype (model.dtype) and the size of each bucket (engines.ipc_bucket_mb).
+    # ipc: the engines' dtype (model.dtype), the size of each bucket (engines.ipc_bucket_mb) and how the
+    # engines load it (engines.ipc_load: in place where the weights allow it, or vLLM's layer-wise reload).
     engine_dtype: Literal["float32", "bfloat16"] = "float32"
     ipc_bucket_mb: int = Field(default=1024, ge=1)
+    ipc_load: Literal["auto", "layerwise"] = "auto"
 
 
 class EngineSyncResult(Strict):

@@ -215,7 +215,7 @@ class IpcLoader:
     """The ipc transport's load phase (sync.Loader): begin on every engine, the buckets in turn to
     the engines still in the update, finish on those. `source`: a model, or a callable that opens the
     Buckets itself (data parallel: every rank packs). `mode`: the engines' update mode
-    (tempo_engine/extension.py: layerwise; bench/weight-sync.py --load-mode names another)."""
+    (tempo_engine/extension.py; engines.ipc_load; bench/weight-sync.py --load-mode)."""
 
     def __init__(
         self,
@@ -234,9 +234,8 @@ class IpcLoader:
         from .sync import each
 
         phases = EnginePhases()
-        begin_kwargs = {} if self.mode == UPDATE_MODES[0] else {"mode": self.mode}
         t0 = time.perf_counter()
-        errors = each(clients, lambda c: phases.add("begin", c.rpc("tempo_rl_begin_update", **begin_kwargs)))
+        errors = each(clients, lambda c: phases.add("begin", c.rpc("tempo_rl_begin_update", mode=self.mode)))
         begin_seconds = time.perf_counter() - t0
         active = [c for c in clients if c.url not in errors]
         posted = itertools.count()

@@ -183,7 +183,7 @@ class TrainerActivities:
         release_cached_gpu_memory()  # woken engines take the memory the trainer's cache holds
         dtype = getattr(torch, inp.engine_dtype)
         with self.trainer.ipc_source(checkpoint, dtype, inp.ipc_bucket_mb * 2**20, beat) as source:
-            loader = IpcLoader(source, dtype, inp.ipc_bucket_mb * 2**20)
+            loader = IpcLoader(source, dtype, inp.ipc_bucket_mb * 2**20, mode=inp.ipc_load)
             return sync_weights_phased(inp, loader, heartbeat=beat.heartbeat, before_kv_wake=release_cached_gpu_memory)
 
     def _engine_weights(self, checkpoint: str, progress) -> str:
