@@ -24,6 +24,7 @@ import {
   type CertRow,
   type Mode,
 } from '../testing/certify-matrix.js';
+import { engineLogprobsOnly } from '../testing/certify.js';
 import { testEngines } from '../testing/engines.js';
 
 const { values: flags, positionals } = parseArgs({
@@ -67,7 +68,10 @@ try {
 console.log(certTable(rows));
 for (const [mode, d] of Object.entries(diffs))
   for (const [plan, lines] of Object.entries(d))
-    if (lines.length) console.log(`${mode} ${plan} differs:\n  ${lines.join('\n  ')}`);
+    if (lines.length)
+      console.log(
+        `${mode} ${plan} differs${engineLogprobsOnly(lines) ? " in the engine's logprobs of the same tokens only: tokens, rewards, every other metric and the final weights are the reference's" : ''}:\n  ${lines.join('\n  ')}`,
+      );
 const out = path.join(
   REPO_ROOT,
   'bench',

@@ -22,9 +22,10 @@
 #   m   the tiny MoE, returning routed experts                                             port 8170
 #   d   the tiny model as run.deterministic starts it (batch-invariant, eager)               port 8155
 # Phases: tests (GPU tests against t, w, m), bench (parity on p/e/w/we, weight sync on p and w, R3 on
-# m: each where its engine answers; the ipc load's parts, as a sync loads (layer-wise) and in place where
-# the weights allow it: --load-mode auto), price (the engine's price of run.deterministic: bench/engine.ts's
-# plain loop on t's first engine against d), rollout (bench/gpu-rollout.sh on p: the plain loop against the
+# m: each where its engine answers; the ipc load's parts, as a sync loads (engines.ipc_load auto: in place
+# where the weights allow it) and layer-wise), price (the engine's price of run.deterministic: bench/engine.ts's
+# plain loop on t's first engine against d; and whether d's logprobs stay the same one request at a time
+# and 16 at once, with and without images: bench/engine-invariance.py), rollout (bench/gpu-rollout.sh on p: the plain loop against the
 # workflow path, the control plane at 512 in flight (GPU_ROLLOUT_STEPS picks steps); and the plain loop
 # against the workflow path, single-turn at 64 in flight, on e), train (the 2B
 # config on one GPU, adopting p, at each of PRODUCT_RUNS: "episodes:steps", default "64:3 256:5"),
@@ -107,17 +108,19 @@ engines() {
   need_models || return 1
   # Engines without a run of their own beside p: colocated, so the GPU count leaves none to the trainer.
   local ALONE=(--set model.num_gpus=1 --set model.dtype=bfloat16 --set engines.colocate=true --set engines.gpu_memory_utilization=0.05)
+  # each in braces: `wants X && start_engine … &` would background the test too, and an engine not
+  # wanted would leave a job that fails
   # shellcheck disable=SC2046
-  wants p && start_engine p -c "$PRODUCT_CONFIG" $(product_sets 64 1) &
-  wants e && start_engine e "${ALONE[@]}" --set "model.path=$SHAPED" --set engines.base_port=8125 --set engines.cuda_graphs=false \
-    --set engines.max_model_len=8192 --set rollout.max_context_len=8192 --set "$(kv 12884901888)" &
-  wants t && start_engine t "${GPU[@]}" --set engines.count=2 --set engines.base_port=8150 --set "$(kv 2147483648)" &
-  wants w && start_engine w "${GPU[@]}" --set "model.path=$WARM" --set engines.base_port=8160 --set "$(kv 2147483648)" &
-  wants we && start_engine we "${ALONE[@]}" --set "model.path=$WARM" --set engines.base_port=8165 --set engines.cuda_graphs=false \
-    --set "$(kv 2147483648)" &
-  wants m && start_engine m "${GPU[@]}" --set "model.path=$MOE" --set rollout.routing_replay=true --set engines.base_port=8170 \
-    --set engines.max_model_len=1024 --set rollout.max_context_len=1024 --set rollout.max_response_len=256 --set "$(kv 2147483648)" &
-  wants d && start_engine d "${GPU[@]}" --set run.deterministic=true --set engines.base_port=8155 --set "$(kv 2147483648)" &
+  wants p && { start_engine p -c "$PRODUCT_CONFIG" $(product_sets 64 1) & }
+  wants e && { start_engine e "${ALONE[@]}" --set "model.path=$SHAPED" --set engines.base_port=8125 --set engines.cuda_graphs=false \
+    --set engines.max_model_len=8192 --set rollout.max_context_len=8192 --set "$(kv 12884901888)" & }
+  wants t && { start_engine t "${GPU[@]}" --set engines.count=2 --set engines.base_port=8150 --set "$(kv 2147483648)" & }
+  wants w && { start_engine w "${GPU[@]}" --set "model.path=$WARM" --set engines.base_port=8160 --set "$(kv 2147483648)" & }
+  wants we && { start_engine we "${ALONE[@]}" --set "model.path=$WARM" --set engines.base_port=8165 --set engines.cuda_graphs=false \
+    --set "$(kv 2147483648)" & }
+  wants m && { start_engine m "${GPU[@]}" --set "model.path=$MOE" --set rollout.routing_replay=true --set engines.base_port=8170 \
+    --set engines.max_model_len=1024 --set rollout.max_context_len=1024 --set rollout.max_response_len=256 --set "$(kv 2147483648)" & }
+  wants d && { start_engine d "${GPU[@]}" --set run.deterministic=true --set engines.base_port=8155 --set "$(kv 2147483648)" & }
   local failed=0
   for job in $(jobs -p); do wait "$job" || failed=1; done
   nvidia-smi --query-gpu=memory.used,memory.total --format=csv > "$OUT/engines-memory.csv" 2>&1
@@ -162,11 +165,12 @@ bench() {
   answers 8160 && parity tiny-graphs 8160 "$WARM" 2
   answers 8165 && parity tiny-eager 8165 "$WARM" 2
   if answers 8120; then
+    local lw=(--load-mode layerwise)
+    run sync-2b-ipc-awake-layerwise bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" "${lw[@]}"
+    run sync-2b-ipc-layerwise bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2 "${lw[@]}"
+    run sync-2b-ipc-awake-4gb bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --bucket-mb 4096
     run sync-2b-ipc-awake bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED"
     run sync-2b-ipc bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2
-    run sync-2b-ipc-awake-4gb bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --bucket-mb 4096
-    run sync-2b-ipc-awake-auto bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --load-mode auto
-    run sync-2b-ipc-auto bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2 --load-mode auto
   fi
   answers 8160 && run sync-tiny-ipc bench/weight-sync.py --engine http://127.0.0.1:8160 --model "$WARM" --sleep-level 2
   if answers 8170; then
@@ -184,6 +188,12 @@ price() {
     timeout 300 node --import tsx bench/engine.ts --urls "http://127.0.0.1:$port" --part 1 --concurrency 64 \
       --requests 256 --max-tokens 128 --json > "$OUT/price-$name.json" 2> "$OUT/price-$name.log" || rc=1
   done
+  # what run.deterministic buys: d's answers one request at a time and 16 at once, with and without images
+  if answers 8155; then
+    timeout 300 "$PY" bench/engine-invariance.py --engine http://127.0.0.1:8155 --json \
+      > "$OUT/invariance-deterministic.json" 2> "$OUT/invariance-deterministic.log" || rc=1
+    cat "$OUT/invariance-deterministic.log" >&2
+  fi
   return $rc
 }
 

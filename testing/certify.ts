@@ -38,6 +38,9 @@ export interface Fingerprint {
   steps: Array<{ episodes: string[]; trained: string[]; metrics: Record<string, number> }>;
   /** Episode id → sha256 of its stored sample (tokens, masks, logprobs, reward, turns; engine URLs left out). */
   samples: Record<string, string>;
+  /** The same with the engine's logprobs left out too (rollout_logprobs, each turn's mean_logprob): tells
+   *  a sample whose tokens, masks and reward differ from one whose engine scored the same tokens otherwise. */
+  samplesNoLogprobs: Record<string, string>;
   /** sha256 of the final checkpoint's weights. */
   weights: string;
 }
@@ -72,13 +75,17 @@ export async function fingerprint(fx: RunFixture, runId: string): Promise<Finger
   const records = await readStepRecords(runDir);
   const store = await openConfiguredBlobStore(fx.cfg);
   const samples: Record<string, string> = {};
+  const samplesNoLogprobs: Record<string, string> = {};
   for (const r of records)
     for (const e of r.episodes) {
-      const sample = await store.getJson<{ turns: Array<Record<string, unknown>> }>(
+      const sample = await store.getJson<{ turns: Array<Record<string, unknown>>; rollout_logprobs?: number[] }>(
         store.namedRef(`samples/${e.episode_id}.json`),
       );
       for (const t of sample.turns) delete t.engine;
       samples[e.episode_id] = sha256(JSON.stringify(sample));
+      delete sample.rollout_logprobs;
+      for (const t of sample.turns) delete t.mean_logprob;
+      samplesNoLogprobs[e.episode_id] = sha256(JSON.stringify(sample));
     }
   const ckpts = readdirSync(path.join(runDir, 'checkpoints'))
     .filter((n) => /^step-\d+$/.test(n))
@@ -94,8 +101,24 @@ export async function fingerprint(fx: RunFixture, runId: string): Promise<Finger
       metrics: Object.fromEntries(Object.entries(r.metrics).filter(([k]) => comparedMetric(k))),
     })),
     samples,
+    samplesNoLogprobs,
     weights: sha256(weightFiles.map((f) => sha256(readFileSync(path.join(last, f)))).join('|')),
   };
+}
+
+const ENGINE_LOGPROBS_ONLY = "the engine's logprobs only (same tokens, masks, reward and turns)";
+/** The metric that compares the engine's logprobs with the trainer's: it moves with the engine's alone. */
+const ENGINE_LOGPROB_METRIC = 'train/train_rollout_logprob_abs_diff';
+
+/** Whether every difference is in the engine's logprobs of the same tokens (the samples' logprobs and
+ *  the metric that reads them): the run's tokens, rewards, training and weights are the reference's. */
+export function engineLogprobsOnly(diffs: string[]): boolean {
+  return (
+    diffs.length > 0 &&
+    diffs.every(
+      (d) => d.endsWith(ENGINE_LOGPROBS_ONLY) || (/^step \d+: /.test(d) && d.includes(`: ${ENGINE_LOGPROB_METRIC} `)),
+    )
+  );
 }
 
 /** What differs between two fingerprints, one line each (empty: identical). */
@@ -111,7 +134,12 @@ export function differences(ref: Fingerprint, got: Fingerprint): string[] {
       if (!Object.is(a.metrics[k], b.metrics[k])) out.push(`step ${i}: ${k} ${a.metrics[k]} vs ${b.metrics[k]}`);
   });
   for (const id of new Set([...Object.keys(ref.samples), ...Object.keys(got.samples)]))
-    if (ref.samples[id] !== got.samples[id]) out.push(`sample ${id}: other content`);
+    if (ref.samples[id] !== got.samples[id])
+      out.push(
+        ref.samplesNoLogprobs[id] !== undefined && ref.samplesNoLogprobs[id] === got.samplesNoLogprobs[id]
+          ? `sample ${id}: ${ENGINE_LOGPROBS_ONLY}`
+          : `sample ${id}: other content`,
+      );
   if (ref.weights !== got.weights) out.push('final weights: other digest');
   return out;
 }

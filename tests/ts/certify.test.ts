@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { certify, certifySets, certTable, ciSubset } from '../../testing/certify-matrix.js';
+import { type Fingerprint, differences, engineLogprobsOnly } from '../../testing/certify.js';
 import { type TestEngines, testEngines } from '../../testing/engines.js';
 
 let engines: TestEngines;
@@ -27,4 +28,31 @@ test('a deterministic run killed at four points (rollout worker, trainer, Tempor
   console.log(certTable(rows));
   for (const row of rows) assert.ok(row.fired, `kill point ${row.kill} was reached`);
   assert.deepEqual(diffs, { subset: [] }, 'the killed run equals the reference');
+});
+
+test("differences tell the engine's logprobs of the same tokens from other content, and from the training", () => {
+  const step = (diff: number, loss = 0.5) => ({
+    episodes: ['r/0/0/0'],
+    trained: ['r/0/0/0'],
+    metrics: { 'train/train_rollout_logprob_abs_diff': diff, 'train/loss': loss },
+  });
+  const ref: Fingerprint = {
+    steps: [step(0.00055)],
+    samples: { 'r/0/0/0': 'a' },
+    samplesNoLogprobs: { 'r/0/0/0': 'x' },
+    weights: 'w',
+  };
+  const logprobsOnly = { ...ref, steps: [step(0.00056)], samples: { 'r/0/0/0': 'b' } };
+  const diffs = differences(ref, logprobsOnly);
+  assert.deepEqual(diffs, [
+    'step 0: train/train_rollout_logprob_abs_diff 0.00055 vs 0.00056',
+    "sample r/0/0/0: the engine's logprobs only (same tokens, masks, reward and turns)",
+  ]);
+  assert.equal(engineLogprobsOnly(diffs), true);
+  const otherTokens = { ...logprobsOnly, samplesNoLogprobs: { 'r/0/0/0': 'y' } };
+  assert.deepEqual(differences(ref, otherTokens).slice(1), ['sample r/0/0/0: other content']);
+  assert.equal(engineLogprobsOnly(differences(ref, otherTokens)), false);
+  assert.equal(engineLogprobsOnly(differences(ref, { ...logprobsOnly, steps: [step(0.00056, 0.6)] })), false);
+  assert.equal(engineLogprobsOnly(differences(ref, { ...logprobsOnly, weights: 'v' })), false);
+  assert.equal(engineLogprobsOnly([]), false, 'identical is not "logprobs only"');
 });
