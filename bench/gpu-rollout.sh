@@ -18,7 +18,8 @@
 #   3. path-256    bench/rollout-path.ts at 256 in flight                                          ~2 min
 #   4. cp-512-w1   step 2 with one rollout worker process (the earlier layout), for comparison    ~1 min
 #   5. cp-512-w8   step 2 with eight                                                               ~1 min
-#   (path-256-mt   step 3's multi-turn row alone, when its single-turn row is known: by name only) ~3 min
+#   (path-256-mt   step 3's multi-turn row alone, when its single-turn row is known: by name only) ~6 min
+#                 (one H100: a 76 s warm-up, 89 s for the plain side's 512 episodes, then the workflows')
 #
 # DRY=1: the same steps at small sizes (8 and 16 in flight, 64-token budgets; 32 in flight for the
 # control plane), to check the script itself on a CPU engine (about 4 minutes on 2 cores).
@@ -71,7 +72,7 @@ on() { [[ "$STEPS" == *" $1 "* ]]; }
 on path-64 && path_run path-64 300 "$SMALL"
 on cp-512 && cp_run cp-512 120
 on path-256 && path_run path-256 420 "$LARGE"
-on path-256-mt && path_run path-256-mt 300 "$LARGE" 4
+on path-256-mt && path_run path-256-mt 420 "$LARGE" 4
 on cp-512-w1 && cp_run cp-512-w1 120 --set rollout.worker_processes=1
 on cp-512-w8 && cp_run cp-512-w8 120 --set rollout.worker_processes=8
 say "done: $OUT"
