@@ -4,8 +4,9 @@
 
 run.deterministic's engines must (docs/certification.md): a retried turn is generated again beside other
 requests than the first time. Each of N seeded chat prompts is sent twice one at a time and twice 16 at
-once, text-only and with a generated diagram (the image goes through the engine's vision tower, which
-batches the images of the requests it schedules together), and the four answers of each are compared:
+once (started 30 ms apart, so that prompts are computed beside others' decoding), text-only and with a
+generated diagram (the image goes through the engine's vision tower, which batches the images of the
+requests it schedules together), and the four answers of each are compared:
 the same tokens, and the largest |Δ logprob| where the tokens are the same. Prints one line per kind and
 pair, and with --json the figures as JSON."""
 
@@ -17,6 +18,7 @@ import concurrent.futures as cf
 import io
 import json
 import sys
+import time
 
 import requests
 from PIL import Image, ImageDraw
@@ -51,8 +53,13 @@ def ask(url: str, i: int, image: bool, max_tokens: int) -> tuple[str, list[float
 
 
 def answers(url: str, n: int, image: bool, max_tokens: int, at_once: int) -> list[tuple[str, list[float]]]:
+    def staggered(i: int) -> tuple[str, list[float]]:
+        # started 30 ms apart, so that prompts are computed beside other requests' decoding, as in a run
+        time.sleep(0.03 * (i % at_once) if at_once > 1 else 0)
+        return ask(url, i, image, max_tokens)
+
     with cf.ThreadPoolExecutor(at_once) as ex:
-        return list(ex.map(lambda i: ask(url, i, image, max_tokens), range(n)))
+        return list(ex.map(staggered, range(n)))
 
 
 def compare(a, b) -> dict:

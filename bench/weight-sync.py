@@ -17,7 +17,8 @@ Each round's row holds where an ipc load went (the trainer's view: `begin_second
 that copied each weight in place). --load-mode: the engine's update mode: auto (as the product syncs by
 default, engines.ipc_load: direct where the weights' loaded form is their checkpoint form: a GPU,
 unquantized, no fused experts; else layer-wise), layerwise (vLLM's layer-wise reload) or direct (each
-weight copied into its parameter in place, nothing reprocessed); the logprob gap after the last round says whether the weights arrived whole."""
+weight copied into its parameter in place, nothing reprocessed); the logprob gap after the last round
+says whether the weights arrived whole."""
 
 from __future__ import annotations
 

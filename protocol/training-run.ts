@@ -87,8 +87,8 @@ export interface RunPlan {
   system_prompt: string | null;
   dataset: DatasetConfig;
   /** How weight syncs reach the engines (engines.weight_transport with auto resolved, the engines'
-   *  dtype, engines.ipc_bucket_mb, engines.ipc_load) and, for engines that share the trainer's GPUs (engines.colocate),
-   *  how they sleep while it trains. */
+   *  dtype, engines.ipc_bucket_mb, engines.ipc_load) and, for engines that share the trainer's GPUs
+   *  (engines.colocate), how they sleep while it trains. */
   weights: {
     transport: 'disk' | 'ipc';
     engine_dtype: 'float32' | 'bfloat16';

@@ -22,13 +22,14 @@
 #   m   the tiny MoE, returning routed experts                                             port 8170
 #   d   the tiny model as run.deterministic starts it (batch-invariant, eager)               port 8155
 # Phases: tests (GPU tests against t, w, m), bench (parity on p/e/w/we, weight sync on p and w, R3 on
-# m: each where its engine answers; the ipc load's parts, as a sync loads (engines.ipc_load auto: in place
-# where the weights allow it) and layer-wise), price (the engine's price of run.deterministic: bench/engine.ts's
-# plain loop on t's first engine against d; and whether d's logprobs stay the same one request at a time
-# and 16 at once, with and without images: bench/engine-invariance.py), rollout (bench/gpu-rollout.sh on p: the plain loop against the
-# workflow path, the control plane at 512 in flight (GPU_ROLLOUT_STEPS picks steps); and the plain loop
-# against the workflow path, single-turn at 64 in flight, on e), train (the 2B
-# config on one GPU, adopting p, at each of PRODUCT_RUNS: "episodes:steps", default "64:3 256:5"),
+# m: each where its engine answers; the ipc load's parts, as a sync loads (engines.ipc_load auto: in
+# place where the weights allow it) and layer-wise), price (the engine's price of run.deterministic:
+# bench/engine.ts's plain loop on t's first engine against d; and whether d's logprobs stay the same one
+# request at a time and 16 at once, with and without images: bench/engine-invariance.py), rollout
+# (bench/gpu-rollout.sh on p: the plain loop against the workflow path, the control plane at 512 in
+# flight (GPU_ROLLOUT_STEPS picks steps); and the plain loop against the workflow path, single-turn at
+# 64 in flight, on e), train (the 2B config on one GPU, adopting p, at each of PRODUCT_RUNS:
+# "episodes:steps", default "64:3 256:5"),
 # certify (run.deterministic on the GPU with the tiny model: CI's kill subset, bench/certify.ts),
 # trainer (bench/gpu-trainer.sh, no engine: run it before the engines or after stop).
 # On an 80 GB card the bench's 2B parity (31 GiB for its trainer side) does not fit beside every engine:
@@ -44,7 +45,7 @@ usage() {
 }
 [ $# -ge 1 ] || usage
 case "$1" in
-  -h | --help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h | --help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
   '' | -*) usage "OUTDIR \"$1\" is not a folder name" ;;
 esac
 for phase in "${@:2}"; do
