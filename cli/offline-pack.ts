@@ -455,6 +455,9 @@ export interface PackSummary {
     files: { file: string; bytes: number }[];
     bytes: number;
     leftToHost: string[];
+    /** --leave-out: resolved, not carried (name==version); and the patterns that matched nothing. */
+    leftOut: string[];
+    leaveOutUnmatched: string[];
   };
 }
 
@@ -495,6 +498,8 @@ export async function buildOfflinePack(opts: PackOptions): Promise<PackSummary> 
       node: version,
       pythonVersion: wheels?.pythonVersion ?? null,
       wheels: wheels?.files.map((w) => w.file) ?? [],
+      // --leave-out: resolved but not carried, so that the host's `pip check` failures are expected
+      leftOut: wheels?.leftOut ?? [],
     };
     await fs.writeFile(path.join(stage, PACK_MANIFEST), `${JSON.stringify(manifest, null, 1)}\n`);
     const list = [
@@ -544,8 +549,11 @@ async function stageWheels(
   );
   const work = path.join(stage, '.pip');
   await fs.mkdir(work);
-  const { carry, onHost } = await resolveWheels(plan, work);
-  log(`downloading ${carry.length} wheels (${onHost.length} packages left to the host)`);
+  const { carry, onHost, leftOut, unmatched } = await resolveWheels(plan, work);
+  log(
+    `downloading ${carry.length} wheels (${onHost.length} packages left to the host, ${leftOut.length} left out by --leave-out)`,
+  );
+  for (const p of unmatched) log(`--leave-out ${p} matched none of the resolved wheels`);
   const dest = path.join(stage, LAYOUT.wheels);
   await downloadWheels(plan, carry, dest);
   const files = await Promise.all(
@@ -556,5 +564,7 @@ async function stageWheels(
     files,
     bytes: files.reduce((s, f) => s + f.bytes, 0),
     leftToHost: onHost,
+    leftOut: leftOut.map((w) => `${w.name}==${w.version}`),
+    leaveOutUnmatched: unmatched,
   };
 }

@@ -90,6 +90,9 @@ export interface WheelPlan {
   host: Map<string, string | undefined>;
   python: string;
   target: Target;
+  /** --leave-out: distribution names, or prefixes ending in `*` (nvidia-*), resolved but not carried:
+   *  the install script installs without dependency checks, so what the host never imports can stay. */
+  leaveOut?: string[];
 }
 
 export interface Wheel {
@@ -187,13 +190,38 @@ function wheelsIn(report: string): Wheel[] {
   }));
 }
 
+/** Which --leave-out pattern (a name, or a prefix ending in `*`) a distribution matches, if any. */
+export function leftOutBy(patterns: string[], name: string): string | undefined {
+  return patterns.find((p) =>
+    p.endsWith('*') ? name.startsWith(normalizeName(p.slice(0, -1))) : normalizeName(p) === name,
+  );
+}
+
+/** What the pack must carry whatever --leave-out says: the trainer's requirements and --wheel specs. */
+function checkLeaveOut(plan: WheelPlan): void {
+  const patterns = plan.leaveOut ?? [];
+  const needed = (specs: string[], why: string) =>
+    specs.map((s) => [requirementName(s), why] as const).filter(([n]) => n !== null) as [string, string][];
+  for (const [name, why] of [
+    ...needed(plan.requirements, 'the trainer needs (pyproject.toml)'),
+    ...needed(plan.extra, '--wheel names'),
+  ]) {
+    const p = leftOutBy(patterns, name);
+    if (p) throw new Error(`--leave-out ${p} matches ${name}, which ${why}: leave it in`);
+  }
+}
+
 /**
  * The wheels to carry: the requirements and --wheel specs resolved with their dependencies for the
  * host's Python and platform (pip reads wheels' metadata only, so nothing big is fetched here), less
  * what the host has. A host package of known version constrains the resolution, so what is carried
  * works beside it; --wheel names are carried whatever the host has.
  */
-export async function resolveWheels(plan: WheelPlan, work: string): Promise<{ carry: Wheel[]; onHost: string[] }> {
+export async function resolveWheels(
+  plan: WheelPlan,
+  work: string,
+): Promise<{ carry: Wheel[]; onHost: string[]; leftOut: Wheel[]; unmatched: string[] }> {
+  checkLeaveOut(plan);
   const forced = new Set(plan.extra.map(requirementName));
   // a local label (2.11.0+cu130) is no index's: ==2.11.0 matches it and the index's build alike
   const pins = [...plan.host]
@@ -223,11 +251,21 @@ export async function resolveWheels(plan: WheelPlan, work: string): Promise<{ ca
     );
   const carry: Wheel[] = [];
   const onHost: string[] = [];
+  const leftOut: Wheel[] = [];
+  const patterns = plan.leaveOut ?? [];
   for (const wheel of wheelsIn(report)) {
-    if (forced.has(wheel.name) || !(plan.host.has(wheel.name) || HOST_BRINGS.includes(wheel.name))) carry.push(wheel);
-    else onHost.push(wheel.name);
+    if (!forced.has(wheel.name) && (plan.host.has(wheel.name) || HOST_BRINGS.includes(wheel.name)))
+      onHost.push(wheel.name);
+    else if (leftOutBy(patterns, wheel.name)) leftOut.push(wheel);
+    else carry.push(wheel);
   }
-  return { carry: carry.sort((a, b) => a.name.localeCompare(b.name)), onHost: onHost.sort() };
+  const byName = (a: Wheel, b: Wheel) => a.name.localeCompare(b.name);
+  return {
+    carry: carry.sort(byName),
+    onHost: onHost.sort(),
+    leftOut: leftOut.sort(byName),
+    unmatched: patterns.filter((p) => !leftOut.some((w) => leftOutBy([p], w.name))),
+  };
 }
 
 /** Fetches the resolved wheels, exactly those (no dependencies: resolveWheels chose them), into dest. */

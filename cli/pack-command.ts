@@ -1,5 +1,5 @@
 // tempo-rl pack offline --out FILE [--python-version V] [--glibc V] [--host-packages FILE] [--wheel SPEC]...
-//   [--no-wheels] [--untracked] [--node PATH] [--compression xz|gzip|none] [--force] [--json]
+//   [--leave-out NAMES]... [--no-wheels] [--untracked] [--node PATH] [--compression xz|gzip|none] [--force] [--json]
 // One tar file with what a linux-x64 GPU host without network needs to run tempo-rl (cli/offline-pack.ts).
 import path from 'node:path';
 import type { Command } from 'commander';
@@ -27,6 +27,11 @@ const Options = z.object({
   glibc: z.string(),
   hostPackages: z.string().min(1).optional(),
   wheel: z.array(z.string().regex(/^\s*[A-Za-z0-9][A-Za-z0-9._-]*/, 'a requirement such as vllm==0.26.0')).default([]),
+  leaveOut: z
+    .array(
+      z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*\*?$/, 'a distribution name, or a prefix ending in * (nvidia-*)'),
+    )
+    .default([]),
   wheels: z.boolean(),
   untracked: z.boolean().optional(),
   node: z.string().min(1).optional(),
@@ -44,14 +49,18 @@ function parseOptions(raw: unknown): Options {
   if (!parsed.success) {
     const i = parsed.error.issues[0]!;
     const key = String(i.path[0] ?? '');
-    const given = (raw as Record<string, unknown>)[key];
+    const value = (raw as Record<string, unknown>)[key];
+    // a repeatable flag's values come as a list: name the one refused
+    const given = Array.isArray(value) && typeof i.path[1] === 'number' ? value[i.path[1]] : value;
     throw usage(
       `pack offline: ${flagOf(key)}: ${i.message}${typeof given === 'string' ? `, given ${JSON.stringify(given)}` : ''}`,
     );
   }
   const o = parsed.data;
-  if (!o.wheels && (o.wheel.length > 0 || o.hostPackages))
-    throw usage('pack offline: --no-wheels leaves out every wheel; drop --wheel and --host-packages, or --no-wheels');
+  if (!o.wheels && (o.wheel.length > 0 || o.hostPackages || o.leaveOut.length > 0))
+    throw usage(
+      'pack offline: --no-wheels leaves out every wheel; drop --wheel, --host-packages and --leave-out, or --no-wheels',
+    );
   // the versions the trainer runs on (pyproject.toml): 3.99 has no wheels, 3.10 no trainer
   const pythons = supportedPythons(REPO_ROOT);
   if (pythons && !pythons.includes(o.pythonVersion))
@@ -112,7 +121,7 @@ function printSummary(s: PackSummary): void {
     `  node          ${s.node.version}, ${mib(s.node.bytes)} (from ${s.node.from})`,
     `  temporal      ${mib(s.temporal.bytes)} (from ${s.temporal.from})`,
     s.wheels
-      ? `  wheels        ${s.wheels.files.length} for CPython ${s.wheels.pythonVersion}, ${mib(s.wheels.bytes)}${s.wheels.files.map((w) => `\n                  ${w.file}`).join('')}\n                (left to the host: ${s.wheels.leftToHost.join(', ') || 'nothing'})`
+      ? `  wheels        ${s.wheels.files.length} for CPython ${s.wheels.pythonVersion}, ${mib(s.wheels.bytes)}${s.wheels.files.map((w) => `\n                  ${w.file}`).join('')}\n                (left to the host: ${s.wheels.leftToHost.join(', ') || 'nothing'})${s.wheels.leftOut.length ? `\n                (left out, --leave-out: ${s.wheels.leftOut.join(', ')})` : ''}`
       : '  wheels        none (--no-wheels)',
     `on the host: tar -xf ${path.basename(s.out)} -C DIR && DIR/${LAYOUT.project}/${INSTALL_SCRIPT}`,
   ];
@@ -138,6 +147,11 @@ export function register(program: Command): void {
       'one more requirement to carry, with its dependencies, e.g. vllm==0.26.0 (repeatable)',
       (v: string, prev: string[] = []) => [...prev, v],
     )
+    .option(
+      '--leave-out <names>',
+      'resolved wheels not to carry, comma-separated: names or prefixes ending in * (nvidia-*); the host must never import them (repeatable)',
+      (v: string, prev: string[] = []) => [...prev, ...v.split(',').map((n) => n.trim())],
+    )
     .option('--no-wheels', 'carry no Python wheels (the host has every package)')
     .option('--untracked', "also carry the clone's untracked files that git does not ignore (listed either way)")
     .option('--node <path>', 'the Node runtime to carry (default: the one running this)')
@@ -158,7 +172,13 @@ export function register(program: Command): void {
           target,
           untracked: o.untracked,
           wheels: o.wheels
-            ? { pythonVersion: o.pythonVersion, extra: o.wheel, host: hostPackages(o.hostPackages), python: 'python3' }
+            ? {
+                pythonVersion: o.pythonVersion,
+                extra: o.wheel,
+                host: hostPackages(o.hostPackages),
+                python: 'python3',
+                leaveOut: o.leaveOut,
+              }
             : null,
           log: (line) => process.stderr.write(`[pack] ${line}\n`),
         });

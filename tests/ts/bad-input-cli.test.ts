@@ -1355,6 +1355,18 @@ const CLI_ROWS: CliRow[] = [
       says: [/--python-version 3\.99: the trainer runs on CPython 3\.11 or 3\.12/],
     });
     rows.push({
+      kind: 'pack offline --leave-out a name with a space',
+      args: () => ['pack', 'offline', '--out', path.join(fresh('packout'), 'p.tar'), '--leave-out', 'z3 solver'],
+      exit: 2,
+      says: [/--leave-out: a distribution name, or a prefix ending in \* \(nvidia-\*\), given "z3 solver"/],
+    });
+    rows.push({
+      kind: 'pack offline --leave-out with --no-wheels',
+      args: () => pack('--out', path.join(fresh('packout'), 'p.tar'), '--leave-out', 'nvidia-*'),
+      exit: 2,
+      says: [/--no-wheels leaves out every wheel; drop --wheel, --host-packages and --leave-out/],
+    });
+    rows.push({
       kind: 'pack offline --glibc 2.99',
       args: () => pack('--out', path.join(fresh('packout'), 'p.tar'), '--glibc', '2.99'),
       exit: 2,

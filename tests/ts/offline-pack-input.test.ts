@@ -10,7 +10,7 @@ import path from 'node:path';
 import { after, test } from 'node:test';
 import { isOfflinePack, PACK_MANIFEST, projectFiles } from '../../cli/offline-pack.js';
 import { glibcNeeded, linuxX64Gnu, manylinuxTags } from '../../cli/offline-target.js';
-import { parseHostPackages, resolveWheels } from '../../cli/offline-wheels.js';
+import { leftOutBy, parseHostPackages, resolveWheels } from '../../cli/offline-wheels.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-pack-input-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
@@ -124,4 +124,39 @@ test('a pack records the glibc its wheels and Node need, not the level it was bu
   );
   assert.equal(glibcNeeded(['llguidance-1.7.0-cp39-abi3-manylinux_2_31_x86_64.whl', 'x-1-py3-none-any.whl']), '2.31');
   assert.equal(glibcNeeded(['pillow-13.0.0-cp312-cp312-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl']), '2.28');
+});
+
+test('--leave-out: resolved wheels not carried, listed; a pattern that matches nothing named; what the trainer needs refused', async (t) => {
+  const probe = spawnSync(
+    'python3',
+    ['-c', "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/six/', timeout=5)"],
+    { timeout: 15_000 },
+  );
+  if (probe.status !== 0) return t.skip('PyPI is unreachable from here');
+  const plan = {
+    pythonVersion: '3.12',
+    requirements: ['python-dateutil==2.9.0.post0'],
+    extra: [],
+    host: new Map<string, string | undefined>(),
+    python: 'python3',
+    target: linuxX64Gnu('2.28'),
+  };
+  const work = mkdtempSync(path.join(tmp, 'pip-'));
+  const out = await resolveWheels({ ...plan, leaveOut: ['Six', 'nvidia-*'] }, work);
+  assert.deepEqual(
+    out.carry.map((w) => w.name),
+    ['python-dateutil'],
+  );
+  assert.deepEqual(
+    out.leftOut.map((w) => w.name),
+    ['six'],
+  );
+  assert.deepEqual(out.unmatched, ['nvidia-*']);
+  await assert.rejects(
+    resolveWheels({ ...plan, leaveOut: ['python-*'] }, work),
+    /--leave-out python-\* matches python-dateutil, which the trainer needs \(pyproject\.toml\): leave it in/,
+  );
+  assert.equal(leftOutBy(['nvidia-*', 'z3_solver'], 'z3-solver'), 'z3_solver');
+  assert.equal(leftOutBy(['nvidia-*'], 'nvidia-cutlass-dsl'), 'nvidia-*');
+  assert.equal(leftOutBy(['nvidia-*'], 'vllm'), undefined);
 });
