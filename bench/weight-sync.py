@@ -120,13 +120,21 @@ def main() -> None:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--sleep-level", type=int, choices=[1, 2], default=None)
     p.add_argument("--noise", type=float, default=0.02, help="the perturbation of the trainer's weights (× their std)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="the perturbation's seed (default: a new one each run, so that an engine a run before left with the "
+        "same weights cannot pass for a load that arrived whole)",
+    )
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     url = args.engine.rstrip("/")
     args.engine = url
     model = load_policy(args.model, args.device).eval()
     weights = sum(t.numel() for t in model.parameters())
-    torch.manual_seed(0)
+    args.seed = args.seed if args.seed is not None else time.time_ns() % 2**31
+    torch.manual_seed(args.seed)
     with torch.no_grad():
         for t in model.parameters():
             t.add_(torch.randn_like(t) * args.noise * (t.float().std() if t.numel() > 1 else 1.0))
@@ -145,6 +153,7 @@ def main() -> None:
         "dtype": args.dtype,
         "bucket_mb": args.bucket_mb,
         "load_mode": args.load_mode,
+        "seed": args.seed,
         "parameters": weights,
         "gb": gb,
         "rounds": rows,

@@ -553,7 +553,7 @@ async function stageWheels(
   log(
     `downloading ${carry.length} wheels (${onHost.length} packages left to the host, ${leftOut.length} left out by --leave-out)`,
   );
-  for (const p of unmatched) log(`--leave-out ${p} matched none of the resolved wheels`);
+  for (const p of unmatched) log(`--leave-out ${p} matched nothing resolved`);
   const dest = path.join(stage, LAYOUT.wheels);
   await downloadWheels(plan, carry, dest);
   const files = await Promise.all(

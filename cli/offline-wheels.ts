@@ -253,7 +253,8 @@ export async function resolveWheels(
   const onHost: string[] = [];
   const leftOut: Wheel[] = [];
   const patterns = plan.leaveOut ?? [];
-  for (const wheel of wheelsIn(report)) {
+  const chosen = wheelsIn(report);
+  for (const wheel of chosen) {
     if (!forced.has(wheel.name) && (plan.host.has(wheel.name) || HOST_BRINGS.includes(wheel.name)))
       onHost.push(wheel.name);
     else if (leftOutBy(patterns, wheel.name)) leftOut.push(wheel);
@@ -264,7 +265,8 @@ export async function resolveWheels(
     carry: carry.sort(byName),
     onHost: onHost.sort(),
     leftOut: leftOut.sort(byName),
-    unmatched: patterns.filter((p) => !leftOut.some((w) => leftOutBy([p], w.name))),
+    // a pattern that names only the host's packages matched: they are not carried anyway
+    unmatched: patterns.filter((p) => !chosen.some((w) => leftOutBy([p], w.name))),
   };
 }
 

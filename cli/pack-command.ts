@@ -121,7 +121,7 @@ function printSummary(s: PackSummary): void {
     `  node          ${s.node.version}, ${mib(s.node.bytes)} (from ${s.node.from})`,
     `  temporal      ${mib(s.temporal.bytes)} (from ${s.temporal.from})`,
     s.wheels
-      ? `  wheels        ${s.wheels.files.length} for CPython ${s.wheels.pythonVersion}, ${mib(s.wheels.bytes)}${s.wheels.files.map((w) => `\n                  ${w.file}`).join('')}\n                (left to the host: ${s.wheels.leftToHost.join(', ') || 'nothing'})${s.wheels.leftOut.length ? `\n                (left out, --leave-out: ${s.wheels.leftOut.join(', ')})` : ''}`
+      ? `  wheels        ${s.wheels.files.length} for CPython ${s.wheels.pythonVersion}, ${mib(s.wheels.bytes)}${s.wheels.files.map((w) => `\n                  ${w.file}`).join('')}\n                (left to the host: ${s.wheels.leftToHost.join(', ') || 'nothing'})${s.wheels.leftOut.length ? `\n                (left out, --leave-out: ${s.wheels.leftOut.join(', ')})` : ''}${s.wheels.leaveOutUnmatched.length ? `\n                (--leave-out matched nothing resolved: ${s.wheels.leaveOutUnmatched.join(', ')})` : ''}`
       : '  wheels        none (--no-wheels)',
     `on the host: tar -xf ${path.basename(s.out)} -C DIR && DIR/${LAYOUT.project}/${INSTALL_SCRIPT}`,
   ];

@@ -219,7 +219,7 @@ export const EnginesConfig = z
     /** ipc: how an engine takes the weights. auto: copied in place into its parameters where they are
      *  loaded as the checkpoint holds them (a GPU, unquantized, no fused experts: 0.032–0.034 s/GB on
      *  the 2B shape on an H100), vLLM's layer-wise reload elsewhere; layerwise: the layer-wise reload
-     *  always (0.070–0.074 s/GB there). docs/engines.md "Weight sync". */
+     *  always (0.070–0.074 s/GB there). docs/engines.md "Weights". */
     ipc_load: z.enum(['auto', 'layerwise']).default('auto'),
   })
   .refine((e) => e.urls.length > 0 || e.base_port + e.count - 1 <= 65535, {

@@ -169,7 +169,7 @@ bench() {
     local lw=(--load-mode layerwise)
     run sync-2b-ipc-awake-layerwise bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" "${lw[@]}"
     run sync-2b-ipc-layerwise bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2 "${lw[@]}"
-    run sync-2b-ipc-awake-4gb bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --bucket-mb 4096
+    run sync-2b-ipc-awake-4gb-layerwise bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --bucket-mb 4096 "${lw[@]}"
     run sync-2b-ipc-awake bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED"
     run sync-2b-ipc bench/weight-sync.py --engine http://127.0.0.1:8120 --model "$SHAPED" --sleep-level 2
   fi

@@ -110,11 +110,12 @@ const ENGINE_LOGPROBS_ONLY = "the engine's logprobs only (same tokens, masks, re
 /** The metric that compares the engine's logprobs with the trainer's: it moves with the engine's alone. */
 const ENGINE_LOGPROB_METRIC = 'train/train_rollout_logprob_abs_diff';
 
-/** Whether every difference is in the engine's logprobs of the same tokens (the samples' logprobs and
- *  the metric that reads them): the run's tokens, rewards, training and weights are the reference's. */
+/** Whether every difference is in the engine's logprobs of the same tokens (some samples' logprobs, and
+ *  the metric that reads them): the run's tokens, rewards, training and weights are the reference's.
+ *  The metric alone moving, with every sample the same, is the trainer's logprobs: not this. */
 export function engineLogprobsOnly(diffs: string[]): boolean {
   return (
-    diffs.length > 0 &&
+    diffs.some((d) => d.endsWith(ENGINE_LOGPROBS_ONLY)) &&
     diffs.every(
       (d) => d.endsWith(ENGINE_LOGPROBS_ONLY) || (/^step \d+: /.test(d) && d.includes(`: ${ENGINE_LOGPROB_METRIC} `)),
     )

@@ -169,18 +169,24 @@ def sync(target, model, version: int, bucket_mb: int = 4, mode: str = "layerwise
     return sync_weights_phased(inp, IpcLoader(model, getattr(torch, dtype), bucket_mb * 2**20, mode=mode))
 
 
-def test_weights_in_buckets_become_the_engines_and_carry_their_version(target, trainer_model):
+def perturb_every_weight(target, model, seed: int) -> None:
+    """Every weight moved until the engine's logprobs clearly differ from the model's: a random tiny
+    model's near-uniform outputs move little (on the GPU 0.2 std moved them 0.037, under twice its bf16
+    tolerance), and a load that missed any weight must show."""
     url, _, _, dtype, tol = target
-    torch.manual_seed(0)
-    # perturbed until the engine's logprobs clearly differ: a random tiny model's near-uniform outputs move
-    # little (on the GPU 0.2 std moved them 0.037, under twice its bf16 tolerance)
+    torch.manual_seed(seed)
     for _ in range(4):
         with torch.no_grad():
-            for p in trainer_model.parameters():
+            for p in model.parameters():
                 p.add_(torch.randn_like(p) * 0.2 * p.float().std())
-        if gap(url, trainer_model, dtype) > 2 * tol:
+        if gap(url, model, dtype) > 2 * tol:
             break
-    assert gap(url, trainer_model, dtype) > 2 * tol, "the perturbed weights differ from the engine's to begin with"
+    assert gap(url, model, dtype) > 2 * tol, "the perturbed weights differ from the engine's to begin with"
+
+
+def test_weights_in_buckets_become_the_engines_and_carry_their_version(target, trainer_model):
+    url, _, _, dtype, tol = target
+    perturb_every_weight(target, trainer_model, seed=0)
     out = sync(target, trainer_model, version=1)
     assert out.engines[0].ok, out.engines[0].error
     assert EngineClient(url).weight_version() == "1"
@@ -196,7 +202,8 @@ def test_weights_in_buckets_become_the_engines_and_carry_their_version(target, t
 def test_an_engine_left_mid_update_is_mended_by_the_next_sync(target, trainer_model):
     url, _, _, dtype, tol = target
     client = EngineClient(url)
-    client.rpc("tempo_rl_begin_update")  # a trainer that died after beginning an update
+    # a trainer that died after beginning an update: layer-wise, whose bookkeeping would swallow the next
+    client.rpc("tempo_rl_begin_update", mode="layerwise")
     with torch.no_grad():
         trainer_model.get_input_embeddings().weight.mul_(1.01)
     out = sync(target, trainer_model, version=2)
@@ -209,8 +216,7 @@ def test_the_auto_mode_loads_in_place_on_a_gpu_and_layer_by_layer_on_cpu(target,
     unquantized weights, no fused experts); on CPU vLLM re-packs GEMM weights, so layer by layer. Either
     way the engine ends with the trainer's weights."""
     url, _, device, dtype, tol = target
-    with torch.no_grad():
-        trainer_model.get_input_embeddings().weight.mul_(0.99)
+    perturb_every_weight(target, trainer_model, seed=1)
     out = sync(target, trainer_model, version=3, mode="auto")
     assert out.engines[0].ok, out.engines[0].error
     assert out.timings["direct_loads"] == (1.0 if device == "cuda" else 0.0), out.timings

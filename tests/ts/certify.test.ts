@@ -55,4 +55,7 @@ test("differences tell the engine's logprobs of the same tokens from other conte
   assert.equal(engineLogprobsOnly(differences(ref, { ...logprobsOnly, steps: [step(0.00056, 0.6)] })), false);
   assert.equal(engineLogprobsOnly(differences(ref, { ...logprobsOnly, weights: 'v' })), false);
   assert.equal(engineLogprobsOnly([]), false, 'identical is not "logprobs only"');
+  const trainerMoved = differences(ref, { ...ref, steps: [step(0.00056)] });
+  assert.deepEqual(trainerMoved, ['step 0: train/train_rollout_logprob_abs_diff 0.00055 vs 0.00056']);
+  assert.equal(engineLogprobsOnly(trainerMoved), false, "every sample the same: the trainer's logprobs moved");
 });

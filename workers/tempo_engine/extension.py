@@ -7,10 +7,12 @@ runs a method on all of them (kwargs are JSON strings: the route passes them as 
 
 - `tempo_rl_reload_from_store(store, key)`: pull a committed checkpoint from the blob store and reload
   it in place (weights_from_store.py), for engines on hosts apart from the trainer;
-- `tempo_rl_begin_update()`, `tempo_rl_load_bucket(bucket)` × n, `tempo_rl_finish_update()`: the
-  weights in buckets (tempo_common/weight_buckets.py) — CUDA IPC on a GPU the trainer shares, /dev/shm on CPU — through
-  vLLM's layer-wise reload, the path its own in-place `reload_weights` and weight-transfer engines take
-  (each layer is reprocessed once whole: re-packed GEMM weights on CPU, fused or quantized layouts).
+- `tempo_rl_begin_update(mode)`, `tempo_rl_load_bucket(bucket)` × n, `tempo_rl_finish_update()`: the
+  weights in buckets (tempo_common/weight_buckets.py) — CUDA IPC on a GPU the trainer shares, /dev/shm
+  on CPU — copied in place where their loaded form is the checkpoint's (`auto`, engines.ipc_load's
+  default, on a GPU) or through vLLM's layer-wise reload, the path its own in-place `reload_weights`
+  and weight-transfer engines take (each layer is reprocessed once whole: re-packed GEMM weights on
+  CPU, fused or quantized layouts).
 
 An update left half done (its trainer died mid-sync) is finished before a new one begins: the
 layer-wise bookkeeping of the old one would otherwise swallow the new weights. The sync that follows
