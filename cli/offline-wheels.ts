@@ -199,16 +199,15 @@ export function leftOutBy(patterns: string[], name: string): string | undefined 
 
 /** What the pack must carry whatever --leave-out says: the trainer's requirements and --wheel specs. */
 function checkLeaveOut(plan: WheelPlan): void {
-  const patterns = plan.leaveOut ?? [];
-  const needed = (specs: string[], why: string) =>
-    specs.map((s) => [requirementName(s), why] as const).filter(([n]) => n !== null) as [string, string][];
-  for (const [name, why] of [
-    ...needed(plan.requirements, 'the trainer needs (pyproject.toml)'),
-    ...needed(plan.extra, '--wheel names'),
-  ]) {
-    const p = leftOutBy(patterns, name);
-    if (p) throw new Error(`--leave-out ${p} matches ${name}, which ${why}: leave it in`);
-  }
+  const needed: [string[], string][] = [
+    [plan.requirements, 'the trainer needs (pyproject.toml)'],
+    [plan.extra, '--wheel names'],
+  ];
+  for (const [specs, why] of needed)
+    for (const name of specs.map(requirementName)) {
+      const p = name && leftOutBy(plan.leaveOut ?? [], name);
+      if (p) throw new Error(`--leave-out ${p} matches ${name}, which ${why}: leave it in`);
+    }
 }
 
 /**

@@ -11,6 +11,7 @@ import { after, test } from 'node:test';
 import { isOfflinePack, PACK_MANIFEST, projectFiles } from '../../cli/offline-pack.js';
 import { glibcNeeded, linuxX64Gnu, manylinuxTags } from '../../cli/offline-target.js';
 import { leftOutBy, parseHostPackages, resolveWheels } from '../../cli/offline-wheels.js';
+import { pypiUnreachable } from '../../testing/pypi.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-pack-input-'));
 after(() => rmSync(tmp, { recursive: true, force: true }));
@@ -90,24 +91,22 @@ test('--glibc: every manylinux level up to it, and the legacy aliases', () => {
     assert.throws(() => linuxX64Gnu(bad), /expected the host's glibc as 2\.N/);
 });
 
+/** What resolveWheels resolves the requirements for: CPython 3.12 on glibc 2.28, a host with nothing. */
+const planFor = (requirements: string[]) => ({
+  pythonVersion: '3.12',
+  requirements,
+  extra: [],
+  host: new Map<string, string | undefined>(),
+  python: 'python3',
+  target: linuxX64Gnu('2.28'),
+});
+
 test('a wheel published only for a newer glibc is named, with the glibc it needs', async (t) => {
-  const probe = spawnSync(
-    'python3',
-    ['-c', "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/llguidance/', timeout=5)"],
-    { timeout: 15_000 },
-  );
-  if (probe.status !== 0) return t.skip('PyPI is unreachable from here');
+  const unreachable = pypiUnreachable();
+  if (unreachable) return t.skip(unreachable);
   // llguidance 1.7 (a dependency of vLLM 0.26.0) is published as manylinux_2_31 wheels only
-  const plan = {
-    pythonVersion: '3.12',
-    requirements: ['llguidance>=1.7,<1.8'],
-    extra: [],
-    host: new Map<string, string | undefined>(),
-    python: 'python3',
-    target: linuxX64Gnu('2.28'),
-  };
   await assert.rejects(
-    resolveWheels(plan, mkdtempSync(path.join(tmp, 'pip-'))),
+    resolveWheels(planFor(['llguidance>=1.7,<1.8']), mkdtempSync(path.join(tmp, 'pip-'))),
     /no wheel of llguidance<1\.8,>=1\.7 for CPython 3\.12 on manylinux 2\.5 to 2\.28 x86_64 \(--glibc 2\.28\): its wheel llguidance-1\.7\.\d+-\S+-manylinux_2_31_x86_64\.whl needs glibc 2\.31/,
   );
 });
@@ -127,20 +126,9 @@ test('a pack records the glibc its wheels and Node need, not the level it was bu
 });
 
 test('--leave-out: resolved wheels not carried, listed; a pattern that matches nothing named; what the trainer needs refused', async (t) => {
-  const probe = spawnSync(
-    'python3',
-    ['-c', "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/six/', timeout=5)"],
-    { timeout: 15_000 },
-  );
-  if (probe.status !== 0) return t.skip('PyPI is unreachable from here');
-  const plan = {
-    pythonVersion: '3.12',
-    requirements: ['python-dateutil==2.9.0.post0'],
-    extra: [],
-    host: new Map<string, string | undefined>(),
-    python: 'python3',
-    target: linuxX64Gnu('2.28'),
-  };
+  const unreachable = pypiUnreachable();
+  if (unreachable) return t.skip(unreachable);
+  const plan = planFor(['python-dateutil==2.9.0.post0']);
   const work = mkdtempSync(path.join(tmp, 'pip-'));
   const out = await resolveWheels({ ...plan, leaveOut: ['Six', 'nvidia-*'] }, work);
   assert.deepEqual(

