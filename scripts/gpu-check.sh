@@ -25,7 +25,8 @@
 # m: each where its engine answers; the ipc load's parts, as a sync loads (engines.ipc_load auto: in
 # place where the weights allow it) and layer-wise), price (the engine's price of run.deterministic:
 # bench/engine.ts's plain loop on t's first engine against d; and whether d's logprobs stay the same one
-# request at a time and 16 at once, with and without images: bench/engine-invariance.py), rollout
+# request at a time and 16 at once, with and without images, before and after a reload from disk:
+# bench/engine-invariance.py), rollout
 # (bench/gpu-rollout.sh on p: the plain loop against the workflow path, the control plane at 512 in
 # flight (GPU_ROLLOUT_STEPS picks steps); and the plain loop against the workflow path, single-turn at
 # 64 in flight, on e), train (the 2B config on one GPU, adopting p, at each of PRODUCT_RUNS:
@@ -189,11 +190,14 @@ price() {
     timeout 300 node --import tsx bench/engine.ts --urls "http://127.0.0.1:$port" --part 1 --concurrency 64 \
       --requests 256 --max-tokens 128 --json > "$OUT/price-$name.json" 2> "$OUT/price-$name.log" || rc=1
   done
-  # what run.deterministic buys: d's answers one request at a time and 16 at once, with and without images
+  # what run.deterministic buys: d's answers one request at a time and 16 at once, with and without
+  # images; then the same after a sync from disk (the certification's runs reload their weights each step)
   if answers 8155; then
     timeout 300 "$PY" bench/engine-invariance.py --engine http://127.0.0.1:8155 --json \
       > "$OUT/invariance-deterministic.json" 2> "$OUT/invariance-deterministic.log" || rc=1
-    cat "$OUT/invariance-deterministic.log" >&2
+    need_models && timeout 400 "$PY" bench/engine-invariance.py --engine http://127.0.0.1:8155 --reload "$TINY" --json \
+      > "$OUT/invariance-deterministic-reloaded.json" 2> "$OUT/invariance-deterministic-reloaded.log" || rc=1
+    cat "$OUT/invariance-deterministic.log" "$OUT/invariance-deterministic-reloaded.log" >&2
   fi
   return $rc
 }

@@ -2,6 +2,8 @@
 checkpoint into the engine (pause → reload → reset prefix cache → resume), sample tokens with
 logprobs, and score the same tokens with the trainer. Slow (the engine takes minutes to start on CPU)."""
 
+import base64
+import io
 import json
 import os
 import subprocess
@@ -12,6 +14,7 @@ from pathlib import Path
 import pytest
 import requests
 import torch
+from PIL import Image, ImageDraw
 
 from trainer.checkpoint import atomic as ckpt
 from trainer.contract import SyncWeightsInput, TrainStepInput
@@ -154,3 +157,30 @@ def test_engine_and_trainer_logprobs_agree_after_a_sync(engine, make_input, mixe
     Path(os.environ.get("TEMPO_RL_PARITY_REPORT", "/dev/null")).write_text(json.dumps(report))
     assert mean_diff < 1e-3, report  # fp32 on both sides; vime sees 0.014–0.016 on GPU in bf16
     assert base_mean_diff > 10 * mean_diff, "the engine still serves the base weights"
+
+
+def ask_about(url: str, image_url: str) -> requests.Response:
+    model = requests.get(f"{url}/v1/models", timeout=30).json()["data"][0]["id"]
+    content = [{"type": "image_url", "image_url": {"url": image_url}}, {"type": "text", "text": "Which angle?"}]
+    body = {"model": model, "messages": [{"role": "user", "content": content}], "max_tokens": 4, "seed": 0}
+    return requests.post(f"{url}/v1/chat/completions", json=body, timeout=300)
+
+
+def test_an_image_seen_before_a_sync_that_keeps_requests_is_seen_again_after_it(engine, tiny_model):
+    """vLLM's reload_weights drops the workers' image features while the scheduler would still count
+    them cached: a later request showing the same image (an episode's next turn, a group's next sample)
+    would find none and stop the engine core ("Encoder cache miss"). The sync's pause clears the
+    scheduler's side too, in keep mode as well (the async window's), so the image is encoded again."""
+    img = Image.new("RGB", (64, 64), "white")
+    ImageDraw.Draw(img).polygon([(4, 60), (60, 60), (30, 6)], outline="black", width=2)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    image_url = "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+    assert ask_about(engine, image_url).status_code == 200
+    synced = sync_weights_from_disk(
+        SyncWeightsInput(run_id="r", weight_version=7, checkpoint=str(tiny_model), engines=[engine], pause_mode="keep")
+    )
+    assert synced.engines[0].ok, synced.engines[0].error
+    again = ask_about(engine, image_url)
+    assert again.status_code == 200, again.text[:500]
+    assert requests.get(f"{engine}/health", timeout=10).status_code == 200
