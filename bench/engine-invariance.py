@@ -15,9 +15,9 @@ one line per kind and pair, and with --json the figures as JSON.
 
 --reload DIR (the model directory the engine serves): first a perturbed copy of DIR's weights and then
 DIR's own are reloaded (the trainer's sync from disk: pause, vLLM's reload_weights, the caches reset,
-resume), as a run's first sync reloads its model over the weights of the run before; the answers one
-at a time before are compared with those after, and the pairs above are taken on the reloaded
-weights."""
+resume), as a run's first sync reloads its model over the weights of the run before; the engine's
+weights before and after are compared bit for bit (the worker extension's tempo_rl_weights_digest), the
+answers one at a time before with those after, and the pairs above are taken on the reloaded weights."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ from PIL import Image, ImageDraw
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "workers"))
 
 from trainer.contract import SyncWeightsInput  # noqa: E402
-from trainer.weights.sync import sync_weights_from_disk  # noqa: E402
+from trainer.weights.sync import EngineClient, sync_weights_from_disk  # noqa: E402
 
 
 def diagram(i: int) -> str:
@@ -99,6 +99,9 @@ def beside_text(url: str, n: int, max_tokens: int) -> list[tuple[str, list[float
     return [one(i) for i in range(n)]
 
 
+KINDS = (("text", False, False), ("image", True, False), ("pairs", True, True))
+
+
 def perturbed_copy(src: Path, dst: Path) -> None:
     """The model directory with every floating weight scaled by 1.01: other weights to reload over."""
     from safetensors.torch import load_file, save_file
@@ -124,6 +127,18 @@ def reload_over_others(url: str, model_dir: str) -> None:
                 raise SystemExit(f"engine-invariance: the reload from {path} failed: {done.error}")
 
 
+def reload_and_compare(url: str, n: int, max_tokens: int, model_dir: str) -> tuple[dict, list[str]]:
+    """The answers one at a time before the reload, and the names of the weights it left other than
+    they were."""
+    before = {kind: answers(url, n, image, max_tokens, 1, pairs) for kind, image, pairs in KINDS}
+    weights = EngineClient(url).rpc("tempo_rl_weights_digest")[0]
+    reload_over_others(url, model_dir)
+    now = EngineClient(url).rpc("tempo_rl_weights_digest")[0]
+    differ = sorted(name for name in weights if now.get(name) != weights[name])
+    print(f"weights: before vs after the reload: {len(differ)} of {len(weights)} differ {differ[:8]}", file=sys.stderr)
+    return before, differ
+
+
 def compare(a, b) -> dict:
     same = [(x, y) for x, y in zip(a, b, strict=True) if x[0] == y[0]]
     worst = max((abs(u - v) for x, y in same for u, v in zip(x[1], y[1], strict=False)), default=0.0)
@@ -139,9 +154,6 @@ def report(out: dict[str, dict], name: str, row: dict) -> None:
     )
 
 
-KINDS = (("text", False, False), ("image", True, False), ("pairs", True, True))
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--engine", required=True)
@@ -151,11 +163,7 @@ def main() -> None:
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     url, n, max_tokens = args.engine.rstrip("/"), args.prompts, args.max_tokens
-    before = {}
-    if args.reload:
-        # the answers one at a time before the reload, to compare with those after it
-        before = {kind: answers(url, n, image, max_tokens, 1, pairs) for kind, image, pairs in KINDS}
-        reload_over_others(url, args.reload)
+    before, differ = reload_and_compare(url, n, max_tokens, args.reload) if args.reload else ({}, [])
     out: dict[str, dict] = {}
     for kind, image, pairs in KINDS:
         one = [answers(url, n, image, max_tokens, 1, pairs) for _ in range(2)]
@@ -168,6 +176,8 @@ def main() -> None:
             report(out, f"{kind}: before vs after the reload", compare(before[kind], one[0]))
     if args.json:
         doc = {"engine": url, "prompts": n, "max_tokens": max_tokens, "reloaded_from": args.reload}
+        if args.reload:
+            doc["weights_differing_after_the_reload"] = differ
         print(json.dumps({**doc, "pairs": out}))
 
 

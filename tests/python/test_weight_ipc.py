@@ -253,3 +253,28 @@ def test_an_engine_that_cannot_open_a_bucket_is_labelled_unusable_and_resumed(ta
     assert client.weight_version() == UNUSABLE and not client._call("GET", "/is_paused")["is_paused"]
     assert sync(target, trainer_model, version=4).engines[0].ok and client.weight_version() == "4"
     assert gap(url, trainer_model, dtype) < tol
+
+
+def test_weights_synced_away_and_back_are_the_engines_to_the_bit(target):
+    """A load leaves nothing of the weights before it: the engine's own weights, synced back over others,
+    are its weights to the bit (tempo_rl_weights_digest: every parameter and buffer; on CPU vLLM keeps its
+    re-packed GEMM weights outside them, so there the rest), layer-wise and in place."""
+    url, path, device, dtype, _ = target
+    client = EngineClient(url)
+    digest = lambda: client.rpc("tempo_rl_weights_digest")[0]  # noqa: E731
+    base, other = load_policy(path, device).eval(), load_policy(path, device).eval()
+    torch.manual_seed(2)
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(torch.randn_like(p) * 0.2 * p.float().std())
+    version = 10
+    for mode in ("layerwise", "auto"):
+        assert sync(target, base, version, mode=mode).engines[0].ok
+        before = digest()
+        assert sync(target, other, version + 1, mode=mode).engines[0].ok
+        moved = [name for name, d in digest().items() if d != before[name]]
+        assert moved, "the other weights reached the engine"
+        assert sync(target, base, version + 2, mode=mode).engines[0].ok
+        after = digest()
+        assert after == before, [name for name in before if after.get(name) != before[name]]
+        version += 3

@@ -7,6 +7,8 @@ runs a method on all of them (kwargs are JSON strings: the route passes them as 
 
 - `tempo_rl_reload_from_store(store, key)`: pull a committed checkpoint from the blob store and reload
   it in place (weights_from_store.py), for engines on hosts apart from the trainer;
+- `tempo_rl_weights_digest()`: a digest of every parameter and buffer the worker computes with, by name
+  (whether two loads left the same bits: bench/engine-invariance.py, tests/python/test_weight_ipc.py);
 - `tempo_rl_begin_update(mode)`, `tempo_rl_load_bucket(bucket)` × n, `tempo_rl_finish_update()`: the
   weights in buckets (tempo_common/weight_buckets.py) — CUDA IPC on a GPU the trainer shares, /dev/shm
   on CPU — copied in place where their loaded form is the checkpoint's (`auto`, engines.ipc_load's
@@ -21,6 +23,8 @@ loads every weight again, and the engine is labelled unusable until one complete
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import json
 import time
 
@@ -48,6 +52,13 @@ class TempoRlWorker:
         local = pull_weights(store, key)
         self.reload_weights(weights_path=str(local))
         return str(local)
+
+    def tempo_rl_weights_digest(self) -> dict:
+        """{name: the first 16 hex digits of sha256 over its bytes} for every parameter and buffer of the
+        model: equal digests, the same bits (copied to the host one tensor at a time)."""
+        model = self._tempo_rl_model()
+        tensors = itertools.chain(model.named_parameters(), model.named_buffers())
+        return {name: _digest(t) for name, t in tensors}
 
     def tempo_rl_device_uuid(self) -> str | None:
         """The worker's GPU (None on CPU): which of a bucket's handles it opens."""
@@ -125,3 +136,8 @@ class TempoRlWorker:
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         return {"finish_seconds": time.perf_counter() - t0}
+
+
+def _digest(t: torch.Tensor) -> str:
+    raw = t.detach().contiguous().reshape(-1).view(torch.uint8).cpu().numpy()
+    return hashlib.sha256(raw.tobytes()).hexdigest()[:16]
