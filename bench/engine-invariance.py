@@ -131,9 +131,10 @@ def reload_and_compare(url: str, n: int, max_tokens: int, model_dir: str) -> tup
     """The answers one at a time before the reload, and the names of the weights it left other than
     they were."""
     before = {kind: answers(url, n, image, max_tokens, 1, pairs) for kind, image, pairs in KINDS}
-    weights = EngineClient(url).rpc("tempo_rl_weights_digest")[0]
+    engine = EngineClient(url)
+    weights = engine.weights_digest()
     reload_over_others(url, model_dir)
-    now = EngineClient(url).rpc("tempo_rl_weights_digest")[0]
+    now = engine.weights_digest()
     differ = sorted(name for name in weights if now.get(name) != weights[name])
     print(f"weights: before vs after the reload: {len(differ)} of {len(weights)} differ {differ[:8]}", file=sys.stderr)
     return before, differ

@@ -169,6 +169,13 @@ def sync(target, model, version: int, bucket_mb: int = 4, mode: str = "layerwise
     return sync_weights_phased(inp, IpcLoader(model, getattr(torch, dtype), bucket_mb * 2**20, mode=mode))
 
 
+def nudge(model, scale: float) -> None:
+    """Noise of `scale` × each weight's std added to every weight."""
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * scale * p.float().std())
+
+
 def perturb_every_weight(target, model, seed: int) -> None:
     """Every weight moved until the engine's logprobs clearly differ from the model's (a load that missed
     any weight must show), each round twice the last: a random tiny model's near-uniform outputs move
@@ -176,9 +183,7 @@ def perturb_every_weight(target, model, seed: int) -> None:
     url, _, _, dtype, tol = target
     torch.manual_seed(seed)
     for scale in (0.2, 0.4, 0.8, 1.6, 3.2):
-        with torch.no_grad():
-            for p in model.parameters():
-                p.add_(torch.randn_like(p) * scale * p.float().std())
+        nudge(model, scale)
         if gap(url, model, dtype) > 2 * tol:
             break
     assert gap(url, model, dtype) > 2 * tol, "the perturbed weights differ from the engine's to begin with"
@@ -258,15 +263,13 @@ def test_an_engine_that_cannot_open_a_bucket_is_labelled_unusable_and_resumed(ta
 def test_weights_synced_away_and_back_are_the_engines_to_the_bit(target):
     """A load leaves nothing of the weights before it: the engine's own weights, synced back over others,
     are its weights to the bit (tempo_rl_weights_digest: every parameter and buffer; on CPU vLLM keeps its
-    re-packed GEMM weights outside them, so there the rest), layer-wise and in place."""
-    url, path, device, dtype, _ = target
-    client = EngineClient(url)
-    digest = lambda: client.rpc("tempo_rl_weights_digest")[0]  # noqa: E731
+    re-packed GEMM weights outside them, so there the rest), layer-wise and in place. Last in the file:
+    its versions (10 on) are above the others', which a sync would otherwise leave alone."""
+    url, path, device, _, _ = target
+    digest = EngineClient(url).weights_digest
     base, other = load_policy(path, device).eval(), load_policy(path, device).eval()
     torch.manual_seed(2)
-    with torch.no_grad():
-        for p in other.parameters():
-            p.add_(torch.randn_like(p) * 0.2 * p.float().std())
+    nudge(other, 0.2)
     version = 10
     for mode in ("layerwise", "auto"):
         assert sync(target, base, version, mode=mode).engines[0].ok

@@ -95,6 +95,11 @@ class EngineClient:
     def set_weight_version(self, version: str) -> None:
         self._call("POST", "/update_weight_version", json={"new_version": version})
 
+    def weights_digest(self) -> dict[str, str]:
+        """The first worker's {parameter or buffer name: digest of its bits} (the worker extension's
+        tempo_rl_weights_digest): whether two loads left the same weights."""
+        return self.rpc("tempo_rl_weights_digest")[0]
+
     def weight_version(self) -> str | None:
         return (self._call("GET", "/weight_info") or {}).get("weight_version")
 
