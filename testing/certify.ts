@@ -41,6 +41,9 @@ export interface Fingerprint {
   /** The same with the engine's logprobs left out too (rollout_logprobs, each turn's mean_logprob): tells
    *  a sample whose tokens, masks and reward differ from one whose engine scored the same tokens otherwise. */
   samplesNoLogprobs: Record<string, string>;
+  /** Episode id → the engine's logprob of each response token and its loss mask (1: the model's, 0: an
+   *  observation's): where two samples' logprobs part. */
+  logprobs?: Record<string, { rollout_logprobs: number[]; loss_mask: number[] }>;
   /** sha256 of the final checkpoint's weights. */
   weights: string;
 }
@@ -76,13 +79,17 @@ export async function fingerprint(fx: RunFixture, runId: string): Promise<Finger
   const store = await openConfiguredBlobStore(fx.cfg);
   const samples: Record<string, string> = {};
   const samplesNoLogprobs: Record<string, string> = {};
+  const logprobs: NonNullable<Fingerprint['logprobs']> = {};
   for (const r of records)
     for (const e of r.episodes) {
-      const sample = await store.getJson<{ turns: Array<Record<string, unknown>>; rollout_logprobs?: number[] }>(
-        store.namedRef(`samples/${e.episode_id}.json`),
-      );
+      const sample = await store.getJson<{
+        turns: Array<Record<string, unknown>>;
+        rollout_logprobs?: number[];
+        loss_mask?: number[];
+      }>(store.namedRef(`samples/${e.episode_id}.json`));
       for (const t of sample.turns) delete t.engine;
       samples[e.episode_id] = sha256(JSON.stringify(sample));
+      logprobs[e.episode_id] = { rollout_logprobs: sample.rollout_logprobs ?? [], loss_mask: sample.loss_mask ?? [] };
       delete sample.rollout_logprobs;
       for (const t of sample.turns) delete t.mean_logprob;
       samplesNoLogprobs[e.episode_id] = sha256(JSON.stringify(sample));
@@ -102,6 +109,7 @@ export async function fingerprint(fx: RunFixture, runId: string): Promise<Finger
     })),
     samples,
     samplesNoLogprobs,
+    logprobs,
     weights: sha256(weightFiles.map((f) => sha256(readFileSync(path.join(last, f)))).join('|')),
   };
 }
@@ -110,14 +118,45 @@ const ENGINE_LOGPROBS_ONLY = "the engine's logprobs only (same tokens, masks, re
 /** The metric that compares the engine's logprobs with the trainer's: it moves with the engine's alone. */
 const ENGINE_LOGPROB_METRIC = 'train/train_rollout_logprob_abs_diff';
 
+/** Where two samples' engine logprobs of the same tokens part: how many of the model's tokens differ,
+ *  the first of them as turn and token within the turn (a turn: a run of the loss mask's 1s), and the
+ *  largest |Δ| — whether the engine parts at a turn's first token (its prompt), at a later turn
+ *  (what an earlier turn left), or deep into long answers. */
+export function whereLogprobsPart(
+  a: { rollout_logprobs: number[]; loss_mask: number[] },
+  b: { rollout_logprobs: number[] },
+): string {
+  let turn = 0;
+  let inTurn = -1;
+  let first = '';
+  let count = 0;
+  let model = 0;
+  let worst = 0;
+  a.loss_mask.forEach((m, i) => {
+    if (m !== 1) {
+      inTurn = -1;
+      return;
+    }
+    if (inTurn < 0) turn += 1;
+    inTurn += 1;
+    model += 1;
+    const delta = Math.abs((a.rollout_logprobs[i] ?? 0) - (b.rollout_logprobs[i] ?? 0));
+    if (delta === 0) return;
+    count += 1;
+    worst = Math.max(worst, delta);
+    first ||= `the first at turn ${turn} token ${inTurn}`;
+  });
+  return `${count} of ${model} tokens, ${first || 'none'}, max |Δ| ${worst.toPrecision(2)}`;
+}
+
 /** Whether every difference is in the engine's logprobs of the same tokens (some samples' logprobs, and
  *  the metric that reads them): the run's tokens, rewards, training and weights are the reference's.
  *  The metric alone moving, with every sample the same, is the trainer's logprobs: not this. */
 export function engineLogprobsOnly(diffs: string[]): boolean {
   return (
-    diffs.some((d) => d.endsWith(ENGINE_LOGPROBS_ONLY)) &&
+    diffs.some((d) => d.includes(ENGINE_LOGPROBS_ONLY)) &&
     diffs.every(
-      (d) => d.endsWith(ENGINE_LOGPROBS_ONLY) || (/^step \d+: /.test(d) && d.includes(`: ${ENGINE_LOGPROB_METRIC} `)),
+      (d) => d.includes(ENGINE_LOGPROBS_ONLY) || (/^step \d+: /.test(d) && d.includes(`: ${ENGINE_LOGPROB_METRIC} `)),
     )
   );
 }
@@ -138,11 +177,17 @@ export function differences(ref: Fingerprint, got: Fingerprint): string[] {
     if (ref.samples[id] !== got.samples[id])
       out.push(
         ref.samplesNoLogprobs[id] !== undefined && ref.samplesNoLogprobs[id] === got.samplesNoLogprobs[id]
-          ? `sample ${id}: ${ENGINE_LOGPROBS_ONLY}`
+          ? `sample ${id}: ${ENGINE_LOGPROBS_ONLY}${partsAt(ref, got, id)}`
           : `sample ${id}: other content`,
       );
   if (ref.weights !== got.weights) out.push('final weights: other digest');
   return out;
+}
+
+function partsAt(ref: Fingerprint, got: Fingerprint, id: string): string {
+  const a = ref.logprobs?.[id];
+  const b = got.logprobs?.[id];
+  return a && b ? `: ${whereLogprobsPart(a, b)}` : '';
 }
 
 /** Polls the run's progress, reconnecting across server restarts; notes when it last changed. */

@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { certify, certifySets, certTable, ciSubset } from '../../testing/certify-matrix.js';
-import { type Fingerprint, differences, engineLogprobsOnly } from '../../testing/certify.js';
+import { type Fingerprint, differences, engineLogprobsOnly, whereLogprobsPart } from '../../testing/certify.js';
 import { type TestEngines, testEngines } from '../../testing/engines.js';
 
 let engines: TestEngines;
@@ -58,4 +58,24 @@ test("differences tell the engine's logprobs of the same tokens from other conte
   const trainerMoved = differences(ref, { ...ref, steps: [step(0.00056)] });
   assert.deepEqual(trainerMoved, ['step 0: train/train_rollout_logprob_abs_diff 0.00055 vs 0.00056']);
   assert.equal(engineLogprobsOnly(trainerMoved), false, "every sample the same: the trainer's logprobs moved");
+});
+
+test("where two samples' engine logprobs part: how many of the model's tokens, the first as turn and token, the largest |Δ|", () => {
+  // two turns of the model's two tokens each, an observation of two between them
+  const a = { rollout_logprobs: [-1, -2, 0, 0, -3, -4], loss_mask: [1, 1, 0, 0, 1, 1] };
+  const b = { rollout_logprobs: [-1, -2, 0, 0, -3, -4.5] };
+  assert.equal(whereLogprobsPart(a, b), '1 of 4 tokens, the first at turn 2 token 1, max |Δ| 0.50');
+  assert.equal(whereLogprobsPart(a, a), '0 of 4 tokens, none, max |Δ| 0.0');
+  const ref: Fingerprint = {
+    steps: [],
+    samples: { s: 'a' },
+    samplesNoLogprobs: { s: 'x' },
+    logprobs: { s: a },
+    weights: 'w',
+  };
+  const diffs = differences(ref, { ...ref, samples: { s: 'b' }, logprobs: { s: { ...a, ...b } } });
+  assert.deepEqual(diffs, [
+    "sample s: the engine's logprobs only (same tokens, masks, reward and turns): 1 of 4 tokens, the first at turn 2 token 1, max |Δ| 0.50",
+  ]);
+  assert.equal(engineLogprobsOnly(diffs), true);
 });
