@@ -197,7 +197,7 @@ price() {
       > "$OUT/invariance-deterministic.json" 2> "$OUT/invariance-deterministic.log" || rc=1
     need_models && timeout 400 "$PY" bench/engine-invariance.py --engine http://127.0.0.1:8155 --reload "$TINY" --json \
       > "$OUT/invariance-deterministic-reloaded.json" 2> "$OUT/invariance-deterministic-reloaded.log" || rc=1
-    # at a multi-turn episode's lengths: prompts of ~2,000 tokens, 160-token answers
+    # at a multi-turn episode's lengths: prompts of ~2,600 tokens, 160-token answers
     timeout 300 "$PY" bench/engine-invariance.py --engine http://127.0.0.1:8155 --prompts 8 --max-tokens 160 \
       --context-words 900 --kinds text,image --json > "$OUT/invariance-deterministic-long.json" \
       2> "$OUT/invariance-deterministic-long.log" || rc=1
