@@ -53,20 +53,17 @@ def diagram(i: int) -> str:
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
 
 
-# --context-words: words of notes after each problem, so that prompts and answers reach the lengths of a
-# multi-turn episode's (attention kernels may split long sequences differently from short ones)
-CONTEXT_WORDS = 0
+def notes(k: int, words: int) -> str:
+    """About `words` words of notes after problem k (--context-words), so that prompts and answers reach
+    a multi-turn episode's lengths, where attention kernels may split their work differently."""
+    return "".join(f" note {k}.{j} holds." for j in range(words // 3))
 
 
-def filler(k: int) -> str:
-    return "".join(f" note {k}.{j} holds." for j in range(CONTEXT_WORDS // 3))
-
-
-def ask(url: str, i: int, image: bool, max_tokens: int, pairs: bool = False) -> tuple[str, list[float]]:
+def ask(url: str, i: int, image: bool, max_tokens: int, pairs: bool = False, words: int = 0) -> tuple[str, list[float]]:
     """Prompt i, seeded by i; with pairs, prompts 2k and 2k+1 are one problem (text and diagram), as a
     GRPO group's samples are."""
     k = i // 2 if pairs else i
-    text = {"type": "text", "text": f"Problem {k}: find the angle marked in the figure." + filler(k)}
+    text = {"type": "text", "text": f"Problem {k}: find the angle marked in the figure." + notes(k, words)}
     content = [{"type": "image_url", "image_url": {"url": diagram(k)}}, text] if image else [text]
     body = {
         "model": "tempo-rl",
@@ -83,25 +80,25 @@ def ask(url: str, i: int, image: bool, max_tokens: int, pairs: bool = False) -> 
 
 
 def answers(
-    url: str, n: int, image: bool, max_tokens: int, at_once: int, pairs: bool = False
+    url: str, n: int, image: bool, max_tokens: int, at_once: int, pairs: bool = False, words: int = 0
 ) -> list[tuple[str, list[float]]]:
     def staggered(i: int) -> tuple[str, list[float]]:
         # started 30 ms apart, so that prompts are computed beside other requests' decoding, as in a run
         time.sleep(0.03 * (i % at_once) if at_once > 1 else 0)
-        return ask(url, i, image, max_tokens, pairs)
+        return ask(url, i, image, max_tokens, pairs, words)
 
     with cf.ThreadPoolExecutor(at_once) as ex:
         return list(ex.map(staggered, range(n)))
 
 
-def beside_text(url: str, n: int, max_tokens: int) -> list[tuple[str, list[float]]]:
+def beside_text(url: str, n: int, max_tokens: int, words: int = 0) -> list[tuple[str, list[float]]]:
     """Each image prompt alone among images, its decoding beside 15 text requests started just before it."""
 
     def one(i: int) -> tuple[str, list[float]]:
         with cf.ThreadPoolExecutor(16) as ex:
-            others = [ex.submit(ask, url, 1000 + 16 * i + j, False, max_tokens) for j in range(15)]
+            others = [ex.submit(ask, url, 1000 + 16 * i + j, False, max_tokens, False, words) for j in range(15)]
             time.sleep(0.03)
-            mine = ex.submit(ask, url, i, True, max_tokens)
+            mine = ex.submit(ask, url, i, True, max_tokens, False, words)
             for f in others:
                 f.result()
             return mine.result()
@@ -137,10 +134,12 @@ def reload_over_others(url: str, model_dir: str) -> None:
                 raise SystemExit(f"engine-invariance: the reload from {path} failed: {done.error}")
 
 
-def reload_and_compare(url: str, n: int, max_tokens: int, model_dir: str) -> tuple[dict, list[str]]:
+def reload_and_compare(
+    url: str, n: int, max_tokens: int, model_dir: str, kinds: tuple, words: int
+) -> tuple[dict, list[str]]:
     """The answers one at a time before the reload, and the names of the weights it left other than
     they were."""
-    before = {kind: answers(url, n, image, max_tokens, 1, pairs) for kind, image, pairs in KINDS}
+    before = {kind: answers(url, n, image, max_tokens, 1, pairs, words) for kind, image, pairs in kinds}
     engine = EngineClient(url)
     weights = engine.weights_digest()
     reload_over_others(url, model_dir)
@@ -175,26 +174,24 @@ def main() -> None:
     p.add_argument("--kinds", default="text,image,pairs", help="which of text, image, pairs")
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
-    url, n, max_tokens = args.engine.rstrip("/"), args.prompts, args.max_tokens
-    global CONTEXT_WORDS, KINDS
-    CONTEXT_WORDS = args.context_words
+    url, n, max_tokens, words = args.engine.rstrip("/"), args.prompts, args.max_tokens, args.context_words
     wanted = args.kinds.split(",")
     if unknown := [k for k in wanted if k not in {kind for kind, _, _ in KINDS}]:
         p.error(f"--kinds: {','.join(unknown)} is not one of text, image, pairs")
-    KINDS = tuple(k for k in KINDS if k[0] in wanted)
-    before, differ = reload_and_compare(url, n, max_tokens, args.reload) if args.reload else ({}, [])
+    kinds = tuple(k for k in KINDS if k[0] in wanted)
+    before, differ = reload_and_compare(url, n, max_tokens, args.reload, kinds, words) if args.reload else ({}, [])
     out: dict[str, dict] = {}
-    for kind, image, pairs in KINDS:
-        one = [answers(url, n, image, max_tokens, 1, pairs) for _ in range(2)]
-        many = [answers(url, n, image, max_tokens, 16, pairs) for _ in range(2)]
+    for kind, image, pairs in kinds:
+        one = [answers(url, n, image, max_tokens, 1, pairs, words) for _ in range(2)]
+        many = [answers(url, n, image, max_tokens, 16, pairs, words) for _ in range(2)]
         for pair, (a, b) in {"1 vs 1": one, "16 vs 16": many, "1 vs 16": (one[0], many[0])}.items():
             report(out, f"{kind}: {pair}", compare(a, b))
         if kind == "image":
-            report(out, "image: 1 vs beside text", compare(one[0], beside_text(url, n, max_tokens)))
+            report(out, "image: 1 vs beside text", compare(one[0], beside_text(url, n, max_tokens, words)))
         if kind in before:
             report(out, f"{kind}: before vs after the reload", compare(before[kind], one[0]))
     if args.json:
-        doc = {"engine": url, "prompts": n, "max_tokens": max_tokens, "context_words": CONTEXT_WORDS}
+        doc = {"engine": url, "prompts": n, "max_tokens": max_tokens, "context_words": words}
         doc["reloaded_from"] = args.reload
         if args.reload:
             doc["weights_differing_after_the_reload"] = differ

@@ -77,6 +77,5 @@ on path-256 && path_run path-256 420 "$LARGE"
 on path-256-mt && path_run path-256-mt 420 "$LARGE" 4
 on cp-512-w1 && cp_run cp-512-w1 120 --set rollout.worker_processes=1
 on cp-512-w8 && cp_run cp-512-w8 120 --set rollout.worker_processes=8
-on cp-512-memory && TEMPORAL_BIN_REAL=${TEMPO_RL_TEMPORAL_BIN:-$(dirname "$TEMPO_RL_PYTHON")/temporal} \
-  TEMPO_RL_TEMPORAL_BIN=$PWD/bench/temporal-in-memory.sh cp_run cp-512-memory 120
+on cp-512-memory && TEMPORAL_BIN_REAL=$TEMPO_RL_TEMPORAL_BIN TEMPO_RL_TEMPORAL_BIN=$PWD/bench/temporal-in-memory.sh cp_run cp-512-memory 120
 say "done: $OUT"
