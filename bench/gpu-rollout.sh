@@ -20,6 +20,11 @@
 #   5. cp-512-w8   step 2 with eight                                                               ~1 min
 #   6. cp-512-memory  step 2 with the dev server's database in memory (bench/temporal-in-memory.sh):
 #                  whether the SQLite file sets the pace                                           ~1 min
+#   (cp-512-cluster  step 2 against Temporal's own server with 16 history shards over SQLite
+#                  (bench/temporal-cluster.sh; TEMPORAL_SERVER_BIN names the binary): whether the dev
+#                  server's one shard sets the pace; cp-512-cluster-1: the same server with one shard;
+#                  cp-512-cluster-pg: with 16 shards over a PostgreSQL (bench/postgres-scratch.sh: PG_BIN,
+#                  TEMPORAL_SQL_TOOL_BIN, TEMPORAL_SCHEMA_DIR). By name only                        ~1 min each)
 #   (path-256-mt   step 3's multi-turn row alone, when its single-turn row is known: by name only) ~6 min
 #                 (one H100: a 76 s warm-up, 89 s for the plain side's 512 episodes, then the workflows')
 #
@@ -77,5 +82,27 @@ on path-256 && path_run path-256 420 "$LARGE"
 on path-256-mt && path_run path-256-mt 420 "$LARGE" 4
 on cp-512-w1 && cp_run cp-512-w1 120 --set rollout.worker_processes=1
 on cp-512-w8 && cp_run cp-512-w8 120 --set rollout.worker_processes=8
+cluster_run() {  # name, history shards[, postgres]
+  local dir=$OUT/$1-server addr pids
+  [ -n "${TEMPORAL_SERVER_BIN:-}" ] || { say "$1: skipped: TEMPORAL_SERVER_BIN (the temporal-server binary) is not set"; return; }
+  if [ "${3:-}" = postgres ]; then
+    [ -n "${PG_BIN:-}" ] || { say "$1: skipped: PG_BIN (PostgreSQL's binaries) is not set"; return; }
+    TEMPORAL_CLUSTER_POSTGRES=$(bash bench/postgres-scratch.sh start "$dir/pg" 5433) || { say "$1: PostgreSQL did not start: $dir/pg"; return; }
+    export TEMPORAL_CLUSTER_POSTGRES
+  fi
+  addr=$(bash bench/temporal-cluster.sh start "$dir" "$2" 7433) || { say "$1: the server did not start: $dir/server.log"; return; }
+  pids=$(cat "$dir/server.pid")$([ "${3:-}" = postgres ] && echo ",$(head -1 "$dir/pg/data/postmaster.pid")")
+  cp_run "$1" 150 --set "temporal.address=$addr" --server-pid "$pids"
+  bash bench/temporal-cluster.sh stop "$dir"
+  rm -f "$dir"/temporal.db*  # the episodes' histories: the JSON has what was measured
+  if [ "${3:-}" = postgres ]; then
+    bash bench/postgres-scratch.sh stop "$dir/pg"
+    rm -rf "$dir/pg/data"
+    unset TEMPORAL_CLUSTER_POSTGRES
+  fi
+}
 on cp-512-memory && TEMPORAL_BIN_REAL=$TEMPO_RL_TEMPORAL_BIN TEMPO_RL_TEMPORAL_BIN=$PWD/bench/temporal-in-memory.sh cp_run cp-512-memory 120
+on cp-512-cluster && cluster_run cp-512-cluster 16
+on cp-512-cluster-1 && cluster_run cp-512-cluster-1 1
+on cp-512-cluster-pg && cluster_run cp-512-cluster-pg 16 postgres
 say "done: $OUT"

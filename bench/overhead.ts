@@ -93,6 +93,9 @@ const { values: args } = parseArgs({
     'noisy-retries': { type: 'string', default: '2' },
     /** Config keys of the stack (`section.key=value`), e.g. rollout.worker_processes=2. */
     set: { type: 'string', multiple: true, default: [] },
+    /** With `--set temporal.address=…` (a server of one's own, e.g. bench/temporal-cluster.sh): its
+     *  pid, and its database's (comma-separated), so that their CPU is measured as the embedded server's is. */
+    'server-pid': { type: 'string' },
     out: { type: 'string' },
   },
 });
@@ -114,6 +117,9 @@ const WORD_IDS = [
   1007, 1008, 1012, 1013, 1026, 1029, 1030, 1031, 1032, 1033, 1034, 1035, 1039, 1042, 1044, 1045, 1051, 1052, 1053,
   1059, 1062, 1063,
 ];
+const SERVER_PIDS = args['server-pid']?.split(',').map(Number);
+if (SERVER_PIDS?.some((pid) => !(Number.isInteger(pid) && pid > 0)))
+  throw new Error(`--server-pid must be process ids separated by commas, not '${args['server-pid']}'`);
 const noWarmStart = (): never => {
   throw new Error('no warm-started tiny model in the cache: run `tempo-rl demo` once, or pass --warm DIR');
 };
@@ -393,6 +399,7 @@ async function partB(): Promise<Record<string, unknown>> {
     mode: 'double',
     worker,
     deps: async () => ({ engines: () => engine, imageProcessor: NO_OP_IMAGE_PROCESSOR }),
+    serverPids: SERVER_PIDS,
   });
   const png = await sharp({ create: { width: 64, height: 64, channels: 3, background: '#ffffff' } })
     .png()
@@ -547,6 +554,7 @@ async function partB(): Promise<Record<string, unknown>> {
     cores: os.availableParallelism(),
     engine: 'EngineDouble (testing/episode-engine-double.ts)',
     engine_latency_ms: args['b-latency'] ?? '0',
+    temporal_server: stack.cfg.temporal.address ? `at ${stack.cfg.temporal.address}` : 'the embedded dev server',
     workers: workerSetup(stack),
     rows,
     noisy_runs: noisyRuns,

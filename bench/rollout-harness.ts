@@ -74,6 +74,8 @@ export interface Stack {
   workerPids: number[];
   /** Our processes by name, for the CPU accounting of overhead-stats.ts measured(). */
   roots: () => Map<string, number[]>;
+  /** The Temporal server's pids: StackOptions.serverPids, else the embedded server's (its record). */
+  serverPid: () => number[];
 }
 
 export const WORKER_ROOT = 'rollout workers (node)';
@@ -92,6 +94,10 @@ export interface StackOptions {
    *  worker in this process, sharing its event loop with the client. */
   worker: 'child' | 'inproc';
   extraRoots?: () => Map<string, number[]>;
+  /** The pids of a server the stack reaches by `temporal.address` (bench/temporal-cluster.sh), the
+   *  Temporal server's first, then its database's: their CPU and the first's counters are measured as
+   *  the embedded server's are. */
+  serverPids?: number[];
 }
 
 /** One rollout worker process (bench/overhead-worker.ts: the production createRolloutWorker), ready
@@ -140,6 +146,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   const client = await connectClient(cfg);
   onCleanup(() => client.connection.close());
   const serverPid = () => {
+    if (o.serverPids?.length) return o.serverPids;
     try {
       return [JSON.parse(readFileSync(stateLayout(cfg.state_dir).serverRecord, 'utf8')).pid as number];
     } catch {
@@ -153,7 +160,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
       ['temporal server', serverPid()],
       ...(o.extraRoots?.() ?? []),
     ]);
-  return { server, cfg, client, acts: createActivities(d), store, workerPids, roots };
+  return { server, cfg, client, acts: createActivities(d), store, workerPids, roots, serverPid };
 }
 
 /** The TCP ports a process listens on (Linux /proc). */
@@ -181,10 +188,11 @@ function readlinkOr(p: string): string {
   }
 }
 
-/** The embedded server's Prometheus counters whose name starts with `prefix`, summed over labels (its
+/** The server's Prometheus counters whose name starts with `prefix`, summed over labels (its
  *  metrics listen on a port of its own choosing); null when none answers. */
 export async function serverCounters(stack: Stack, prefix: string): Promise<Record<string, number> | null> {
-  const pid = JSON.parse(readFileSync(stateLayout(stack.cfg.state_dir).serverRecord, 'utf8')).pid as number;
+  const [pid] = stack.serverPid();
+  if (pid === undefined) return null;
   for (const port of listeningPorts(pid)) {
     const text = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(2000) })
       .then((r) => (r.ok ? r.text() : ''))

