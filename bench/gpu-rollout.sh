@@ -83,23 +83,25 @@ on path-256-mt && path_run path-256-mt 420 "$LARGE" 4
 on cp-512-w1 && cp_run cp-512-w1 120 --set rollout.worker_processes=1
 on cp-512-w8 && cp_run cp-512-w8 120 --set rollout.worker_processes=8
 cluster_run() {  # name, history shards[, postgres]
-  local dir=$OUT/$1-server addr pids
+  local dir=$OUT/$1-server addr pids pg=${3:-}
   [ -n "${TEMPORAL_SERVER_BIN:-}" ] || { say "$1: skipped: TEMPORAL_SERVER_BIN (the temporal-server binary) is not set"; return; }
-  if [ "${3:-}" = postgres ]; then
+  if [ "$pg" = postgres ]; then
     [ -n "${PG_BIN:-}" ] || { say "$1: skipped: PG_BIN (PostgreSQL's binaries) is not set"; return; }
     TEMPORAL_CLUSTER_POSTGRES=$(bash bench/postgres-scratch.sh start "$dir/pg" 5433) || { say "$1: PostgreSQL did not start: $dir/pg"; return; }
-    export TEMPORAL_CLUSTER_POSTGRES
   fi
-  addr=$(bash bench/temporal-cluster.sh start "$dir" "$2" 7433) || { say "$1: the server did not start: $dir/server.log"; return; }
-  pids=$(cat "$dir/server.pid")$([ "${3:-}" = postgres ] && echo ",$(head -1 "$dir/pg/data/postmaster.pid")")
-  cp_run "$1" 150 --set "temporal.address=$addr" --server-pid "$pids"
-  bash bench/temporal-cluster.sh stop "$dir"
+  if addr=$(TEMPORAL_CLUSTER_POSTGRES=${TEMPORAL_CLUSTER_POSTGRES:-} bash bench/temporal-cluster.sh start "$dir" "$2" 7433); then
+    pids=$(cat "$dir/server.pid")$([ "$pg" = postgres ] && echo ",$(head -1 "$dir/pg/data/postmaster.pid")")
+    cp_run "$1" 150 --set "temporal.address=$addr" --server-pid "$pids"
+    bash bench/temporal-cluster.sh stop "$dir"
+  else
+    say "$1: the server did not start: $dir/server.log"
+  fi
   rm -f "$dir"/temporal.db*  # the episodes' histories: the JSON has what was measured
-  if [ "${3:-}" = postgres ]; then
+  if [ "$pg" = postgres ]; then
     bash bench/postgres-scratch.sh stop "$dir/pg"
     rm -rf "$dir/pg/data"
-    unset TEMPORAL_CLUSTER_POSTGRES
   fi
+  TEMPORAL_CLUSTER_POSTGRES=
 }
 on cp-512-memory && TEMPORAL_BIN_REAL=$TEMPO_RL_TEMPORAL_BIN TEMPO_RL_TEMPORAL_BIN=$PWD/bench/temporal-in-memory.sh cp_run cp-512-memory 120
 on cp-512-cluster && cluster_run cp-512-cluster 16

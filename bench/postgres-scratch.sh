@@ -21,7 +21,10 @@ case $cmd in
   start)
     mkdir -p "$dir"
     dir=$(cd "$dir" && pwd)
-    [ "$(id -u)" != 0 ] || chown 65534:65534 "$dir"
+    if [ "$(id -u)" = 0 ]; then
+      chown 65534:65534 "$dir"
+      as_owner test -w "$dir" || { echo "postgres-scratch: nobody cannot reach $dir (a folder above it is closed to others): choose a DIR under /tmp" >&2; exit 1; }
+    fi
     if [ ! -f "$dir/data/PG_VERSION" ]; then
       as_owner "$bin/initdb" -D "$dir/data" -U temporal --auth=trust -E UTF8 > "$dir/initdb.log" 2>&1 ||
         { tail -5 "$dir/initdb.log" >&2; exit 1; }

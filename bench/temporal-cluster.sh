@@ -24,6 +24,11 @@ case $cmd in
   stop)
     [ -f "$dir/server.pid" ] || { echo "temporal-cluster: no server.pid in $dir" >&2; exit 1; }
     pid=$(cat "$dir/server.pid")
+    # only the server this folder started (a pid left by a crash may be another process's by now)
+    if ! { [ -r "/proc/$pid/cmdline" ] && tr '\0' ' ' < "/proc/$pid/cmdline" | grep -qF "$(cd "$dir" && pwd)/config.yaml"; }; then
+      rm -f "$dir/server.pid"
+      exit 0
+    fi
     kill "$pid" 2> /dev/null || true
     for _ in $(seq 50); do kill -0 "$pid" 2> /dev/null || break; sleep 0.2; done
     kill -9 "$pid" 2> /dev/null || true
@@ -63,7 +68,7 @@ store() {  # NAME DATABASE: one datastore, SQLite (one file for executions and v
 }
 postgres_schema() {  # the executions' database and schema, at the server's version
   local tool=${TEMPORAL_SQL_TOOL_BIN:?TEMPORAL_SQL_TOOL_BIN: the temporal-sql-tool binary} schema=${TEMPORAL_SCHEMA_DIR:?TEMPORAL_SCHEMA_DIR: schema/postgresql/v12 of the server}
-  local db sub sql=("$tool" --plugin postgres12 --ep "${TEMPORAL_CLUSTER_POSTGRES%:*}" -p "${TEMPORAL_CLUSTER_POSTGRES##*:}" -u temporal)
+  local sql=("$tool" --plugin postgres12 --ep "${TEMPORAL_CLUSTER_POSTGRES%:*}" -p "${TEMPORAL_CLUSTER_POSTGRES##*:}" -u temporal)
   "${sql[@]}" --db temporal create-database > /dev/null 2>&1 || true
   "${sql[@]}" --db temporal setup-schema -v 0.0 > "$dir/schema.log" 2>&1 &&
     "${sql[@]}" --db temporal update-schema -d "$schema/temporal/versioned" >> "$dir/schema.log" 2>&1 ||
@@ -105,6 +110,8 @@ EOF
 [ -z "${TEMPORAL_CLUSTER_POSTGRES:-}" ] || postgres_schema
 setsid "$server" --config-file "$dir/config.yaml" --allow-no-auth start > "$dir/server.log" 2>&1 < /dev/null &
 echo $! > "$dir/server.pid"
+# a start that fails from here on stops the server it started
+trap '[ $? = 0 ] || bash "$0" stop "$dir" || true' EXIT
 addr=127.0.0.1:$port
 for _ in $(seq 150); do
   kill -0 "$(cat "$dir/server.pid")" 2> /dev/null || { tail -20 "$dir/server.log" >&2; echo "temporal-cluster: the server exited; see $dir/server.log" >&2; exit 1; }

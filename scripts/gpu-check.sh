@@ -32,7 +32,7 @@
 # 64 in flight, on e), train (the 2B config on one GPU, adopting p, at each of PRODUCT_RUNS:
 # "episodes:steps", default "64:3 256:5"),
 # certify (run.deterministic on the GPU with the tiny model: CI's kill subset, bench/certify.ts;
-# GPU_CHECK_CERTIFY_ENGINE_ARGS adds vLLM flags to its engine, e.g. '["--attention-backend","FLEX_ATTENTION"]'),
+# GPU_CHECK_CERTIFY_ENGINE_ARGS: its engine's vLLM flags, default '["--kv-cache-memory-bytes","2147483648"]'),
 # trainer (bench/gpu-trainer.sh, no engine: run it before the engines or after stop).
 # On an 80 GB card the bench's 2B parity (31 GiB for its trainer side) does not fit beside every engine:
 # run bench with GPU_CHECK_ENGINES='p e', then 'w we' (it skips, saying so, where memory is short).
@@ -239,11 +239,11 @@ train() {
 certify() {
   trainer_python || return 1
   # its own deterministic engine (vLLM's batch-invariant mode, eager) and trainer on this GPU;
-  # GPU_CHECK_CERTIFY_ENGINE_ARGS: more vLLM flags for that engine, a JSON list (engines.extra_args)
-  local extra=()
-  [ -z "${GPU_CHECK_CERTIFY_ENGINE_ARGS:-}" ] || extra=(--engine-set "engines.extra_args=$GPU_CHECK_CERTIFY_ENGINE_ARGS")
+  # GPU_CHECK_CERTIFY_ENGINE_ARGS: its vLLM flags, a JSON list (engines.extra_args); by default the
+  # 2 GiB of KV cache it was certified with (docs/certification.md "On a GPU")
   timeout 900 node --import tsx bench/certify.ts sync --plans ci --set model.num_gpus=1 --set model.dtype=bfloat16 --engine-set engines.colocate=true \
-    "${extra[@]}" --set engines.gpu_memory_utilization=0.2 > "$OUT/certify.log" 2>&1
+    --engine-set "engines.extra_args=${GPU_CHECK_CERTIFY_ENGINE_ARGS:-[\"--kv-cache-memory-bytes\",\"2147483648\"]}" \
+    --set engines.gpu_memory_utilization=0.2 > "$OUT/certify.log" 2>&1
   local rc=$?
   cp bench/results/certify-"$(date +%F)"-ci.json "$OUT/" 2>/dev/null
   grep -E "^\|" "$OUT/certify.log" | tail -8 >&2

@@ -241,46 +241,51 @@ def _text_model(tmp_path, kv_heads: int, head_dim: int, layers: int) -> str:
     return str(tmp_path)
 
 
-INVARIANT = {"VLLM_BATCH_INVARIANT": "1"}
 GIB = 2**30
+ARGS = ["--model", "m"]
+
+
+def _flags(model: str, **kw) -> deterministic.EngineFlags:
+    return deterministic.EngineFlags(model=model, dtype="bfloat16", **kw)
 
 
 def test_a_batch_invariant_engine_runs_flex_attention_with_a_cache_it_can_address(tmp_path):
     # the tiny Qwen3-VL: one KV head of 32, two layers — 8 GiB started on an H200, 16 GiB crashed
-    argv = ["--model", _text_model(tmp_path, 1, 32, 2), "--dtype", "bfloat16", "--gpu-memory-utilization", "0.2"]
-    assert deterministic.kv_cache_bound(argv) == 8 * GIB
-    out, said = deterministic.batch_invariant(argv, INVARIANT, lambda: 140 * GIB)
+    tiny = _flags(_text_model(tmp_path, 1, 32, 2), gpu_memory_utilization=0.2)
+    assert deterministic.kv_cache_bound(tiny) == 8 * GIB
+    out, said = deterministic.batch_invariant(ARGS, tiny, lambda: 140 * GIB)
     assert out[out.index("--attention-backend") + 1] == "FLEX_ATTENTION"
     assert out[out.index("--kv-cache-memory-bytes") + 1] == str(8 * GIB), "28 GiB of cache would pass the bound"
     assert "bounded" in said
-    out, _ = deterministic.batch_invariant(argv, INVARIANT, lambda: 24 * GIB)
+    out, _ = deterministic.batch_invariant(ARGS, tiny, lambda: 24 * GIB)
     assert "--kv-cache-memory-bytes" not in out, "a fifth of 24 GiB stays under the bound: vLLM sizes it"
-    out, _ = deterministic.batch_invariant(argv, INVARIANT, lambda: None)
-    assert "--kv-cache-memory-bytes" in out, "no NVML: bounded"
-    assert deterministic.batch_invariant(argv, {}, lambda: 140 * GIB) == (argv, ""), "not batch-invariant: as given"
+    assert "--kv-cache-memory-bytes" in deterministic.batch_invariant(ARGS, tiny, lambda: None)[0], "no NVML: bounded"
+    assert deterministic.is_batch_invariant({"VLLM_BATCH_INVARIANT": "1"}) and not deterministic.is_batch_invariant({})
 
 
-def test_the_2b_shape_is_never_bounded_and_fp8_or_bigger_blocks_change_the_bound(tmp_path):
-    argv = ["--model", _text_model(tmp_path, 8, 128, 28), "--dtype", "bfloat16"]
-    assert deterministic.kv_cache_bound(argv) == 112 * GIB
-    assert "--kv-cache-memory-bytes" not in deterministic.batch_invariant(argv, INVARIANT, lambda: 80 * GIB)[0]
-    assert deterministic.kv_cache_bound([*argv, "--kv-cache-dtype", "fp8"]) == 56 * GIB
-    tiny = ["--model", _text_model(tmp_path, 1, 32, 2)]
-    assert deterministic.kv_cache_bound([*tiny, "--block-size", "48"]) < 8 * GIB, "the bound is whole blocks"
+def test_the_2b_shape_is_bounded_only_past_112_gib_and_stages_fp8_or_blocks_change_the_bound(tmp_path):
+    shaped = _flags(_text_model(tmp_path, 8, 128, 28))
+    assert deterministic.kv_cache_bound(shaped) == 112 * GIB
+    assert "--kv-cache-memory-bytes" not in deterministic.batch_invariant(ARGS, shaped, lambda: 80 * GIB)[0]
+    assert "--kv-cache-memory-bytes" in deterministic.batch_invariant(ARGS, shaped, lambda: 141 * GIB)[0], "an H200"
+    model = shaped.model
+    assert deterministic.kv_cache_bound(_flags(model, kv_cache_dtype="fp8")) == 56 * GIB
+    assert deterministic.kv_cache_bound(_flags(model, pipeline_parallel_size=2)) == 56 * GIB, "14 layers a stage"
+    assert deterministic.kv_cache_bound(_flags(model, pipeline_parallel_size=3)) == 36 * GIB, "the smallest stage"
+    assert deterministic.kv_cache_bound(_flags(model, block_size=48)) < 112 * GIB, "the bound is whole blocks"
 
 
 def test_a_users_cache_or_backend_is_honoured_or_refused_by_name(tmp_path):
-    argv = ["--model", _text_model(tmp_path, 1, 32, 2)]
-    out, _ = deterministic.batch_invariant([*argv, "--kv-cache-memory-bytes", "2Gi"], INVARIANT, lambda: 140 * GIB)
-    assert out.count("--kv-cache-memory-bytes") == 1 and "2Gi" in out
+    model = _text_model(tmp_path, 1, 32, 2)
+    out, _ = deterministic.batch_invariant(ARGS, _flags(model, kv_cache_memory_bytes=2 * GIB), lambda: 140 * GIB)
+    assert "--kv-cache-memory-bytes" not in out, "the user's 2 GiB stays as given"
     with pytest.raises(
-        SystemExit, match=r"--kv-cache-memory-bytes 16Gi is more than FLEX_ATTENTION can address .* 8589934592"
+        SystemExit, match=r"--kv-cache-memory-bytes 17179869184 .* more than FLEX_ATTENTION .* 8589934592"
     ):
-        deterministic.batch_invariant([*argv, "--kv-cache-memory-bytes", "16Gi"], INVARIANT, lambda: 140 * GIB)
-    with pytest.raises(SystemExit, match="'lots'"):
-        deterministic.batch_invariant([*argv, "--kv-cache-memory-bytes", "lots"], INVARIANT, lambda: 140 * GIB)
-    mine = [*argv, "--attention-backend=TRITON_ATTN"]
-    out, said = deterministic.batch_invariant(mine, INVARIANT, lambda: 140 * GIB)
-    assert out == mine and "TRITON_ATTN" in said and "certified: FLEX_ATTENTION" in said
-    out, said = deterministic.batch_invariant(["--model", str(tmp_path / "none")], INVARIANT, lambda: 140 * GIB)
+        deterministic.batch_invariant(ARGS, _flags(model, kv_cache_memory_bytes=16 * GIB), lambda: 140 * GIB)
+    out, said = deterministic.batch_invariant(ARGS, _flags(model, attention_backend="TRITON_ATTN"), lambda: 140 * GIB)
+    assert out == ARGS and "TRITON_ATTN" in said and "certified: FLEX_ATTENTION" in said
+    out, _ = deterministic.batch_invariant(ARGS, _flags(model, attention_backend="flex_attention"), lambda: 140 * GIB)
+    assert "--attention-backend" not in out and "--kv-cache-memory-bytes" in out, "the user's FlexAttention, bounded"
+    out, said = deterministic.batch_invariant(ARGS, _flags(str(tmp_path / "none")), lambda: 140 * GIB)
     assert "FLEX_ATTENTION" in out and "not bounded" in said

@@ -21,7 +21,11 @@ def flag_value(argv: list[str], flag: str) -> str | None:
 
 def model_config(argv: list[str]) -> dict | None:
     """config.json of the served model (a local directory), or None."""
-    path = flag_value(argv, "--model")
+    return read_model_config(flag_value(argv, "--model"))
+
+
+def read_model_config(path: str | None) -> dict | None:
+    """config.json in the model directory `path`, or None."""
     try:
         config = json.loads((Path(path) / "config.json").read_text()) if path else None
     except (OSError, ValueError):

@@ -196,12 +196,16 @@ def run(argv: list[str] | None = None) -> None:
 
     import vllm
 
-    from tempo_engine.deterministic import batch_invariant, first_gpu_bytes
+    from tempo_engine import deterministic
 
     release = installed()
     args, said = execution(sys.argv[1:] if argv is None else argv, vllm.__version__)
     env = dict(os.environ)
-    args, invariance = batch_invariant(args, env, lambda: first_gpu_bytes(env))
+    invariance = ""
+    if deterministic.is_batch_invariant(env):
+        # the flags as vLLM itself will read them (spellings, prefixes, the last one winning, units)
+        flags = deterministic.EngineFlags.parsed(parser(release).parse_args(adapt(args, release)))
+        args, invariance = deterministic.batch_invariant(args, flags, lambda: deterministic.first_gpu_bytes(env))
     for sentence in (said, invariance):
         if sentence:
             print(f"tempo-rl engine: {sentence}", file=sys.stderr, flush=True)

@@ -16,17 +16,17 @@ crashes), so the cache is bounded here.
 
 from __future__ import annotations
 
-import re
+from argparse import Namespace
 from collections.abc import Callable
+from dataclasses import dataclass
 
-from tempo_engine.argv import flag_value, model_config
+from tempo_engine.argv import read_model_config
 
 ATTENTION_BACKEND = "FLEX_ATTENTION"
 # FlexAttention's largest addressable element offset in one layer's cache, plus one (vLLM #50427)
 FLEX_MAX_ELEMENTS = 2**31
 # vLLM's default block size on CUDA
 DEFAULT_BLOCK_SIZE = 16
-UNITS = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12, "ki": 2**10, "mi": 2**20, "gi": 2**30, "ti": 2**40}
 
 
 class DeterministicError(SystemExit):
@@ -36,42 +36,55 @@ class DeterministicError(SystemExit):
         super().__init__(f"tempo-rl engine: {message}")
 
 
-def _text_config(argv: list[str]) -> dict | None:
-    """The language model's part of the served model's config.json, or None."""
-    config = model_config(argv)
-    return config.get("text_config", config) if config is not None else None
+@dataclass(frozen=True)
+class EngineFlags:
+    """What vLLM's own parser read from the engine's command line (any spelling, the last one winning)."""
+
+    model: str | None = None
+    dtype: str | None = None
+    kv_cache_dtype: str | None = None
+    block_size: int | None = None
+    gpu_memory_utilization: float = 0.9
+    kv_cache_memory_bytes: int | None = None
+    attention_backend: str | None = None
+    pipeline_parallel_size: int = 1
+
+    @classmethod
+    def parsed(cls, ns: Namespace) -> EngineFlags:
+        backend = getattr(ns, "attention_backend", None)
+        return cls(
+            model=getattr(ns, "model", None),
+            dtype=str(getattr(ns, "dtype", None) or "") or None,
+            kv_cache_dtype=str(getattr(ns, "kv_cache_dtype", None) or "") or None,
+            block_size=getattr(ns, "block_size", None),
+            gpu_memory_utilization=float(getattr(ns, "gpu_memory_utilization", None) or 0.9),
+            kv_cache_memory_bytes=getattr(ns, "kv_cache_memory_bytes", None),
+            attention_backend=None if backend is None else str(getattr(backend, "name", backend)),
+            pipeline_parallel_size=int(getattr(ns, "pipeline_parallel_size", None) or 1),
+        )
 
 
-def _kv_element_bytes(argv: list[str]) -> int:
-    if (flag_value(argv, "--kv-cache-dtype") or "").startswith("fp8"):
+def _kv_element_bytes(flags: EngineFlags) -> int:
+    if (flags.kv_cache_dtype or "").startswith("fp8"):
         return 1
-    return 4 if flag_value(argv, "--dtype") in ("float32", "float") else 2
+    return 4 if flags.dtype in ("float32", "float") else 2
 
 
-def kv_cache_bound(argv: list[str]) -> int | None:
-    """The largest KV cache in bytes whose every layer FlexAttention can address, for the served model;
-    None where its config.json does not say."""
-    text = _text_config(argv)
+def kv_cache_bound(flags: EngineFlags) -> int | None:
+    """The largest KV cache in bytes (per GPU, as --kv-cache-memory-bytes counts it) whose every layer
+    FlexAttention can address, for the served model; None where its config.json does not say."""
+    config = read_model_config(flags.model)
+    text = config.get("text_config", config) if config is not None else None
     try:
         heads = int(text["num_key_value_heads"])
         head_dim = int(text.get("head_dim") or text["hidden_size"] // text["num_attention_heads"])
-        layers = int(text["num_hidden_layers"])
-        block = int(flag_value(argv, "--block-size") or DEFAULT_BLOCK_SIZE)
+        # a pipeline stage holds its share of the layers, the smallest share the most cache a layer
+        layers = max(1, int(text["num_hidden_layers"]) // flags.pipeline_parallel_size)
     except (TypeError, KeyError, ValueError, ZeroDivisionError):
         return None
-    # a block's K and V of one layer, as FlexAttention lays them out (interleaved per block)
-    per_block = block * 2 * heads * head_dim
-    return (FLEX_MAX_ELEMENTS // per_block) * per_block * _kv_element_bytes(argv) * layers
-
-
-def parse_bytes(value: str) -> int:
-    """vLLM's --kv-cache-memory-bytes: a number, with an optional k/m/g/t (powers of 1000) or ki/mi/gi/ti."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kmgt]i?)?b?\s*", value.lower())
-    if not m:
-        raise DeterministicError(
-            f"--kv-cache-memory-bytes {value!r}: expected a number of bytes (e.g. 8589934592 or 8Gi)"
-        )
-    return int(float(m.group(1)) * UNITS[m.group(2) or ""])
+    # a block's K and V of one layer (tensor parallelism splits the heads: fewer elements, a safe bound)
+    per_block = (flags.block_size or DEFAULT_BLOCK_SIZE) * 2 * heads * head_dim
+    return (FLEX_MAX_ELEMENTS // per_block) * per_block * _kv_element_bytes(flags) * layers
 
 
 def first_gpu_bytes(env: dict[str, str]) -> int | None:
@@ -94,30 +107,30 @@ def first_gpu_bytes(env: dict[str, str]) -> int | None:
         return None
 
 
-def batch_invariant(argv: list[str], env: dict[str, str], gpu_bytes: Callable[[], int | None]) -> tuple[list[str], str]:
-    """The command line of a batch-invariant engine: FlexAttention unless the user chose a backend, and
-    a KV cache FlexAttention can address; and the sentence the engine logs about it ("" when not
-    batch-invariant)."""
-    if env.get("VLLM_BATCH_INVARIANT") != "1":
-        return argv, ""
-    chosen = flag_value(argv, "--attention-backend")
+def is_batch_invariant(env: dict[str, str]) -> bool:
+    return env.get("VLLM_BATCH_INVARIANT") == "1"
+
+
+def batch_invariant(argv: list[str], flags: EngineFlags, gpu_bytes: Callable[[], int | None]) -> tuple[list[str], str]:
+    """The command line of a batch-invariant engine (is_batch_invariant): FlexAttention unless the user
+    chose a backend, and a KV cache FlexAttention can address; and the sentence the engine logs."""
+    chosen = flags.attention_backend
     if chosen is not None and chosen.upper() != ATTENTION_BACKEND:
         return argv, f"run.deterministic with --attention-backend {chosen} (the user's; certified: {ATTENTION_BACKEND})"
     out = argv if chosen is not None else [*argv, "--attention-backend", ATTENTION_BACKEND]
-    bound = kv_cache_bound(argv)
+    bound = kv_cache_bound(flags)
     said = f"run.deterministic: {ATTENTION_BACKEND} (batch-invariant at a run's lengths; docs/certification.md)"
     if bound is None:
         return out, f"{said}; the model's config.json does not give its KV heads: the KV cache is not bounded"
-    given = flag_value(argv, "--kv-cache-memory-bytes")
-    if given is not None:
-        if parse_bytes(given) > bound:
+    if flags.kv_cache_memory_bytes is not None:
+        if flags.kv_cache_memory_bytes > bound:
             raise DeterministicError(
-                f"--kv-cache-memory-bytes {given} is more than {ATTENTION_BACKEND} can address for this model"
-                f" ({bound} bytes: a layer's cache must stay under 2**31 elements, vLLM #50427); give at most {bound}"
+                f"--kv-cache-memory-bytes {flags.kv_cache_memory_bytes} (as vLLM reads it) is more than"
+                f" {ATTENTION_BACKEND} can address for this model ({bound} bytes: a layer's cache must stay"
+                f" under 2**31 elements, vLLM #50427); give at most {bound}"
             )
         return out, said
-    utilization = float(flag_value(argv, "--gpu-memory-utilization") or 0.9)
     total = gpu_bytes()
-    if total is not None and utilization * total <= bound:
+    if total is not None and flags.gpu_memory_utilization * total <= bound:
         return out, said
     return [*out, "--kv-cache-memory-bytes", str(bound)], f"{said}; its KV cache bounded at {bound} bytes (vLLM #50427)"
