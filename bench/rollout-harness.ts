@@ -75,7 +75,7 @@ export interface Stack {
   /** Our processes by name, for the CPU accounting of overhead-stats.ts measured(). */
   roots: () => Map<string, number[]>;
   /** The Temporal server's pids: StackOptions.serverPids, else the embedded server's (its record). */
-  serverPid: () => number[];
+  serverPids: () => number[];
 }
 
 export const WORKER_ROOT = 'rollout workers (node)';
@@ -145,7 +145,7 @@ export async function startStack(o: StackOptions): Promise<Stack> {
   }
   const client = await connectClient(cfg);
   onCleanup(() => client.connection.close());
-  const serverPid = () => {
+  const serverPids = () => {
     if (o.serverPids?.length) return o.serverPids;
     try {
       return [JSON.parse(readFileSync(stateLayout(cfg.state_dir).serverRecord, 'utf8')).pid as number];
@@ -157,10 +157,10 @@ export async function startStack(o: StackOptions): Promise<Stack> {
     new Map([
       [o.worker === 'inproc' ? INPROC_ROOT : BENCH_ROOT, [process.pid]],
       ...(workerPids.length ? [[WORKER_ROOT, workerPids] as [string, number[]]] : []),
-      ['temporal server', serverPid()],
+      ['temporal server', serverPids()],
       ...(o.extraRoots?.() ?? []),
     ]);
-  return { server, cfg, client, acts: createActivities(d), store, workerPids, roots, serverPid };
+  return { server, cfg, client, acts: createActivities(d), store, workerPids, roots, serverPids };
 }
 
 /** The TCP ports a process listens on (Linux /proc). */
@@ -191,7 +191,7 @@ function readlinkOr(p: string): string {
 /** The server's Prometheus counters whose name starts with `prefix`, summed over labels (its
  *  metrics listen on a port of its own choosing); null when none answers. */
 export async function serverCounters(stack: Stack, prefix: string): Promise<Record<string, number> | null> {
-  const [pid] = stack.serverPid();
+  const [pid] = stack.serverPids();
   if (pid === undefined) return null;
   for (const port of listeningPorts(pid)) {
     const text = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(2000) })

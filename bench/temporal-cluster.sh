@@ -2,8 +2,8 @@
 # Temporal's own server binary (temporal-server: frontend, history, matching and worker services in one
 # process, as a self-hosted cluster runs them) with SHARDS history shards over a SQLite file or a
 # PostgreSQL, for the benches that ask what the embedded dev server costs at 512 episodes in flight
-# (docs/benchmarks.md "512 episodes in flight"). The namespace gets what tempo-rl needs of a cluster (docs/deployment.md): its search
-# attributes and eager activities. Then point tempo-rl at it:
+# (docs/benchmarks.md "512 episodes in flight"). The namespace gets what tempo-rl needs of a cluster
+# (docs/deployment.md): its search attributes and eager activities. Then point tempo-rl at it:
 #
 #   bench/temporal-cluster.sh start DIR [SHARDS] [PORT]     # prints the address (127.0.0.1:PORT)
 #   node --import tsx bench/overhead.ts --part b … --set temporal.address=127.0.0.1:PORT --server-pid "$(cat DIR/server.pid)"
@@ -98,14 +98,21 @@ service() {  # NAME GRPC_PORT MEMBERSHIP_PORT [HTTP_PORT]
   printf 'dcRedirectionPolicy:\n  policy: noop\n'
   printf 'dynamicConfigClient:\n  filepath: %s/dynamic.yaml\n  pollInterval: 10s\n' "$dir"
 } > "$dir/config.yaml"
-# eager activities (what the embedded server is started with, supervise/server.ts DYNAMIC_CONFIG), and
-# search attributes visible as soon as they are created
-cat > "$dir/dynamic.yaml" << 'EOF'
-system.enableActivityEagerExecution:
-  - value: true
-system.forceSearchAttributesCacheRefreshOnRead:
-  - value: true
-EOF
+# what tempo-rl needs of a server and its namespace, from their one declaration (supervise/server.ts:
+# the dynamic config the embedded server is started with, the search attributes)
+needs=$(cd "$(dirname "$0")/.." && node --import tsx --input-type=module -e "
+const { SEARCH_ATTRIBUTES, DYNAMIC_CONFIG } = await import('./supervise/server.ts');
+for (const [k, v] of Object.entries(DYNAMIC_CONFIG)) console.log('dynamic', k, JSON.stringify(v));
+for (const [k, v] of Object.entries(SEARCH_ATTRIBUTES)) console.log('attribute', k, v);") ||
+  { echo "temporal-cluster: could not read supervise/server.ts (node with the project's packages: source scripts/bootstrap.sh)" >&2; exit 1; }
+{
+  awk '$1 == "dynamic" { printf "%s:\n  - value: %s\n", $2, $3 }' <<< "$needs"
+  # search attributes visible as soon as they are created
+  printf 'system.forceSearchAttributesCacheRefreshOnRead:\n  - value: true\n'
+} > "$dir/dynamic.yaml"
+attributes=$(awk '$1 == "attribute" { print $2 "=" $3 }' <<< "$needs")
+# a visibility query naming every attribute (answered once the services' caches hold them all)
+query=$(awk '$1 == "attribute" { printf "%s%s %s", (n++ ? " AND " : ""), $2, ($3 == "Keyword" ? "= \"x\"" : ">= 0") }' <<< "$needs")
 
 [ -z "${TEMPORAL_CLUSTER_POSTGRES:-}" ] || postgres_schema
 setsid "$server" --config-file "$dir/config.yaml" --allow-no-auth start > "$dir/server.log" 2>&1 < /dev/null &
@@ -123,11 +130,11 @@ done
 # a namespace just created reaches the services through their caches: add the search attributes until
 # a visibility query that names them answers
 for _ in $(seq 150); do
-  for sa in TempoRlStatus=Keyword TempoRlStep=Int; do
+  for sa in $attributes; do
     "$cli" operator search-attribute list --address "$addr" -n "$namespace" 2> /dev/null | grep -q "^ *${sa%%=*} " ||
       "$cli" operator search-attribute create --address "$addr" -n "$namespace" --name "${sa%%=*}" --type "${sa#*=}" > /dev/null 2>&1 || true
   done
-  "$cli" workflow list --address "$addr" -n "$namespace" --query 'TempoRlStep >= 0 AND TempoRlStatus = "x"' --limit 1 > /dev/null 2>&1 && { echo "$addr"; exit 0; }
+  "$cli" workflow list --address "$addr" -n "$namespace" --query "$query" --limit 1 > /dev/null 2>&1 && { echo "$addr"; exit 0; }
   sleep 0.3
 done
 echo "temporal-cluster: namespace $namespace on $addr did not become usable; see $dir/server.log" >&2

@@ -6,6 +6,13 @@ import json
 from pathlib import Path
 
 
+class CompatError(SystemExit):
+    """A command line the engine cannot serve as tempo-rl needs: the server exits, saying why."""
+
+    def __init__(self, message: str):
+        super().__init__(f"tempo-rl engine: {message}")
+
+
 def has_flag(argv: list[str], flag: str) -> bool:
     return any(a == flag or a.startswith(flag + "=") for a in argv)
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from dataclasses import dataclass
 
-from tempo_engine.argv import flag_value, has_flag, model_config
+from tempo_engine.argv import CompatError, flag_value, has_flag, model_config
 
 SCALE_OUT_FLAG = "--enable-scale-out"
 LABELS_MIDDLEWARE = "tempo_engine.labels.WeightLabels"
@@ -91,13 +91,6 @@ def installed() -> Release:
         weight_labels=hasattr(EngineClient, "update_weight_version"),
         flash_attn_2=_has_flash_attn_2() if _cuda_build() else None,
     )
-
-
-class CompatError(SystemExit):
-    """A command line this release cannot serve as tempo-rl needs: the server exits, saying why."""
-
-    def __init__(self, message: str):
-        super().__init__(f"tempo-rl engine: {message}")
 
 
 def adapt(argv: list[str], release: Release) -> list[str]:
@@ -200,16 +193,16 @@ def run(argv: list[str] | None = None) -> None:
 
     release = installed()
     args, said = execution(sys.argv[1:] if argv is None else argv, vllm.__version__)
+    args = adapt(args, release)
     env = dict(os.environ)
     invariance = ""
     if deterministic.is_batch_invariant(env):
         # the flags as vLLM itself will read them (spellings, prefixes, the last one winning, units)
-        flags = deterministic.EngineFlags.parsed(parser(release).parse_args(adapt(args, release)))
+        flags = deterministic.EngineFlags.parsed(parser(release).parse_args(args))
         args, invariance = deterministic.batch_invariant(args, flags, lambda: deterministic.first_gpu_bytes(env))
     for sentence in (said, invariance):
         if sentence:
             print(f"tempo-rl engine: {sentence}", file=sys.stderr, flush=True)
-    args = adapt(args, release)
-    os.environ.update(runner_env(args, release, dict(os.environ)))
+    os.environ.update(runner_env(args, release, env))
     sys.argv = [sys.argv[0], *args]
     launcher(release)()

@@ -20,20 +20,13 @@ from argparse import Namespace
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from tempo_engine.argv import read_model_config
+from tempo_engine.argv import CompatError, read_model_config
 
 ATTENTION_BACKEND = "FLEX_ATTENTION"
 # FlexAttention's largest addressable element offset in one layer's cache, plus one (vLLM #50427)
 FLEX_MAX_ELEMENTS = 2**31
 # vLLM's default block size on CUDA
 DEFAULT_BLOCK_SIZE = 16
-
-
-class DeterministicError(SystemExit):
-    """A command line run.deterministic cannot run as certified: the server exits, saying why."""
-
-    def __init__(self, message: str):
-        super().__init__(f"tempo-rl engine: {message}")
 
 
 @dataclass(frozen=True)
@@ -124,7 +117,7 @@ def batch_invariant(argv: list[str], flags: EngineFlags, gpu_bytes: Callable[[],
         return out, f"{said}; the model's config.json does not give its KV heads: the KV cache is not bounded"
     if flags.kv_cache_memory_bytes is not None:
         if flags.kv_cache_memory_bytes > bound:
-            raise DeterministicError(
+            raise CompatError(
                 f"--kv-cache-memory-bytes {flags.kv_cache_memory_bytes} (as vLLM reads it) is more than"
                 f" {ATTENTION_BACKEND} can address for this model ({bound} bytes: a layer's cache must stay"
                 f" under 2**31 elements, vLLM #50427); give at most {bound}"
