@@ -24,7 +24,8 @@
 #                  (bench/temporal-cluster.sh; TEMPORAL_SERVER_BIN names the binary): whether the dev
 #                  server's one shard sets the pace; cp-512-cluster-1: the same server with one shard;
 #                  cp-512-cluster-pg: with 16 shards over a PostgreSQL (bench/postgres-scratch.sh: PG_BIN,
-#                  TEMPORAL_SQL_TOOL_BIN, TEMPORAL_SCHEMA_DIR). By name only                        ~1 min each)
+#                  TEMPORAL_SQL_TOOL_BIN, TEMPORAL_SCHEMA_DIR); cp-512-cluster-pg-w8: that with eight
+#                  rollout worker processes. By name only                                           ~1 min each)
 #   (path-256-mt   step 3's multi-turn row alone, when its single-turn row is known: by name only) ~6 min
 #                 (one H100: a 76 s warm-up, 89 s for the plain side's 512 episodes, then the workflows')
 #
@@ -82,19 +83,20 @@ on path-256 && path_run path-256 420 "$LARGE"
 on path-256-mt && path_run path-256-mt 420 "$LARGE" 4
 on cp-512-w1 && cp_run cp-512-w1 120 --set rollout.worker_processes=1
 on cp-512-w8 && cp_run cp-512-w8 120 --set rollout.worker_processes=8
-cluster_run() {  # name, history shards[, postgres]
-  local dir=$OUT/$1-server addr pids pg=${3:-}
-  [ -n "${TEMPORAL_SERVER_BIN:-}" ] || { say "$1: skipped: TEMPORAL_SERVER_BIN (the temporal-server binary) is not set"; return; }
+cluster_run() {  # name, history shards, sqlite|postgres, then more flags for the bench
+  local name=$1 shards=$2 pg=$3 dir=$OUT/$1-server addr pids
+  shift 3
+  [ -n "${TEMPORAL_SERVER_BIN:-}" ] || { say "$name: skipped: TEMPORAL_SERVER_BIN (the temporal-server binary) is not set"; return; }
   if [ "$pg" = postgres ]; then
-    [ -n "${PG_BIN:-}" ] || { say "$1: skipped: PG_BIN (PostgreSQL's binaries) is not set"; return; }
-    TEMPORAL_CLUSTER_POSTGRES=$(bash bench/postgres-scratch.sh start "$dir/pg" 5433) || { say "$1: PostgreSQL did not start: $dir/pg"; return; }
+    [ -n "${PG_BIN:-}" ] || { say "$name: skipped: PG_BIN (PostgreSQL's binaries) is not set"; return; }
+    TEMPORAL_CLUSTER_POSTGRES=$(bash bench/postgres-scratch.sh start "$dir/pg" 5433) || { say "$name: PostgreSQL did not start: $dir/pg"; return; }
   fi
-  if addr=$(TEMPORAL_CLUSTER_POSTGRES=${TEMPORAL_CLUSTER_POSTGRES:-} bash bench/temporal-cluster.sh start "$dir" "$2" 7433); then
+  if addr=$(TEMPORAL_CLUSTER_POSTGRES=${TEMPORAL_CLUSTER_POSTGRES:-} bash bench/temporal-cluster.sh start "$dir" "$shards" 7433); then
     pids=$(cat "$dir/server.pid")$([ "$pg" = postgres ] && echo ",$(head -1 "$dir/pg/data/postmaster.pid")")
-    cp_run "$1" 150 --set "temporal.address=$addr" --server-pid "$pids"
+    cp_run "$name" 150 --set "temporal.address=$addr" --server-pid "$pids" "$@"
     bash bench/temporal-cluster.sh stop "$dir"
   else
-    say "$1: the server did not start: $dir/server.log"
+    say "$name: the server did not start: $dir/server.log"
   fi
   rm -f "$dir"/temporal.db*  # the episodes' histories: the JSON has what was measured
   if [ "$pg" = postgres ]; then
@@ -104,7 +106,8 @@ cluster_run() {  # name, history shards[, postgres]
   TEMPORAL_CLUSTER_POSTGRES=
 }
 on cp-512-memory && TEMPORAL_BIN_REAL=$TEMPO_RL_TEMPORAL_BIN TEMPO_RL_TEMPORAL_BIN=$PWD/bench/temporal-in-memory.sh cp_run cp-512-memory 120
-on cp-512-cluster && cluster_run cp-512-cluster 16
-on cp-512-cluster-1 && cluster_run cp-512-cluster-1 1
+on cp-512-cluster && cluster_run cp-512-cluster 16 sqlite
+on cp-512-cluster-1 && cluster_run cp-512-cluster-1 1 sqlite
 on cp-512-cluster-pg && cluster_run cp-512-cluster-pg 16 postgres
+on cp-512-cluster-pg-w8 && cluster_run cp-512-cluster-pg-w8 16 postgres --set rollout.worker_processes=8
 say "done: $OUT"
