@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A throwaway PostgreSQL for bench/temporal-cluster.sh (user temporal, no password, 127.0.0.1 only), from
 # PostgreSQL's own binaries in PG_BIN (a distribution's, or the portable build the PyPI wheel `pgserver`
-# carries in pgserver/pginstall/bin). Run as root, it runs as nobody (PostgreSQL refuses root).
+# carries in pgserver/pginstall/bin; copied elsewhere, keep the wheel's pgserver.libs beside pgserver/:
+# its binaries find libpq there). Run as root, it runs as nobody (PostgreSQL refuses root).
 #
 #   PG_BIN=… bench/postgres-scratch.sh start DIR [PORT]     # prints 127.0.0.1:PORT
 #   PG_BIN=… bench/postgres-scratch.sh stop DIR
