@@ -25,7 +25,9 @@
 #                  server's one shard sets the pace; cp-512-cluster-1: the same server with one shard;
 #                  cp-512-cluster-pg: with 16 shards over a PostgreSQL (bench/postgres-scratch.sh: PG_BIN,
 #                  TEMPORAL_SQL_TOOL_BIN, TEMPORAL_SCHEMA_DIR); cp-512-cluster-pg-w8: that with eight
-#                  rollout worker processes. By name only                                           ~1 min each)
+#                  rollout worker processes; -s64: 64 history shards; -p8: 8 task-queue partitions
+#                  (4 by default). Each keeps the server's metrics (NAME-server-metrics.txt). By name
+#                  only                                                                             ~1 min each)
 #   (path-256-mt   step 3's multi-turn row alone, when its single-turn row is known: by name only) ~6 min
 #                 (one H100: a 76 s warm-up, 89 s for the plain side's 512 episodes, then the workflows')
 #
@@ -94,6 +96,8 @@ cluster_run() {  # name, history shards, sqlite|postgres, then more flags for th
   if addr=$(TEMPORAL_CLUSTER_POSTGRES=${TEMPORAL_CLUSTER_POSTGRES:-} bash bench/temporal-cluster.sh start "$dir" "$shards" 7433); then
     pids=$(cat "$dir/server.pid")$([ "$pg" = postgres ] && echo ",$(head -1 "$dir/pg/data/postmaster.pid")")
     cp_run "$name" 150 --set "temporal.address=$addr" --server-pid "$pids" "$@"
+    # the server's own latencies (schedule-to-start, persistence) where the run's waits come from
+    curl -sf -m 10 "http://127.0.0.1:7442/metrics" > "$OUT/$name-server-metrics.txt" || rm -f "$OUT/$name-server-metrics.txt"
     bash bench/temporal-cluster.sh stop "$dir"
   else
     say "$name: the server did not start: $dir/server.log"
@@ -110,4 +114,7 @@ on cp-512-cluster && cluster_run cp-512-cluster 16 sqlite
 on cp-512-cluster-1 && cluster_run cp-512-cluster-1 1 sqlite
 on cp-512-cluster-pg && cluster_run cp-512-cluster-pg 16 postgres
 on cp-512-cluster-pg-w8 && cluster_run cp-512-cluster-pg-w8 16 postgres --set rollout.worker_processes=8
+on cp-512-cluster-pg-s64 && cluster_run cp-512-cluster-pg-s64 64 postgres
+on cp-512-cluster-pg-p8 && TEMPORAL_CLUSTER_DYNAMIC="matching.numTaskqueueReadPartitions=8 matching.numTaskqueueWritePartitions=8" \
+  cluster_run cp-512-cluster-pg-p8 16 postgres
 say "done: $OUT"

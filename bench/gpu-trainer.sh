@@ -8,7 +8,7 @@
 # generators/shaped_model.py).
 #
 #   bench/gpu-trainer.sh OUTDIR [RUN ...]   runs, in order: main parity base64 pressure visionfull mb16k eager
-#                                           syncs autograd determ
+#                                           syncs autograd determ visionmodel
 #
 #   main        256 samples a step for 3 steps, then 512 (AdamW's state there from step 1 on): the peak
 #               memory per step against the sample count, steady-state tokens/s and MFU with each
@@ -17,6 +17,7 @@
 #   base64      64 samples, 2 steps, as the trainer runs: the baseline of the runs below
 #   pressure    the same beside 24 GiB held on the GPU (an engine's share), the default allocator
 #   visionfull  the same, every vision activation kept (no recompute in the backward)
+#   visionmodel the same, the vision tower's attention the model's own (image by image), not packed
 #   mb16k       the same in micro-batches of 16,384 tokens (8,192 elsewhere)
 #   eager       the same, decoder layers and LM head not compiled
 #   syncs       the same, inputs copied to the GPU as .to() does (a host wait each)
@@ -31,7 +32,7 @@ cd "$(dirname "$0")/.."
 OUT=$(mkdir -p "${1:?usage: bench/gpu-trainer.sh OUTDIR [RUN ...]}" && cd "$1" && pwd)
 shift
 RUNS=("$@")
-[ ${#RUNS[@]} -gt 0 ] || RUNS=(main parity base64 pressure visionfull mb16k eager syncs autograd determ)
+[ ${#RUNS[@]} -gt 0 ] || RUNS=(main parity base64 pressure visionfull mb16k eager syncs autograd determ visionmodel)
 PY=${PYTHON:-python3}
 PEAK=${PEAK:-h100}
 # Compiled kernels cached for the runs after the first (they compile the same layers).
@@ -76,6 +77,7 @@ parity() {
 small() { local name=$1; shift; trainer "$name" 150 --samples "$(n 64)" --steps 2 --checkpoint none "$@"; }
 base64() { small base64; }
 visionfull() { small visionfull --vision-checkpoint off; }
+visionmodel() { small visionmodel --vision-attention model; }
 eager() { small eager --compile off; }
 mb16k() { small mb16k --micro-batch-tokens 16384; }
 pressure() { small pressure --reserve-gib 24 --expandable off; }

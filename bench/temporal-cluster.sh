@@ -15,7 +15,8 @@
 # more fail with "database is locked" under load). TEMPORAL_CLUSTER_POSTGRES=HOST:PORT: a PostgreSQL (user
 # temporal, no password; bench/postgres-scratch.sh starts one) instead of SQLite, its schema set up with
 # TEMPORAL_SQL_TOOL_BIN (`go install go.temporal.io/server/cmd/tools/sql@v1.32.0`) from TEMPORAL_SCHEMA_DIR
-# (the server module's schema/postgresql/v12). For benches: nothing here is secured.
+# (the server module's schema/postgresql/v12). TEMPORAL_CLUSTER_DYNAMIC="KEY=VALUE ...": more of the
+# server's dynamic config (e.g. matching.numTaskqueueReadPartitions=8). For benches: nothing here is secured.
 set -euo pipefail
 usage() { echo "usage: $0 start DIR [SHARDS] [PORT] | stop DIR" >&2; exit 2; }
 [ $# -ge 2 ] || usage
@@ -109,6 +110,10 @@ for (const [k, v] of Object.entries(SEARCH_ATTRIBUTES)) console.log('attribute',
   awk '$1 == "dynamic" { printf "%s:\n  - value: %s\n", $2, $3 }' <<< "$needs"
   # search attributes visible as soon as they are created
   printf 'system.forceSearchAttributesCacheRefreshOnRead:\n  - value: true\n'
+  for kv in ${TEMPORAL_CLUSTER_DYNAMIC:-}; do
+    [[ $kv == *=* ]] || { echo "temporal-cluster: TEMPORAL_CLUSTER_DYNAMIC wants KEY=VALUE, not '$kv'" >&2; exit 2; }
+    printf '%s:\n  - value: %s\n' "${kv%%=*}" "${kv#*=}"
+  done
 } > "$dir/dynamic.yaml"
 attributes=$(awk '$1 == "attribute" { print $2 "=" $3 }' <<< "$needs")
 # a visibility query naming every attribute (answered once the services' caches hold them all)

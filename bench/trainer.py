@@ -186,6 +186,12 @@ def parser() -> argparse.ArgumentParser:
         help="the vision blocks recomputed in backward (GPU)",
     )
     vlm.add_argument(
+        "--vision-attention",
+        choices=["packed", "model"],
+        default="packed",
+        help="packed: a micro-batch's images in one varlen call (GPU); model: the model's own, image by image",
+    )
+    vlm.add_argument(
         "--pinned-copies", choices=["on", "off"], default="on", help="inputs to the GPU without a host wait"
     )
     vlm.add_argument("--expandable", choices=["on", "off"], default="on", help="expandable segments while training")

@@ -184,6 +184,7 @@ def run_product(args) -> dict:
     os.environ["TEMPO_RL_COMPILE"] = "1" if args.compile == "on" else "0"
     os.environ["TEMPO_RL_EXPANDABLE_SEGMENTS"] = "1" if args.expandable == "on" else "0"
     os.environ["TEMPO_RL_VISION_CHECKPOINT"] = "1" if args.vision_checkpoint == "on" else "0"
+    os.environ["TEMPO_RL_VISION_VARLEN"] = "1" if args.vision_attention == "packed" else "0"
     os.environ["TEMPO_RL_PINNED_COPIES"] = "1" if args.pinned_copies == "on" else "0"
     if args.deterministic:  # as every trainer of a deterministic run starts (supervise/trainer-process.ts)
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)

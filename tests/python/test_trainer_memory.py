@@ -111,3 +111,44 @@ def test_vision_blocks_recomputed_in_the_backward_give_the_same_gradients(sample
     recomputed = grads()
     assert kept.keys() == recomputed.keys() and any(n.startswith("model.visual.blocks") for n in kept)
     assert all(torch.equal(kept[n], recomputed[n]) for n in kept), "recomputing the vision blocks changed a gradient"
+
+
+def test_vision_images_in_one_packed_attention_give_the_models_gradients(samples, tiny_model, monkeypatch):
+    """use_on_vision: every image of a micro-batch in one attention call (each image's patches attending
+    to each other only), against the model's own image-by-image attention: the same logprobs and
+    gradients to fp32 rounding. On the CPU the packed call is SDPA under the block-diagonal mask; on a
+    GPU, varlen flash attention (tests/python/test_bf16_compute.py's GPU path)."""
+    from trainer.model import varlen_attention
+    from trainer.model.policy import forward_response
+
+    model = load_policy(tiny_model)
+    vision, blobs = VisionProcessor(tiny_model, model.config), BlobStore(samples.root)
+    refs = [samples.sample(f"w/{i}", seed=i, image_size=(64, 48 + 16 * i)) for i in range(3)]
+    batch = [
+        prepare_sample(Sample.model_validate(blobs.get_json(r["ref"])), 1.0 - i, blobs, vision)
+        for i, r in enumerate(refs)
+    ]
+
+    def grads() -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        model.zero_grad(set_to_none=True)
+        accumulate_gradients(model, batch, Hyper(), NoProgress())
+        with torch.no_grad():
+            logps = torch.cat(forward_response(model, batch, 1.0, False).logprobs)
+        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, logps
+
+    own, own_logps = grads()
+    images_per_call: list[int] = []
+    packed = varlen_attention.packed_attention
+
+    def counting(q, k, v, cu, *rest, **kw):
+        images_per_call.append(len(cu) - 1)
+        return packed(q, k, v, cu, *rest, **kw)
+
+    monkeypatch.setattr(varlen_attention, "packed_attention", counting)
+    assert varlen_attention.use_on_vision(model) == len(model.model.visual.blocks) > 0
+    one_call, one_call_logps = grads()
+    assert images_per_call and max(images_per_call) >= 2, images_per_call
+    assert torch.allclose(own_logps, one_call_logps, atol=1e-5), (own_logps - one_call_logps).abs().max()
+    assert own.keys() == one_call.keys() and any(n.startswith("model.visual.blocks") for n in own)
+    worst = max(((own[n] - one_call[n]).abs().max() / own[n].abs().max().clamp_min(1e-12)).item() for n in own)
+    assert worst < 1e-4, f"packed vision attention moved a gradient by {worst:.2e} (relative)"

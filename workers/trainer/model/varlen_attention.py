@@ -1,10 +1,11 @@
 """Attention over a packed row on a GPU: torch's variable-length flash attention.
 
 torch.nn.attention.varlen.varlen_attn takes the packed tokens as (T, heads, dim) and the samples'
-bounds as cumulative lengths, so each sample attends causally to itself with no [T, T] mask — the
+bounds as cumulative lengths, so each sample attends to itself with no [T, T] mask — the
 packed path's alternative to a dense block-diagonal mask, which SDPA would run on its slower
-masked kernel. It is registered with transformers' AttentionInterface under NAME and set on the
-language model only (a VLM's vision tower keeps its own attention). Its signature changed between
+masked kernel. It is registered with transformers' AttentionInterface under NAME for the language
+model (causal), and set on a Qwen-VL vision tower's blocks (use_on_vision: each image's patches
+attend to each other). Its signature changed between
 torch releases (`is_causal` in 2.10/2.11; `window_size`, `scale`, `enable_gqa` later): both are
 handled here. It runs in the autocast dtype (bf16); fp32 compute on a GPU, which flash attention
 cannot do, falls back to SDPA under a block-diagonal mask. CPU runs use transformers' packed-sequence
@@ -12,7 +13,9 @@ mask instead."""
 
 from __future__ import annotations
 
+import functools
 import inspect
+import sys
 
 import torch
 
@@ -56,11 +59,19 @@ def _attention(
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, is_causal=is_causal, **kwargs
         )
-    dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else query.dtype
-    if dtype not in (torch.float16, torch.bfloat16):
-        return _masked_sdpa(query, key, value, cu, scaling)
+    causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
+    q, k, v = (t[0].transpose(0, 1) for t in (query, key, value))  # (T, heads, dim)
+    return packed_attention(q, k, v, cu, max_len, scaling, causal)[None], None
+
+
+def packed_attention(q, k, v, cu: torch.Tensor, max_len: int, scaling: float | None, causal: bool) -> torch.Tensor:
+    """Each sample of a packed row attending to itself: q, k, v (T, heads, dim) → (T, heads, dim); causal
+    for a decoder, not for a vision tower's patches."""
+    dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else q.dtype
+    if dtype not in (torch.float16, torch.bfloat16) or _VARLEN is None:
+        return _masked_sdpa(q, k, v, cu, scaling, causal)
     # autocast does not reach a custom op: q and k come out of the fp32 rotary embedding
-    q, k, v = (t[0].transpose(0, 1).to(dtype) for t in (query, key, value))  # (T, heads, dim)
+    q, k, v = (t.to(dtype) for t in (q, k, v))
     extra: dict = {}
     if k.shape[1] != q.shape[1]:
         if "enable_gqa" in _PARAMS:
@@ -74,21 +85,23 @@ def _attention(
         else:  # the kernel's own scale is dim^-½
             q = q * (scaling * q.shape[-1] ** 0.5)
     if "window_size" in _PARAMS:
-        extra["window_size"] = (-1, 0)  # causal
+        extra["window_size"] = (-1, 0) if causal else (-1, -1)
     else:
-        extra["is_causal"] = True
-    out = _VARLEN(q, k, v, cu, cu, max_len, max_len, **extra)
-    return out[None], None
+        extra["is_causal"] = causal
+    return _VARLEN(q, k, v, cu, cu, max_len, max_len, **extra)
 
 
-def _masked_sdpa(query, key, value, cu: torch.Tensor, scaling: float | None):
-    """fp32 compute (flash attention has no fp32 kernel): SDPA under a block-diagonal causal mask."""
+def _masked_sdpa(q, k, v, cu: torch.Tensor, scaling: float | None, causal: bool) -> torch.Tensor:
+    """fp32 compute (flash attention has no fp32 kernel): SDPA under a block-diagonal mask, (T, heads, dim)."""
     seq = torch.repeat_interleave(torch.arange(len(cu) - 1, device=cu.device), cu.diff())
-    mask = (seq[:, None] == seq[None, :]).tril()
-    groups = query.shape[1] // key.shape[1]
-    key, value = key.repeat_interleave(groups, dim=1), value.repeat_interleave(groups, dim=1)
-    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
-    return out.transpose(1, 2), None
+    mask = seq[:, None] == seq[None, :]
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    q, k, v = (t.transpose(0, 1) for t in (q, k, v))  # (heads, T, dim)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask.tril() if causal else mask, scale=scaling
+    )
+    return out.transpose(0, 1)
 
 
 def _register() -> None:
@@ -108,6 +121,52 @@ def use_on(model: torch.nn.Module) -> bool:
     _register()
     model.set_attn_implementation({"text_config": NAME} if hasattr(model.config, "vision_config") else NAME)
     return True
+
+
+def use_on_vision(model: torch.nn.Module) -> int:
+    """The vision tower's blocks attend through packed_attention too: all of a micro-batch's images in
+    one kernel call. Under SDPA, transformers' Qwen-VL vision attention splits the patches image by
+    image (a host sync for the lengths, then one SDPA call an image, in each of the 24 blocks, forward
+    and recompute); measured on the 2B shape, the tower took 43% of the train phase. Set on the blocks
+    whose attention has the Qwen-VL layout (a fused qkv, proj, num_heads, scaling, the module's own
+    apply_rotary_pos_emb_vision); others keep theirs. Returns the blocks set."""
+    visual = getattr(getattr(model, "model", model), "visual", None)
+    longest = _LongestSample()
+    count = 0
+    for block in getattr(visual, "blocks", []):
+        attn = getattr(block, "attn", None)
+        rotary = getattr(sys.modules.get(type(attn).__module__), "apply_rotary_pos_emb_vision", None)
+        if rotary is None or not all(hasattr(attn, a) for a in ("qkv", "proj", "num_heads", "scaling")):
+            continue
+        attn.forward = functools.partial(_vision_attention, attn, rotary, longest)
+        count += 1
+    return count
+
+
+class _LongestSample:
+    """The longest sample of cumulative bounds, read to the host once for all the blocks that share them."""
+
+    def __init__(self) -> None:
+        self._cu: torch.Tensor | None = None
+        self._longest = 0
+
+    def __call__(self, cu: torch.Tensor) -> int:
+        if cu is not self._cu:
+            self._cu, self._longest = cu, int(cu.diff().max())
+        return self._longest
+
+
+def _vision_attention(
+    module, rotary, longest: _LongestSample, hidden_states, cu_seqlens, position_embeddings=None, **_
+):
+    """Qwen-VL's vision attention (qkv, the 2-D rotary embedding, attention within each image, proj)
+    over every image of the forward at once."""
+    seq = hidden_states.shape[0]
+    q, k, v = module.qkv(hidden_states).reshape(seq, 3, module.num_heads, -1).unbind(1)  # (T, heads, dim)
+    cos, sin = position_embeddings
+    q, k = rotary(q, k, cos, sin)
+    out = packed_attention(q, k, v, cu_seqlens, longest(cu_seqlens), module.scaling, causal=False)
+    return module.proj(out.reshape(seq, -1))
 
 
 def in_use(model: torch.nn.Module) -> bool:
