@@ -1,6 +1,7 @@
 """The policy's set-up for training on a GPU (policy.load_policy applies it to every model it loads):
-varlen attention for packed rows and for the vision tower's images, compiled decoder layers, and the vision tower's activations recomputed
-in the backward. On a CPU nothing changes (eager, SDPA, every activation kept)."""
+varlen attention for packed rows and for the vision tower's images, compiled decoder layers, and the
+vision tower's activations recomputed in the backward. On a CPU nothing changes (eager, SDPA, every
+activation kept)."""
 
 from __future__ import annotations
 
@@ -16,9 +17,10 @@ from .routing_replay import install_replay_hooks
 def for_training(model: torch.nn.Module) -> torch.nn.Module:
     """On a GPU: the language model attends through torch's variable-length flash attention (packed
     micro-batches, packing.py), a Qwen-VL vision tower's blocks too (all images in one call;
-    TEMPO_RL_VISION_VARLEN=0 keeps the model's own), and its decoder layers are compiled — unless TEMPO_RL_COMPILE=0, the
-    way out for a model torch.compile cannot handle — and the vision blocks recompute their
-    activations in the backward (checkpoint_vision_blocks). CPU: eager, SDPA, everything kept."""
+    TEMPO_RL_VISION_VARLEN=0 keeps the model's own), and its decoder layers are compiled — unless
+    TEMPO_RL_COMPILE=0, the way out for a model torch.compile cannot handle — and the vision blocks
+    recompute their activations in the backward (checkpoint_vision_blocks). CPU: eager, SDPA,
+    everything kept."""
     try:
         install_replay_hooks(model)  # before any compile: compiled layers ignore hooks added later
     except NotImplementedError:
