@@ -90,25 +90,31 @@ def test_expandable_segments_only_while_a_step_trains(monkeypatch):
     assert len(settings) == 2 and memory.expandable_segments_wanted() is False
 
 
-def test_vision_blocks_recomputed_in_the_backward_give_the_same_gradients(samples, tiny_model):
-    from trainer.model.gpu_setup import checkpoint_vision_blocks
-
+def _policy_and_image_batch(samples, tiny_model, prefix: str, count: int):
+    """The tiny VLM and `count` prepared samples, each with a diagram of its own size."""
     model = load_policy(tiny_model)
     vision, blobs = VisionProcessor(tiny_model, model.config), BlobStore(samples.root)
-    refs = [samples.sample(f"v/{i}", seed=i, image_size=(64, 48 + 16 * i)) for i in range(2)]
+    refs = [samples.sample(f"{prefix}/{i}", seed=i, image_size=(64, 48 + 16 * i)) for i in range(count)]
     batch = [
         prepare_sample(Sample.model_validate(blobs.get_json(r["ref"])), 1.0 - i, blobs, vision)
         for i, r in enumerate(refs)
     ]
+    return model, batch
 
-    def grads() -> dict[str, torch.Tensor]:
-        model.zero_grad(set_to_none=True)
-        accumulate_gradients(model, batch, Hyper(), NoProgress())
-        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
 
-    kept = grads()
+def _gradients(model, batch) -> dict[str, torch.Tensor]:
+    model.zero_grad(set_to_none=True)
+    accumulate_gradients(model, batch, Hyper(), NoProgress())
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_vision_blocks_recomputed_in_the_backward_give_the_same_gradients(samples, tiny_model):
+    from trainer.model.gpu_setup import checkpoint_vision_blocks
+
+    model, batch = _policy_and_image_batch(samples, tiny_model, "v", 2)
+    kept = _gradients(model, batch)
     assert checkpoint_vision_blocks(model) == len(model.model.visual.blocks) > 0
-    recomputed = grads()
+    recomputed = _gradients(model, batch)
     assert kept.keys() == recomputed.keys() and any(n.startswith("model.visual.blocks") for n in kept)
     assert all(torch.equal(kept[n], recomputed[n]) for n in kept), "recomputing the vision blocks changed a gradient"
 
@@ -121,20 +127,12 @@ def test_vision_images_in_one_packed_attention_give_the_models_gradients(samples
     from trainer.model import varlen_attention
     from trainer.model.policy import forward_response
 
-    model = load_policy(tiny_model)
-    vision, blobs = VisionProcessor(tiny_model, model.config), BlobStore(samples.root)
-    refs = [samples.sample(f"w/{i}", seed=i, image_size=(64, 48 + 16 * i)) for i in range(3)]
-    batch = [
-        prepare_sample(Sample.model_validate(blobs.get_json(r["ref"])), 1.0 - i, blobs, vision)
-        for i, r in enumerate(refs)
-    ]
+    model, batch = _policy_and_image_batch(samples, tiny_model, "w", 3)
 
     def grads() -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        model.zero_grad(set_to_none=True)
-        accumulate_gradients(model, batch, Hyper(), NoProgress())
+        gradients = _gradients(model, batch)
         with torch.no_grad():
-            logps = torch.cat(forward_response(model, batch, 1.0, False).logprobs)
-        return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, logps
+            return gradients, torch.cat(forward_response(model, batch, 1.0, False).logprobs)
 
     own, own_logps = grads()
     images_per_call: list[int] = []
