@@ -8,7 +8,7 @@
 # generators/shaped_model.py).
 #
 #   bench/gpu-trainer.sh OUTDIR [RUN ...]   runs, in order: main parity base64 pressure visionfull mb16k eager
-#                                           syncs autograd determ visionmodel
+#                                           syncs autograd determ visionmodel visionmb [steady]
 #
 #   main        256 samples a step for 3 steps, then 512 (AdamW's state there from step 1 on): the peak
 #               memory per step against the sample count, steady-state tokens/s and MFU with each
@@ -18,11 +18,15 @@
 #   pressure    the same beside 24 GiB held on the GPU (an engine's share), the default allocator
 #   visionfull  the same, every vision activation kept (no recompute in the backward)
 #   visionmodel the same, the vision tower's attention the model's own (image by image), not packed
+#   visionmb    the same, images encoded in every micro-batch that shows them, not once per segment
 #   mb16k       the same in micro-batches of 16,384 tokens (8,192 elsewhere)
 #   eager       the same, decoder layers and LM head not compiled
 #   syncs       the same, inputs copied to the GPU as .to() does (a host wait each)
 #   autograd    the same, the LM head through log_softmax and autograd
 #   determ      the same, each step as run.deterministic trains it (deterministic algorithms, seeded)
+#   steady      by name only: 512 samples for 2 steps (the second is steady state), as the trainer runs,
+#               again with every vision activation kept (steady-full) and with images encoded in every
+#               micro-batch (steady-mb); about 5 minutes on an H100
 #
 # PYTHON (default python3) runs them; PEAK (default h100) names the GPU whose dense bf16 peak MFU is of.
 # DRY=1: the same runs on the CPU with the tiny model ($TEMPO_RL_TINY_MODEL) and 1/64 of the samples,
@@ -32,7 +36,7 @@ cd "$(dirname "$0")/.."
 OUT=$(mkdir -p "${1:?usage: bench/gpu-trainer.sh OUTDIR [RUN ...]}" && cd "$1" && pwd)
 shift
 RUNS=("$@")
-[ ${#RUNS[@]} -gt 0 ] || RUNS=(main parity base64 pressure visionfull mb16k eager syncs autograd determ visionmodel)
+[ ${#RUNS[@]} -gt 0 ] || RUNS=(main parity base64 pressure visionfull mb16k eager syncs autograd determ visionmodel visionmb)
 PY=${PYTHON:-python3}
 PEAK=${PEAK:-h100}
 # Compiled kernels cached for the runs after the first (they compile the same layers).
@@ -78,6 +82,13 @@ small() { local name=$1; shift; trainer "$name" 150 --samples "$(n 64)" --steps 
 base64() { small base64; }
 visionfull() { small visionfull --vision-checkpoint off; }
 visionmodel() { small visionmodel --vision-attention model; }
+visionmb() { small visionmb --vision-once off; }
+steady() {
+  local two=(--samples-per-step "$(n 512)" --steps 2 --checkpoint none)
+  trainer steady 200 "${two[@]}"
+  trainer steady-full 200 "${two[@]}" --vision-checkpoint off
+  trainer steady-mb 200 "${two[@]}" --vision-once off
+}
 eager() { small eager --compile off; }
 mb16k() { small mb16k --micro-batch-tokens 16384; }
 pressure() { small pressure --reserve-gib 24 --expandable off; }

@@ -186,6 +186,12 @@ def parser() -> argparse.ArgumentParser:
         help="the vision blocks recomputed in backward (GPU)",
     )
     vlm.add_argument(
+        "--vision-once",
+        choices=["on", "off"],
+        default="on",
+        help="on: an update's images encoded once per segment of micro-batches (GPU); off: in every micro-batch",
+    )
+    vlm.add_argument(
         "--vision-attention",
         choices=["packed", "model"],
         default="packed",

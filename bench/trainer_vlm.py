@@ -25,6 +25,7 @@ import torch
 from trainer.checkpoint import atomic as ckpt
 from trainer.contract import Hyper, TrainStepInput
 from trainer.generators import shaped_model
+from trainer.model import image_features
 from trainer.model.policy import for_training, micro_batches
 from trainer.step.determinism import CUBLAS_WORKSPACE
 from trainer.step.gradients import make_optimizer
@@ -102,11 +103,20 @@ def _dynamo_graphs() -> int:
         return -1
 
 
+def _encoded_together(model, bins: list[list], budget: int) -> list[list]:
+    """The sets of samples whose distinct images the tower encodes once: each micro-batch, or each
+    segment of micro-batches where the trainer encodes images once per segment (image_features.py)."""
+    if not image_features.applies(model) or not hasattr(model.config, "vision_config"):
+        return bins
+    merge = int(model.config.vision_config.spatial_merge_size)
+    return [[s for b in bins[seg.start : seg.stop] for s in b] for seg in image_features.segments(bins, merge, budget)]
+
+
 def _step_report(args, model, inp, out, trainer, phases: Phases, progress: StepProgress, wall: float, graphs: int):
     m = out.metrics
     samples = progress.samples
     bins = micro_batches(model, samples, args.micro_batch_tokens)
-    flops = vlm_flops(model, samples, bins)
+    flops = vlm_flops(model, samples, _encoded_together(model, bins, args.micro_batch_tokens))
     train_s = m["perf/train_seconds"]
     gpu = phases.durations()
     return {
@@ -184,6 +194,7 @@ def run_product(args) -> dict:
     os.environ["TEMPO_RL_COMPILE"] = "1" if args.compile == "on" else "0"
     os.environ["TEMPO_RL_EXPANDABLE_SEGMENTS"] = "1" if args.expandable == "on" else "0"
     os.environ["TEMPO_RL_VISION_CHECKPOINT"] = "1" if args.vision_checkpoint == "on" else "0"
+    os.environ["TEMPO_RL_VISION_ONCE"] = "auto" if args.vision_once == "on" else "0"
     os.environ["TEMPO_RL_VISION_VARLEN"] = "1" if args.vision_attention == "packed" else "0"
     os.environ["TEMPO_RL_PINNED_COPIES"] = "1" if args.pinned_copies == "on" else "0"
     if args.deterministic:  # as every trainer of a deterministic run starts (supervise/trainer-process.ts)

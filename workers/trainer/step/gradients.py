@@ -12,6 +12,7 @@ import torch
 from ..contract import Hyper
 from .grpo import aggregation_weights, only_active, policy_loss, sft_loss
 from ..model.device import to_device
+from ..model.image_features import OncePerSegment
 from ..model.policy import ForwardOutput, TrainSample, forward_response, micro_batches
 from .token_logprobs import TokenLogprobs
 
@@ -81,16 +82,26 @@ def accumulate_gradients(
     record: collects each sample's per-token logprobs (token_logprobs.py), the ones compared with the engine's."""
     n_samples_total, n_tokens_total = totals or (len(samples), int(sum(float(s.loss_mask.sum()) for s in samples)))
     batches = micro_batches(model, samples, hyper.micro_batch_tokens)
+    images = _images_once(model, batches, hyper)
     sums: dict[str, torch.Tensor | float] = {}
     abs_diff_sum = 0.0
     for i, batch in enumerate(batches):
         if progress.is_cancelled():
             raise StepCancelled(f"cancelled before micro-batch {i}/{len(batches)}")
         if algorithm == "sft":
-            _sft_micro_batch(model, batch, n_tokens_total, sums, hyper)
+            _sft_micro_batch(model, batch, n_tokens_total, sums, hyper, images.before(i))
+            images.after(i)
             progress.heartbeat({"phase": "training", "micro_batch": i + 1, "micro_batches": len(batches)})
             continue
-        fwd = _forward(model, batch, hyper, hyper.temperature, with_entropy=True, entropy_grad=hyper.entropy_coef > 0)
+        fwd = _forward(
+            model,
+            batch,
+            hyper,
+            hyper.temperature,
+            with_entropy=True,
+            entropy_grad=hyper.entropy_coef > 0,
+            images=images.before(i),
+        )
         device = fwd.logprobs[0].device
         ref = None
         if hyper.kl.enabled:
@@ -122,6 +133,7 @@ def accumulate_gradients(
             ref_logp=torch.cat(ref) if ref is not None else None,
         )
         loss.backward()
+        images.after(i)
         abs_diff_sum = abs_diff_sum + only_active((old - rollout).abs(), mask > 0).sum()
         if record is not None:
             record.add(batch, old)
@@ -132,6 +144,13 @@ def accumulate_gradients(
         sums["train/train_rollout_logprob_abs_diff"] = abs_diff_sum / max(n_tokens_total, 1)
     sums["train/n_micro_batches"] = float(len(batches))
     return sums
+
+
+def _images_once(model, batches: list[list[TrainSample]], hyper: Hyper) -> OncePerSegment:
+    """The micro-batches' images encoded once per segment (model/image_features.py), in the step's precision."""
+    return OncePerSegment(
+        model, batches, hyper.micro_batch_tokens, lambda: compute_precision(model, hyper.compute_dtype)
+    )
 
 
 def update_batches(samples: list[TrainSample], hyper: Hyper) -> list[list[TrainSample]]:
@@ -148,8 +167,11 @@ def with_old_logprobs(model, samples: list[TrainSample], hyper: Hyper, ref_model
     before a step's first update: every later update of the step takes its PPO ratio against them."""
     scored: dict[int, TrainSample] = {}
     with torch.no_grad():
-        for batch in micro_batches(model, samples, hyper.micro_batch_tokens):
-            old = _forward(model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
+        batches = micro_batches(model, samples, hyper.micro_batch_tokens)
+        images = _images_once(model, batches, hyper)  # the features the updates' forwards will see
+        for i, batch in enumerate(batches):
+            old = _forward(model, batch, hyper, hyper.temperature, with_entropy=False, images=images.before(i)).logprobs
+            images.after(i)
             ref = (
                 _forward(ref_model, batch, hyper, hyper.temperature, with_entropy=False).logprobs
                 if ref_model is not None
@@ -163,12 +185,14 @@ def with_old_logprobs(model, samples: list[TrainSample], hyper: Hyper, ref_model
     return [scored[id(s)] for s in samples]
 
 
-def _sft_micro_batch(model, batch: list[TrainSample], n_tokens_total: int, sums: dict, hyper: Hyper) -> None:
+def _sft_micro_batch(
+    model, batch: list[TrainSample], n_tokens_total: int, sums: dict, hyper: Hyper, images=None
+) -> None:
     device = next(model.parameters()).device
     weights = torch.cat(
         aggregation_weights([to_device(s.loss_mask, device) for s in batch], "token_mean", len(batch), n_tokens_total)
     )
-    fwd = _forward(model, batch, hyper, 1.0, with_entropy=False, nll_weights=weights)
+    fwd = _forward(model, batch, hyper, 1.0, with_entropy=False, nll_weights=weights, images=images)
     loss, metrics = sft_loss(torch.cat(fwd.logprobs), weights, fwd.nll)
     loss.backward()
     for k, v in metrics.items():
