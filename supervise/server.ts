@@ -102,6 +102,16 @@ function readlinkOr(p: string): string {
   }
 }
 
+/** The recorded server's process, when it is still alive but no longer reads as ours: one SIGKILLed a
+ *  moment ago. The kernel frees a dying process's memory, and its command line with it, before it
+ *  closes its sockets, so for that moment its ports still answer: waited for (up to 10 s) before a
+ *  port that answers is judged another process's. */
+async function recordedServerGone(recordFile: string): Promise<void> {
+  const rec = readRecord(recordFile);
+  if (!rec || !isAlive(rec.pid) || ours(rec)) return;
+  await waitFor(async () => !isAlive(rec.pid), 'the killed Temporal server to exit', 10_000, 50).catch(() => undefined);
+}
+
 /** Starts the dev server unless one of ours is already running. Returns whether it started one.
  *  `keep`: `tempo-rl server start`'s, marks the server (started or found) as the user's. */
 export async function startServer(
@@ -117,13 +127,14 @@ export async function startServer(
     if (opts.keep) keepRecord(cfg);
     return { started: false, status: before };
   }
+  const paths = stateLayout(cfg.state_dir);
+  await recordedServerGone(paths.serverRecord);
   if (await portOpen(cfg.server.ip, cfg.server.port))
     throw new Error(
       `server.port ${cfg.server.port} is taken by a process tempo-rl did not start; set server.port or TEMPORAL_ADDRESS`,
     );
   if (await portOpen(cfg.server.ip, cfg.server.ui_port))
     throw new Error(`server.ui_port ${cfg.server.ui_port} is taken by another process; set server.ui_port`);
-  const paths = stateLayout(cfg.state_dir);
   mkdirSync(paths.server, { recursive: true });
   const bin = temporalBin();
   if (!existsSync(bin))

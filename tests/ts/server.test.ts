@@ -1,12 +1,14 @@
 // The embedded Temporal server: start/stop/status, no-op start, and durability across SIGKILL.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
 import { REPO_ROOT } from '../../base/paths.js';
-import { serverStatus, startServer } from '../../supervise/server.js';
+import { freePorts } from '../../supervise/process.js';
+import { serverStatus, startServer, stopServer } from '../../supervise/server.js';
+import { stateLayout } from '../../stores/layout.js';
 import { connectClient } from '../../supervise/temporal.js';
 import { waitForMarker } from '../../testing/workflows/wait-for-marker.js';
 import { startRolloutWorker, startTestServer } from '../../testing/temporal.js';
@@ -82,5 +84,29 @@ test('a workflow survives SIGKILL of the Temporal server with its history intact
     await worker.stop();
     // open connections keep the test process alive after its last test
     await Promise.all(clients.map((c) => c.connection.close()));
+  }
+});
+
+test('a recorded server that is still closing its port after a SIGKILL is waited for, not taken for a stranger', async () => {
+  // A dying process no longer reads as the server (its command line goes first) while its port still
+  // answers: here a process that holds the port and exits 1.5 s later, in the server's record.
+  const [port, ui] = (await freePorts(2)) as [number, number];
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-dying-'));
+  const mine = { ...cfg, state_dir: dir, server: { ...cfg.server, port, ui_port: ui } };
+  const holder = spawn(process.execPath, [
+    '-e',
+    `require('net').createServer().listen(${port}, '127.0.0.1', () => console.log('up')); setTimeout(() => process.exit(0), 1500)`,
+  ]);
+  await new Promise((r) => holder.stdout.once('data', r));
+  const record = stateLayout(dir).serverRecord;
+  mkdirSync(path.dirname(record), { recursive: true });
+  writeFileSync(record, JSON.stringify({ pid: holder.pid, address: `127.0.0.1:${port}`, ui: '', db: '' }));
+  try {
+    const { started, status } = await startServer(mine);
+    assert.equal(started, true);
+    assert.equal(status.running, true);
+  } finally {
+    holder.kill('SIGKILL');
+    await stopServer(mine);
   }
 });
