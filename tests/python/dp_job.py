@@ -43,7 +43,7 @@ class BucketReader:
             [sys.executable, "-c", READER, str(device)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
         )
 
-    def rpc(self, method: str, bucket: str | None = None) -> list:
+    def rpc(self, method: str, bucket: str | None = None, **_) -> list:  # the update's mode: one way here
         if method == "tempo_rl_load_bucket":
             self.proc.stdin.write(bucket + "\n")
             self.proc.stdin.flush()
