@@ -168,7 +168,7 @@ def with_old_logprobs(model, samples: list[TrainSample], hyper: Hyper, ref_model
     scored: dict[int, TrainSample] = {}
     with torch.no_grad():
         batches = micro_batches(model, samples, hyper.micro_batch_tokens)
-        images = _images_once(model, batches, hyper)  # the features the updates' forwards will see
+        images = _images_once(model, batches, hyper)  # once per segment here too (no backward: no gradients)
         for i, batch in enumerate(batches):
             old = _forward(model, batch, hyper, hyper.temperature, with_entropy=False, images=images.before(i)).logprobs
             images.after(i)
