@@ -12,8 +12,8 @@ tokens, so memory stays bounded by the budget, not by the step's sample count):
    grpo.micro_batch_tokens patches; each image's features (the merger's output and the deepstack
    layers') become fp32 leaf tensors;
 2. each micro-batch's forward reads them where the model would encode its images (the model's own
-   get_image_features, replaced for that call), and every sample showing an image adds its gradient
-   to that image's leaves;
+   get_image_features, replaced around the call in step/gradients.py), and every sample showing an
+   image adds its gradient to that image's leaves;
 3. after the segment's last micro-batch the tower runs again on the same chunks, with gradients, and
    back-propagates the summed leaf gradients once.
 
@@ -24,6 +24,7 @@ also on a CPU, 0 never); not under FSDP, whose weights are gathered only inside 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -37,6 +38,14 @@ if TYPE_CHECKING:
     from .policy import TrainSample
 
 SEGMENT_TOKENS_PER_BUDGET = 4  # a segment's image features: 4 × 8,192 merged tokens ≈ 1 GiB (fp32 + gradients)
+# The EncodedImages whose features the forward running now reads (EncodedImages.supplied).
+_SUPPLYING: contextvars.ContextVar[EncodedImages | None] = contextvars.ContextVar("supplying", default=None)
+
+
+def supplying() -> EncodedImages | None:
+    """The images encoded ahead of the forward being prepared now, if any: its inputs then carry no
+    pixels (packing.packed_inputs)."""
+    return _SUPPLYING.get()
 
 
 def applies(model) -> bool:
@@ -149,16 +158,23 @@ class EncodedImages:
 
     @contextlib.contextmanager
     def supplied(self, batch: list[TrainSample]):
-        """The model's forward reads the batch's features from here (step 2)."""
+        """The model's forward over `batch` reads its images' features from here (step 2): its
+        get_image_features answers with them, whatever pixels it is given."""
+        if not any(s.vision is not None for s in batch):
+            yield
+            return
         output = self._output_for(batch)
         self._inner.get_image_features = lambda *args, **kwargs: output
+        token = _SUPPLYING.set(self)
         try:
             yield
         finally:
+            _SUPPLYING.reset(token)
             del self._inner.get_image_features
 
     def placeholder(self) -> torch.Tensor:
-        """What the forward gets as pixel_values: never read (the features come from supplied)."""
+        """What a packed row's forward gets as pixel_values: never read (the features come from
+        supplied). A padded batch (the CPU's) still carries its pixels, unread."""
         return torch.empty(0, device=self._device, dtype=self._dtype)
 
     def backward(self) -> None:

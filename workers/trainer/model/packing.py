@@ -27,11 +27,10 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from . import varlen_attention
+from . import image_features, varlen_attention
 from .device import to_device
 
 if TYPE_CHECKING:
-    from .image_features import EncodedImages
     from .policy import TrainSample
 
 
@@ -124,12 +123,10 @@ def _encodes_once(model) -> bool:
     return "mm_encoder_outputs" in inspect.signature(model.model.forward).parameters
 
 
-def packed_inputs(
-    model, batch: list[TrainSample], device: torch.device, images: EncodedImages | None = None
-) -> tuple[dict, list[int]]:
+def packed_inputs(model, batch: list[TrainSample], device: torch.device) -> tuple[dict, list[int]]:
     """The keyword arguments of `model.model` for the batch as one packed row, and each sample's
-    offset in that row. images: the batch's images encoded already (image_features.py), read through
-    EncodedImages.supplied around the forward."""
+    offset in that row. Where the batch's images were encoded ahead (image_features.supplying), the
+    row carries no pixels: the forward reads the features from there."""
     lengths = [s.n_tokens for s in batch]
     offsets = [0, *itertools.accumulate(lengths)]
     ids = torch.tensor(list(itertools.chain.from_iterable(s.input_ids for s in batch)))[None]
@@ -140,7 +137,7 @@ def packed_inputs(
         mrope = torch.cat([_mrope_positions(model, s) for s in batch], dim=-1)
         kwargs["position_ids"] = to_device(torch.cat([text_positions[None], mrope]), device)
         if any(s.vision is not None for s in batch):
-            if images is not None:
+            if (images := image_features.supplying()) is not None:
                 kwargs["pixel_values"] = images.placeholder()
                 kwargs["image_grid_thw"] = to_device(
                     torch.cat([s.vision.image_grid_thw for s in batch if s.vision is not None]), device

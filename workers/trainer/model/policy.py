@@ -24,7 +24,6 @@ from .routing_replay import replay_routing
 
 if TYPE_CHECKING:
     from tempo_common.blobs import BlobStoreBase as BlobStore
-    from .image_features import EncodedImages
     from ..contract import Sample
 
 
@@ -272,9 +271,7 @@ def _chunked_logprobs(
     return joined(logps), joined(entropies) if with_entropy else None
 
 
-def _padded_inputs(
-    model, batch: list[TrainSample], device: torch.device, pad_id: int, images: EncodedImages | None = None
-) -> dict:
+def _padded_inputs(model, batch: list[TrainSample], device: torch.device, pad_id: int) -> dict:
     """The keyword arguments of `model.model` for the batch right-padded to its longest sample."""
     width = max(s.n_tokens for s in batch)
     input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
@@ -289,11 +286,7 @@ def _padded_inputs(
     }
     visions = [s.vision for s in batch if s.vision is not None]
     if visions:
-        kwargs["pixel_values"] = (
-            images.placeholder()
-            if images is not None
-            else to_device(torch.cat([v.pixel_values for v in visions]), device, model.dtype)
-        )
+        kwargs["pixel_values"] = to_device(torch.cat([v.pixel_values for v in visions]), device, model.dtype)
         kwargs["image_grid_thw"] = to_device(torch.cat([v.image_grid_thw for v in visions]), device)
         # M-RoPE needs to know which positions are image tokens (what the processor would return).
         kwargs["mm_token_type_ids"] = to_device((input_ids == model.config.image_token_id).to(torch.int32), device)
@@ -309,7 +302,6 @@ def forward_response(
     pad_id: int = 0,
     packed: bool | None = None,
     nll_weights: torch.Tensor | None = None,
-    images: EncodedImages | None = None,
 ) -> ForwardOutput:
     """Logprobs of each sample's response tokens under softmax(logits / temperature) (the same
     processing as the engine's logprobs).
@@ -322,17 +314,13 @@ def forward_response(
     nll_weights (one per response position of the batch, concatenated; 0 where the mask is 0): the
     loss −Σ weight·logp is returned as `nll`, its gradients formed in the LM head's forward pass
     (lm_head.linear_nll), and `logprobs` carry no gradient (SFT: a loss linear in the logprobs) —
-    except where the LM head has a bias or the entropy is asked for: then `nll` is None.
-
-    images: the batch's images encoded already, once for several micro-batches (image_features.py)."""
+    except where the LM head has a bias or the entropy is asked for: then `nll` is None."""
     device = next(model.parameters()).device
-    if not any(s.vision is not None for s in batch):
-        images = None
     if packed if packed is not None else packs(model):
-        kwargs, offsets = packing.packed_inputs(model, batch, device, images)
+        kwargs, offsets = packing.packed_inputs(model, batch, device)
         where = [(0, off) for off in offsets]  # (row, offset) of each sample in the hidden states
     else:
-        kwargs = _padded_inputs(model, batch, device, pad_id, images)
+        kwargs = _padded_inputs(model, batch, device, pad_id)
         where = [(i, 0) for i in range(len(batch))]
     # Only the positions that predict a loss-mask token reach the LM head: observation and template
     # tokens inside a multi-turn response (mask 0) get logprob 0 and entropy 0 and cost nothing.
@@ -351,8 +339,7 @@ def forward_response(
     with (
         replay_routing(model, _forward_routes(batch, where, kwargs["input_ids"].shape))
         if _replays(batch)
-        else nullcontext(),
-        images.supplied(batch) if images is not None else nullcontext(),
+        else nullcontext()
     ):
         hidden = model.model(**kwargs).last_hidden_state  # (B, L, H)
     kept = hidden[rows_t, cols_t]

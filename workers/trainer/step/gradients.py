@@ -5,6 +5,7 @@ train_step.py's Trainer and worker/data_parallel.py's ranks alike."""
 from __future__ import annotations
 
 import dataclasses
+from contextlib import nullcontext
 from typing import Protocol
 
 import torch
@@ -12,7 +13,7 @@ import torch
 from ..contract import Hyper
 from .grpo import aggregation_weights, only_active, policy_loss, sft_loss
 from ..model.device import to_device
-from ..model.image_features import OncePerSegment
+from ..model.image_features import EncodedImages, OncePerSegment
 from ..model.policy import ForwardOutput, TrainSample, forward_response, micro_batches
 from .token_logprobs import TokenLogprobs
 
@@ -50,9 +51,12 @@ def compute_precision(model: torch.nn.Module, dtype: str):
     return torch.autocast(device_type=device, dtype=torch.bfloat16, enabled=dtype == "bfloat16")
 
 
-def _forward(model, batch: list[TrainSample], hyper: Hyper, temperature: float, **kw) -> ForwardOutput:
-    """forward_response in the step's precision."""
-    with compute_precision(model, hyper.compute_dtype):
+def _forward(
+    model, batch: list[TrainSample], hyper: Hyper, temperature: float, images: EncodedImages | None = None, **kw
+) -> ForwardOutput:
+    """forward_response in the step's precision; images: the batch's images encoded already, once
+    for several micro-batches (model/image_features.py)."""
+    with compute_precision(model, hyper.compute_dtype), images.supplied(batch) if images is not None else nullcontext():
         return forward_response(model, batch, temperature, **kw)
 
 
