@@ -37,7 +37,9 @@ from .device import to_device
 if TYPE_CHECKING:
     from .policy import TrainSample
 
-SEGMENT_TOKENS_PER_BUDGET = 4  # a segment's image features: 4 × 8,192 merged tokens ≈ 1 GiB (fp32 + gradients)
+# A segment's image features at most: 2 × 8,192 merged tokens, at the 2B shape (hidden 2,048, the
+# merger's output and 3 deepstack layers, fp32 with their gradients) 1 GiB.
+SEGMENT_TOKENS_PER_BUDGET = 2
 # The EncodedImages whose features the forward running now reads (EncodedImages.supplied).
 _SUPPLYING: contextvars.ContextVar[EncodedImages | None] = contextvars.ContextVar("supplying", default=None)
 
