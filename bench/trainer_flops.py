@@ -12,6 +12,8 @@ backward (×3 of the forward's matmuls):
 
 from __future__ import annotations
 
+from trainer.model.image_features import distinct_images
+
 
 def _param_groups(model) -> dict[str, int]:
     groups = {"text": 0, "vision_patch": 0, "vision_merge": 0, "other": 0}
@@ -42,14 +44,7 @@ def vlm_flops(model, samples: list, bins: list[list]) -> dict:
     if vision_cfg is not None:
         merge = vision_cfg.spatial_merge_size**2
         for batch in bins:
-            seen = {}
-            for s in batch:
-                if s.vision is None:
-                    continue
-                sizes = s.vision.image_grid_thw.prod(-1).tolist()
-                for key, n in zip(s.image_keys or range(len(sizes)), sizes, strict=False):
-                    seen[key] = int(n)
-            for n in seen.values():
+            for n in (image.patches for image in distinct_images(batch).values()):
                 patches += n
                 vision += 6 * groups["vision_patch"] * n + 6 * groups["vision_merge"] * n // merge
                 vision += 12 * vision_cfg.depth * vision_cfg.hidden_size * n * n

@@ -61,7 +61,7 @@ def applies(model) -> bool:
     return wanted == "1" or next(model.parameters()).is_cuda
 
 
-def _keys(s: TrainSample) -> list:
+def image_keys(s: TrainSample) -> list:
     """One key per image of the sample (its blob ref; the sample's own when it has none)."""
     rows = len(s.vision.image_grid_thw) if s.vision is not None else 0
     return list(s.image_keys) if len(s.image_keys) == rows else [(id(s), j) for j in range(rows)]
@@ -78,13 +78,16 @@ class _Image:
         return int(self.grid.prod())
 
 
-def _images_of(batch: list[TrainSample]) -> dict:
+def distinct_images(batch: list[TrainSample]) -> dict:
+    """The batch's distinct images by key, in the order they first appear."""
     images: dict = {}
     for s in batch:
         if s.vision is None:
             continue
         rows = s.vision.image_grid_thw.prod(-1).tolist()
-        for key, px, grid in zip(_keys(s), s.vision.pixel_values.split(rows), s.vision.image_grid_thw, strict=True):
+        for key, px, grid in zip(
+            image_keys(s), s.vision.pixel_values.split(rows), s.vision.image_grid_thw, strict=True
+        ):
             images.setdefault(key, _Image(px, grid))
     return images
 
@@ -96,11 +99,11 @@ def segments(batches: list[list[TrainSample]], merge: int, token_budget: int) ->
     out: list[range] = []
     start, seen, tokens = 0, set(), 0
     for i, batch in enumerate(batches):
-        new = {k: im.patches // merge**2 for k, im in _images_of(batch).items() if k not in seen}
+        shown = {k: im.patches // merge**2 for k, im in distinct_images(batch).items()}
+        new = {k: n for k, n in shown.items() if k not in seen}
         if i > start and new and tokens + sum(new.values()) > cap:
             out.append(range(start, i))
-            start, seen, tokens = i, set(), 0
-            new = {k: im.patches // merge**2 for k, im in _images_of(batch).items()}
+            start, seen, tokens, new = i, set(), 0, shown
         seen |= new.keys()
         tokens += sum(new.values())
     if batches:
@@ -116,7 +119,7 @@ class EncodedImages:
         self._device, self._dtype = next(model.parameters()).device, model.dtype
         self.images: dict = {}
         for batch in batches:
-            for key, image in _images_of(batch).items():
+            for key, image in distinct_images(batch).items():
                 self.images.setdefault(key, image)
         self._chunks = self._chunk(token_budget)
         self._output_type = None
@@ -151,7 +154,7 @@ class EncodedImages:
     def _output_for(self, batch: list[TrainSample]):
         """The features of the batch's images in the order of its placeholders, as the model's own
         get_image_features returns them."""
-        shown = [self.images[key].leaves for s in batch if s.vision is not None for key in _keys(s)]
+        shown = [self.images[key].leaves for s in batch if s.vision is not None for key in image_keys(s)]
         deepstack = [tuple(leaves[1 + n] for leaves in shown) for n in range(len(shown[0]) - 1)]
         return self._output_type(
             pooler_output=tuple(leaves[0] for leaves in shown),

@@ -93,20 +93,12 @@ def _mrope_positions(model, s: TrainSample) -> torch.Tensor:
 def _image_features(model, batch: list[TrainSample], device: torch.device):
     """The vision encoder run once per distinct image of the batch, its outputs listed per placeholder
     block in the row's order (what Qwen3-VL's forward takes as mm_encoder_outputs)."""
-    keys, pixels, grids, occurrences = {}, [], [], []
-    for s in batch:
-        if s.vision is None:
-            continue
-        rows = s.vision.image_grid_thw.prod(-1).tolist()
-        image_keys = s.image_keys or tuple((id(s), j) for j in range(len(rows)))
-        for key, px, grid in zip(image_keys, s.vision.pixel_values.split(rows), s.vision.image_grid_thw, strict=False):
-            if key not in keys:
-                keys[key] = len(keys)
-                pixels.append(px)
-                grids.append(grid)
-            occurrences.append(keys[key])
-    if not occurrences:
+    images = image_features.distinct_images(batch)
+    if not images:
         return None
+    index = {key: j for j, key in enumerate(images)}
+    occurrences = [index[key] for s in batch if s.vision is not None for key in image_features.image_keys(s)]
+    pixels, grids = [im.pixels for im in images.values()], [im.grid for im in images.values()]
     out = model.model.get_image_features(
         to_device(torch.cat(pixels), device, model.dtype), to_device(torch.stack(grids), device), return_dict=True
     )
