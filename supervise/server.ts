@@ -108,8 +108,10 @@ function readlinkOr(p: string): string {
  *  port that answers is judged another process's. */
 async function recordedServerGone(recordFile: string): Promise<void> {
   const rec = readRecord(recordFile);
-  if (!rec || !isAlive(rec.pid) || ours(rec)) return;
-  await waitFor(async () => !isAlive(rec.pid), 'the killed Temporal server to exit', 10_000, 50).catch(() => undefined);
+  if (!rec || !isAlive(rec.pid)) return;
+  const pid = rec.pid;
+  if (ours(rec)) return;
+  await waitFor(async () => !isAlive(pid), 'the killed Temporal server to exit', 10_000, 50).catch(() => undefined);
 }
 
 /** Starts the dev server unless one of ours is already running. Returns whether it started one.
