@@ -2,7 +2,9 @@
 train-step inputs of a JSON-lines file, in order; rank 0 prints each step's output as a JSON line.
 --reload: rank 0 drops its state after each step, so the next one loads the checkpoint (a restart).
 --ipc: then the last step's weights go through the ipc transport (every rank packs buckets) to a
-stand-in engine on rank 0 that opens each bucket and prints a digest of each tensor it holds."""
+stand-in engine on rank 0 that opens each bucket and prints a digest of each tensor it holds.
+--segment-per-micro-batch: images encoded ahead (TEMPO_RL_VISION_ONCE=1) start a segment at every
+micro-batch that shows a new one; rank 0 prints how many segments it encoded."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import sys
 import torch
 
 from trainer.contract import TrainStepInput
+from trainer.model import image_features
 from trainer.worker.data_parallel import DataParallelTrainer, follow
 from trainer.worker.dp_group import DataParallelGroup
 from trainer.weights.ipc import IpcLoader
@@ -66,8 +69,24 @@ def sync_by_ipc(trainer: DataParallelTrainer, checkpoint: str) -> dict:
     return reader.digests
 
 
+def count_segments() -> list[int]:
+    """Each segment rank 0 encodes, from now on; SEGMENT_TOKENS_PER_BUDGET 0: a segment per
+    micro-batch with a new image."""
+    image_features.SEGMENT_TOKENS_PER_BUDGET = 0
+    seen: list[int] = []
+    encode = image_features.EncodedImages.__init__
+
+    def counted(self, *args, **kwargs):
+        seen.append(1)
+        encode(self, *args, **kwargs)
+
+    image_features.EncodedImages.__init__ = counted
+    return seen
+
+
 def main() -> None:
     torch.set_num_threads(1)
+    segments = count_segments() if "--segment-per-micro-batch" in sys.argv else None
     inputs = [json.loads(line) for line in open(sys.argv[1])]
     group = DataParallelGroup()
     trainer = DataParallelTrainer(group)
@@ -81,6 +100,8 @@ def main() -> None:
                 print(json.dumps(out.model_dump()), flush=True)
                 if "--reload" in sys.argv:
                     trainer.state = None
+            if segments is not None:
+                print(json.dumps({"segments": len(segments)}), flush=True)
             if "--ipc" in sys.argv:
                 print(json.dumps({"ipc_digests": sync_by_ipc(trainer, out.checkpoint)}), flush=True)
         finally:

@@ -30,13 +30,15 @@ WORKERS = HERE.parent.parent / "workers"
 HYPER = {"micro_batch_tokens": 40, "ppo_mini_batches": 2, "loss_agg": "token_mean", "lr": 0.1, "adam_eps": 1.0}
 
 
-def torchrun(tmp_path: Path, inputs: list[dict], *extra: str, world_size: int = 2, gpu: bool = False) -> list[dict]:
-    """Runs dp_job.py on `world_size` ranks (CPU ones unless `gpu`); every process it starts is gone
-    when it returns."""
+def torchrun(
+    tmp_path: Path, inputs: list[dict], *extra: str, world_size: int = 2, gpu: bool = False, env: dict | None = None
+) -> list[dict]:
+    """Runs dp_job.py on `world_size` ranks (CPU ones unless `gpu`), with `env` added to the
+    environment; every process it starts is gone when it returns."""
     job = tmp_path / f"inputs-{inputs[0]['step']}.jsonl"
     job.write_text("".join(json.dumps(i) + "\n" for i in inputs))
     path = os.pathsep.join(p for p in (str(WORKERS), str(HERE), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONPATH": path, "OMP_NUM_THREADS": "1", **(env or {})}
     if not gpu:
         env["CUDA_VISIBLE_DEVICES"] = ""
     cmd = [
@@ -152,6 +154,35 @@ def test_a_step_at_world_size_2_equals_one_process(steps, tmp_path, mixed_refs, 
     ).is_file()
 
 
+def test_images_encoded_once_per_segment_at_world_size_2_equal_one_process(samples, make_input, tmp_path):
+    """Images encoded ahead of the sharded forwards, a segment per micro-batch, uneven between the
+    ranks (one shows more diagrams, more segments, than the other): every rank's collectives still
+    line up, and the step is one process's that encodes in every micro-batch."""
+    pictures = [((64, 48), (200, 30, 30)), ((40, 90), (20, 30, 220)), ((56, 56), (30, 200, 30))]
+    refs = [
+        samples.sample(
+            f"r/0/{g}/{k}", reward=float(k % 2), group_id=f"r/0/{g}", seed=10 * g + k, pictures=[p], response_len=3 + k
+        )
+        for g, p in enumerate(pictures)
+        for k in range(3)
+    ]
+    refs.append(samples.sample("r/0/3/0", reward=0.5, group_id="r/0/3", seed=99, response_len=6))
+    hyper = {**HYPER, "ppo_mini_batches": 1}
+    ref = Trainer(device="cpu").train_step(
+        TrainStepInput.model_validate(make_input(refs, run_dir=tmp_path / "one", **hyper))
+    )
+    out = torchrun(
+        tmp_path,
+        [make_input(refs, run_dir=tmp_path / "two", **hyper)],
+        "--segment-per-micro-batch",
+        env={"TEMPO_RL_VISION_ONCE": "1"},
+    )
+    assert out[1]["segments"] >= 2, out[1]
+    for k in ("train/loss", "train/grad_norm"):
+        assert out[0]["metrics"][k] == pytest.approx(ref.metrics[k], rel=1e-4, abs=1e-6), k
+    assert_same_weights(weights(tmp_path / "two", 0), weights(tmp_path / "one", 0))
+
+
 def test_checkpoints_move_between_world_sizes(steps, tmp_path):
     one = Trainer(device="cpu")
     ref = [one.train_step(TrainStepInput.model_validate(steps("one", s))) for s in range(5)]
@@ -170,11 +201,13 @@ def test_checkpoints_move_between_world_sizes(steps, tmp_path):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; CI has none")
-def test_on_one_gpu_the_data_parallel_trainer_equals_the_single_process_one(steps, tmp_path):
+@pytest.mark.parametrize("once", ["auto", "1"], ids=["images-in-each-forward", "images-encoded-ahead"])
+def test_on_one_gpu_the_data_parallel_trainer_equals_the_single_process_one(steps, tmp_path, once):
     """The sharded path on a GPU (NCCL, FSDP2 over one rank, packed rows, compiled layers) in fp32
-    compute: the same step as the plain Trainer on the same GPU."""
+    compute, its images encoded in each forward or ahead (TEMPO_RL_VISION_ONCE): the same step as the
+    plain Trainer on the same GPU (which encodes them ahead)."""
     ref = Trainer(device="cuda").train_step(TrainStepInput.model_validate(steps("one", 0)))
-    [out] = torchrun(tmp_path, [steps("dp", 0)], world_size=1, gpu=True)
+    [out] = torchrun(tmp_path, [steps("dp", 0)], world_size=1, gpu=True, env={"TEMPO_RL_VISION_ONCE": once})
     assert out["metrics"]["train/loss"] == pytest.approx(ref.metrics["train/loss"], rel=1e-3, abs=1e-5)
     assert_same_weights(weights(tmp_path / "dp", 0), weights(tmp_path / "one", 0), atol=1e-4)
 

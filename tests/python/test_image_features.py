@@ -53,10 +53,13 @@ def _step(policy, batch, budget: int, once: str, monkeypatch, packed: bool):
     return torch.cat([s.old_logprobs for s in scored]), float(metrics["train/loss"]), grads, len(calls)
 
 
-@pytest.mark.parametrize("packed", [False, True], ids=["padded", "packed"])
+@pytest.mark.parametrize(
+    "packed,share", [(False, 2), (True, 2), (True, 0)], ids=["padded", "packed", "packed-a-segment-a-micro-batch"]
+)
 def test_encoded_once_gives_the_logprobs_and_gradients_of_encoding_in_every_micro_batch(
-    policy, groups, monkeypatch, packed
+    policy, groups, monkeypatch, packed, share
 ):
+    monkeypatch.setattr(image_features, "SEGMENT_TOKENS_PER_BUDGET", share)  # 0: each new image, a new segment
     budget = 2 * max(s.n_tokens for s in groups)  # a few micro-batches, a group's samples in several
     logps, loss, grads, calls = _step(policy, groups, budget, "0", monkeypatch, packed)
     logps1, loss1, grads1, calls1 = _step(policy, groups, budget, "1", monkeypatch, packed)

@@ -18,8 +18,10 @@ tokens, so memory stays bounded by the budget, not by the step's sample count):
    back-propagates the summed leaf gradients once.
 
 The parameters' gradients are the chain rule's sum in another order; the features are the same
-kernels on the same chunks in steps 1 and 3. On by default on a GPU (TEMPO_RL_VISION_ONCE: auto; 1
-also on a CPU, 0 never); not under FSDP, whose weights are gathered only inside the forward."""
+kernels on the same chunks in steps 1 and 3. On by default on one GPU (TEMPO_RL_VISION_ONCE: auto; 1
+also on a CPU and under FSDP, 0 never). Under FSDP, whose weights are gathered only inside a forward,
+the ranks' collectives are kept in line (OncePerSegment); that path is checked at world size 2 on the
+CPU (tests/python/test_data_parallel.py), not yet measured on GPUs, so `auto` leaves it off there."""
 
 from __future__ import annotations
 
@@ -33,6 +35,7 @@ from collections.abc import Callable
 import torch
 
 from .device import to_device
+from .sharding import idle_pass
 
 if TYPE_CHECKING:
     from .policy import TrainSample
@@ -50,15 +53,22 @@ def supplying() -> EncodedImages | None:
     return _SUPPLYING.get()
 
 
+def _gathers_in_forward(model) -> bool:
+    """A sharded policy's (sharding.py): its weights are gathered only inside a forward of its root."""
+    return getattr(model, "encodes_images_in_forward", False)
+
+
 def applies(model) -> bool:
     """Whether the trainer encodes this model's images once per segment (TEMPO_RL_VISION_ONCE)."""
     wanted = os.environ.get("TEMPO_RL_VISION_ONCE", "auto")
     if wanted not in ("auto", "0", "1"):
         raise ValueError(f"TEMPO_RL_VISION_ONCE={wanted!r}: auto, 1 or 0")
     inner = getattr(model, "model", None)
-    if wanted == "0" or getattr(model, "encodes_images_in_forward", False) or not hasattr(inner, "visual"):
+    if wanted == "0" or not hasattr(inner, "visual"):
         return False
-    return wanted == "1" or next(model.parameters()).is_cuda
+    # auto: on one GPU, where it was measured; a sharded policy's ranks (OncePerSegment) are checked on
+    # the CPU over gloo only, so there it waits for 1
+    return wanted == "1" or (next(model.parameters()).is_cuda and not _gathers_in_forward(model))
 
 
 def image_keys(s: TrainSample) -> list:
@@ -115,7 +125,11 @@ class EncodedImages:
     """A segment's distinct images, encoded once (step 1 of the module's docstring)."""
 
     def __init__(self, model, batches: list[list[TrainSample]], token_budget: int, precision: Callable):
-        self._inner, self._precision = model.model, precision
+        # A sharded policy (sharding.py): encoded ahead through a forward of its root, which gathers the
+        # tower's weights; the backward's encoding finds them gathered by a micro-batch's forward.
+        self._inner = model.backbone_module if _gathers_in_forward(model) else model.model
+        self._encode_ahead = model.encode_images if _gathers_in_forward(model) else self._inner.get_image_features
+        self._precision = precision
         self._device, self._dtype = next(model.parameters()).device, model.dtype
         self.images: dict = {}
         for batch in batches:
@@ -126,7 +140,7 @@ class EncodedImages:
         self._split_deepstack = False
         with torch.no_grad():
             for chunk in self._chunks:
-                for image, features in zip(chunk, self._encode(chunk), strict=True):
+                for image, features in zip(chunk, self._encode(chunk, self._encode_ahead), strict=True):
                     image.leaves = [f.detach().float().requires_grad_() for f in features]
 
     def _chunk(self, token_budget: int) -> list[list[_Image]]:
@@ -137,12 +151,12 @@ class EncodedImages:
             chunks[-1].append(image)
         return [c for c in chunks if c]
 
-    def _encode(self, chunk: list[_Image]) -> list[list[torch.Tensor]]:
+    def _encode(self, chunk: list[_Image], get_image_features: Callable) -> list[list[torch.Tensor]]:
         """Each image's features, through the model's own get_image_features."""
         pixels = to_device(torch.cat([im.pixels for im in chunk]), self._device, self._dtype)
         grids = to_device(torch.stack([im.grid for im in chunk]), self._device)
         with self._precision():
-            out = self._inner.get_image_features(pixels, grids, return_dict=True)
+            out = get_image_features(pixels, grids, return_dict=True)
         self._output_type = type(out)
         deepstack = out.deepstack_features or []
         # transformers up to 5.17 concatenates each deepstack layer's images; later releases split them
@@ -186,7 +200,7 @@ class EncodedImages:
         """The tower once more, with gradients, back-propagating each image's summed gradients (step 3)."""
         for chunk in self._chunks:
             outputs, grads = [], []
-            for image, features in zip(chunk, self._encode(chunk), strict=True):
+            for image, features in zip(chunk, self._encode(chunk, self._inner.get_image_features), strict=True):
                 for leaf, feature in zip(image.leaves, features, strict=True):
                     if leaf.grad is not None:
                         outputs.append(feature)
@@ -198,14 +212,24 @@ class EncodedImages:
 
 class OncePerSegment:
     """accumulate_gradients' view: the EncodedImages of the segment micro-batch i belongs to, encoded
-    at its first micro-batch, back-propagated after its last (none where `applies` says no)."""
+    at its first micro-batch, back-propagated after its last (none where `applies` says no).
+
+    A sharded policy's ranks must run the same collectives in the same order, whatever images each
+    rank's share shows. Its encoding ahead gathers the root's weights just before a micro-batch's
+    forward would (the same collective, made once); the tower's backward of a segment is deferred to
+    the next micro-batch's backward (`backward`: its forward has gathered the weights, its backward
+    reduces the tower's gradients with the rest), and the last segment's to one pass more at the end
+    (`finish`), made by every rank: no collective is added or moved."""
 
     def __init__(self, model, batches: list[list[TrainSample]], token_budget: int, precision: Callable):
         self._model, self._batches, self._budget, self._precision = model, batches, token_budget, precision
-        on = applies(model) and any(s.vision is not None for b in batches for s in b)
+        self._applies = applies(model)
+        on = self._applies and any(s.vision is not None for b in batches for s in b)
         merge = int(model.config.vision_config.spatial_merge_size) if on else 1
         self._segments = segments(batches, merge, token_budget) if on else []
         self._current: EncodedImages | None = None
+        self._deferred = _gathers_in_forward(model)
+        self._pending: EncodedImages | None = None  # a segment whose tower backward is deferred
 
     def before(self, i: int) -> EncodedImages | None:
         for seg in self._segments:
@@ -215,8 +239,27 @@ class OncePerSegment:
                 )
         return self._current
 
+    def backward(self, loss: torch.Tensor) -> None:
+        """A micro-batch's loss.backward(), after the tower backward deferred to it."""
+        self._flush()
+        loss.backward()
+
     def after(self, i: int) -> None:
         if self._current is not None and any(seg.stop - 1 == i for seg in self._segments):
             if torch.is_grad_enabled():
-                self._current.backward()
+                if self._deferred:
+                    self._pending = self._current
+                else:
+                    self._current.backward()
             self._current = None
+
+    def finish(self) -> None:
+        """After the last micro-batch: a sharded policy's last deferred tower backward, in one pass more
+        (a forward of one token, loss 0) that every rank makes, with images or without."""
+        if self._deferred and self._applies and torch.is_grad_enabled():
+            idle_pass(self._model, next(self._model.parameters()).device, backward=True, before_backward=self._flush)
+
+    def _flush(self) -> None:
+        if self._pending is not None:
+            self._pending.backward()
+            self._pending = None

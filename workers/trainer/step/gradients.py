@@ -93,7 +93,7 @@ def accumulate_gradients(
         if progress.is_cancelled():
             raise StepCancelled(f"cancelled before micro-batch {i}/{len(batches)}")
         if algorithm == "sft":
-            _sft_micro_batch(model, batch, n_tokens_total, sums, hyper, images.before(i))
+            images.backward(_sft_micro_batch(model, batch, n_tokens_total, sums, hyper, images.before(i)))
             images.after(i)
             progress.heartbeat({"phase": "training", "micro_batch": i + 1, "micro_batches": len(batches)})
             continue
@@ -136,7 +136,7 @@ def accumulate_gradients(
             entropy=torch.cat(fwd.entropy),
             ref_logp=torch.cat(ref) if ref is not None else None,
         )
-        loss.backward()
+        images.backward(loss)
         images.after(i)
         abs_diff_sum = abs_diff_sum + only_active((old - rollout).abs(), mask > 0).sum()
         if record is not None:
@@ -144,6 +144,7 @@ def accumulate_gradients(
         for k, v in metrics.items():
             sums[k] = sums.get(k, 0.0) + v.detach()
         progress.heartbeat({"phase": "training", "micro_batch": i + 1, "micro_batches": len(batches)})
+    images.finish()
     if algorithm != "sft":
         sums["train/train_rollout_logprob_abs_diff"] = abs_diff_sum / max(n_tokens_total, 1)
     sums["train/n_micro_batches"] = float(len(batches))
@@ -191,13 +192,14 @@ def with_old_logprobs(model, samples: list[TrainSample], hyper: Hyper, ref_model
 
 def _sft_micro_batch(
     model, batch: list[TrainSample], n_tokens_total: int, sums: dict, hyper: Hyper, images=None
-) -> None:
+) -> torch.Tensor:
+    """The micro-batch's SFT loss (its metrics added to sums), for the caller's backward."""
     device = next(model.parameters()).device
     weights = torch.cat(
         aggregation_weights([to_device(s.loss_mask, device) for s in batch], "token_mean", len(batch), n_tokens_total)
     )
     fwd = _forward(model, batch, hyper, 1.0, with_entropy=False, nll_weights=weights, images=images)
     loss, metrics = sft_loss(torch.cat(fwd.logprobs), weights, fwd.nll)
-    loss.backward()
     for k, v in metrics.items():
         sums[k] = sums.get(k, 0.0) + v.detach()
+    return loss
