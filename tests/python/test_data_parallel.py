@@ -167,13 +167,13 @@ def test_images_encoded_once_per_segment_at_world_size_2_equal_one_process(sampl
         for k in range(3)
     ]
     refs.append(samples.sample("r/0/3/0", reward=0.5, group_id="r/0/3", seed=99, response_len=6))
-    hyper = {**HYPER, "ppo_mini_batches": 1}
+    # two updates: the old logprobs first, images encoded ahead without gradients too
     ref = Trainer(device="cpu").train_step(
-        TrainStepInput.model_validate(make_input(refs, run_dir=tmp_path / "one", **hyper))
+        TrainStepInput.model_validate(make_input(refs, run_dir=tmp_path / "one", **HYPER))
     )
     out = torchrun(
         tmp_path,
-        [make_input(refs, run_dir=tmp_path / "two", **hyper)],
+        [make_input(refs, run_dir=tmp_path / "two", **HYPER)],
         "--segment-per-micro-batch",
         env={"TEMPO_RL_VISION_ONCE": "1"},
     )
