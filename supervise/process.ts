@@ -61,7 +61,10 @@ export function portOpen(host: string, port: number, timeoutMs = 1000): Promise<
       sock.destroy();
       resolve(ok);
     };
-    sock.setTimeout(timeoutMs, () => done(false));
+    // A timer that expired while the event loop was held up (2 busy cores) runs before the poll that
+    // would deliver the connect's answer: one turn more (setImmediate runs after that poll) lets a
+    // connect that did succeed say so, instead of a listening port reading as closed.
+    sock.setTimeout(timeoutMs, () => setImmediate(() => done(false)));
     sock.once('connect', () => done(true));
     sock.once('error', () => done(false));
   });

@@ -114,6 +114,21 @@ async function recordedServerGone(recordFile: string): Promise<void> {
   await waitFor(async () => !isAlive(pid), 'the killed Temporal server to exit', 10_000, 50).catch(() => undefined);
 }
 
+/** The recorded server when it is ours (alive, our command) but its port did not answer the status
+ *  check: still starting, or the check lost a race (a connect's answer waits behind its 1 s timer when
+ *  the event loop was held up, as on 2 busy cores). Waited for (up to 60 s), never judged another
+ *  process's port; null when it dies meanwhile or is not ours. */
+async function recordedServerAnswers(cfg: TempoConfig, recordFile: string): Promise<ServerStatus | null> {
+  const rec = readRecord(recordFile);
+  if (!ours(rec)) return null;
+  const pid = rec.pid;
+  const answers = async () =>
+    (await portOpen(cfg.server.ip, cfg.server.port)) && listensOn(pid, cfg.server.port) !== false;
+  await waitFor(async () => !isAlive(pid) || (await answers()), `our Temporal server (pid ${pid}) to answer`, 60_000);
+  const status = await serverStatus(cfg);
+  return status.running ? status : null;
+}
+
 /** Starts the dev server unless one of ours is already running. Returns whether it started one.
  *  `keep`: `tempo-rl server start`'s, marks the server (started or found) as the user's. */
 export async function startServer(
@@ -130,6 +145,11 @@ export async function startServer(
     return { started: false, status: before };
   }
   const paths = stateLayout(cfg.state_dir);
+  const starting = await recordedServerAnswers(cfg, paths.serverRecord);
+  if (starting) {
+    if (opts.keep) keepRecord(cfg);
+    return { started: false, status: starting };
+  }
   await recordedServerGone(paths.serverRecord);
   if (await portOpen(cfg.server.ip, cfg.server.port))
     throw new Error(

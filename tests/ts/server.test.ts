@@ -110,3 +110,27 @@ test('a recorded server that is still closing its port after a SIGKILL is waited
     await stopServer(mine);
   }
 });
+
+test('our recorded server whose port does not answer yet is waited for: nothing else started, no stranger named', async () => {
+  // A server of ours still binding (or a status check whose connect lost to its timer on a busy event
+  // loop): here a process with our command line that listens 1.5 s after it is recorded.
+  const [port, ui] = (await freePorts(2)) as [number, number];
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-binding-'));
+  const mine = { ...cfg, state_dir: dir, server: { ...cfg.server, port, ui_port: ui } };
+  const late = spawn(process.execPath, [
+    '-e',
+    `setTimeout(() => require('net').createServer().listen(${port}, '127.0.0.1'), 1500); setInterval(() => {}, 1000)`,
+    'start-dev',
+  ]);
+  const record = stateLayout(dir).serverRecord;
+  mkdirSync(path.dirname(record), { recursive: true });
+  writeFileSync(record, JSON.stringify({ pid: late.pid, address: `127.0.0.1:${port}`, ui: '', db: '' }));
+  try {
+    const { started, status } = await startServer(mine);
+    assert.equal(started, false);
+    assert.equal(status.running, true);
+    assert.equal(status.pid, late.pid);
+  } finally {
+    late.kill('SIGKILL');
+  }
+});
