@@ -102,26 +102,21 @@ function readlinkOr(p: string): string {
   }
 }
 
-/** The recorded server's process, when it is still alive but no longer reads as ours: one SIGKILLed a
- *  moment ago. The kernel frees a dying process's memory, and its command line with it, before it
- *  closes its sockets, so for that moment its ports still answer: waited for (up to 10 s) before a
- *  port that answers is judged another process's. */
-async function recordedServerGone(recordFile: string): Promise<void> {
+/** The recorded server, settled before its port is judged another process's (null: none to use).
+ *  - Ours (alive, our command) but its port did not answer the status check: still starting, or the
+ *    check lost a race (a connect's answer waits behind its 1 s timer when the event loop was held up,
+ *    as on 2 busy cores). Waited for (up to 60 s) and returned when it answers.
+ *  - Alive but no longer ours: one SIGKILLed a moment ago. The kernel frees a dying process's memory,
+ *    and its command line with it, before it closes its sockets, so for that moment its ports still
+ *    answer: waited for to exit (up to 10 s). */
+async function settleRecordedServer(cfg: TempoConfig, recordFile: string): Promise<ServerStatus | null> {
   const rec = readRecord(recordFile);
-  if (!rec || !isAlive(rec.pid)) return;
+  if (!rec || !isAlive(rec.pid)) return null;
   const pid = rec.pid;
-  if (ours(rec)) return;
-  await waitFor(async () => !isAlive(pid), 'the killed Temporal server to exit', 10_000, 50).catch(() => undefined);
-}
-
-/** The recorded server when it is ours (alive, our command) but its port did not answer the status
- *  check: still starting, or the check lost a race (a connect's answer waits behind its 1 s timer when
- *  the event loop was held up, as on 2 busy cores). Waited for (up to 60 s), never judged another
- *  process's port; null when it dies meanwhile or is not ours. */
-async function recordedServerAnswers(cfg: TempoConfig, recordFile: string): Promise<ServerStatus | null> {
-  const rec = readRecord(recordFile);
-  if (!ours(rec)) return null;
-  const pid = rec.pid;
+  if (!ours(rec)) {
+    await waitFor(async () => !isAlive(pid), 'the killed Temporal server to exit', 10_000, 50).catch(() => undefined);
+    return null;
+  }
   const answers = async () =>
     (await portOpen(cfg.server.ip, cfg.server.port)) && listensOn(pid, cfg.server.port) !== false;
   await waitFor(async () => !isAlive(pid) || (await answers()), `our Temporal server (pid ${pid}) to answer`, 60_000);
@@ -145,12 +140,11 @@ export async function startServer(
     return { started: false, status: before };
   }
   const paths = stateLayout(cfg.state_dir);
-  const starting = await recordedServerAnswers(cfg, paths.serverRecord);
-  if (starting) {
+  const found = await settleRecordedServer(cfg, paths.serverRecord);
+  if (found) {
     if (opts.keep) keepRecord(cfg);
-    return { started: false, status: starting };
+    return { started: false, status: found };
   }
-  await recordedServerGone(paths.serverRecord);
   if (await portOpen(cfg.server.ip, cfg.server.port))
     throw new Error(
       `server.port ${cfg.server.port} is taken by a process tempo-rl did not start; set server.port or TEMPORAL_ADDRESS`,

@@ -87,20 +87,31 @@ test('a workflow survives SIGKILL of the Temporal server with its history intact
   }
 });
 
+/** A config of its own: a fresh state dir and free ports, no server started. */
+async function ownState(prefix: string): Promise<typeof cfg> {
+  const [port, ui] = (await freePorts(2)) as [number, number];
+  const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  return { ...cfg, state_dir: dir, server: { ...cfg.server, port, ui_port: ui } };
+}
+
+/** Process `pid` written into the state dir's server record, as startServer writes its server's. */
+function recordAsServer(mine: typeof cfg, pid: number): void {
+  const record = stateLayout(mine.state_dir).serverRecord;
+  mkdirSync(path.dirname(record), { recursive: true });
+  writeFileSync(record, JSON.stringify({ pid, address: `127.0.0.1:${mine.server.port}`, ui: '', db: '' }));
+}
+
 test('a recorded server that is still closing its port after a SIGKILL is waited for, not taken for a stranger', async () => {
   // A dying process no longer reads as the server (its command line goes first) while its port still
   // answers: here a process that holds the port and exits 1.5 s later, in the server's record.
-  const [port, ui] = (await freePorts(2)) as [number, number];
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-dying-'));
-  const mine = { ...cfg, state_dir: dir, server: { ...cfg.server, port, ui_port: ui } };
+  const mine = await ownState('tempo-rl-dying-');
+  const port = mine.server.port;
   const holder = spawn(process.execPath, [
     '-e',
     `require('net').createServer().listen(${port}, '127.0.0.1', () => console.log('up')); setTimeout(() => process.exit(0), 1500)`,
   ]);
   await new Promise((r) => holder.stdout.once('data', r));
-  const record = stateLayout(dir).serverRecord;
-  mkdirSync(path.dirname(record), { recursive: true });
-  writeFileSync(record, JSON.stringify({ pid: holder.pid, address: `127.0.0.1:${port}`, ui: '', db: '' }));
+  recordAsServer(mine, holder.pid!);
   try {
     const { started, status } = await startServer(mine);
     assert.equal(started, true);
@@ -114,17 +125,14 @@ test('a recorded server that is still closing its port after a SIGKILL is waited
 test('our recorded server whose port does not answer yet is waited for: nothing else started, no stranger named', async () => {
   // A server of ours still binding (or a status check whose connect lost to its timer on a busy event
   // loop): here a process with our command line that listens 1.5 s after it is recorded.
-  const [port, ui] = (await freePorts(2)) as [number, number];
-  const dir = mkdtempSync(path.join(os.tmpdir(), 'tempo-rl-binding-'));
-  const mine = { ...cfg, state_dir: dir, server: { ...cfg.server, port, ui_port: ui } };
+  const mine = await ownState('tempo-rl-binding-');
+  const port = mine.server.port;
   const late = spawn(process.execPath, [
     '-e',
     `setTimeout(() => require('net').createServer().listen(${port}, '127.0.0.1'), 1500); setInterval(() => {}, 1000)`,
     'start-dev',
   ]);
-  const record = stateLayout(dir).serverRecord;
-  mkdirSync(path.dirname(record), { recursive: true });
-  writeFileSync(record, JSON.stringify({ pid: late.pid, address: `127.0.0.1:${port}`, ui: '', db: '' }));
+  recordAsServer(mine, late.pid!);
   try {
     const { started, status } = await startServer(mine);
     assert.equal(started, false);
