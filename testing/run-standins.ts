@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { Worker } from '@temporalio/worker';
-import { createActivities } from '../activities/index.js';
+import { createActivities, type RolloutActivities } from '../activities/index.js';
 import type { EngineGenerated, EngineGenerateRequest } from '../activities/episode-engines.js';
 import { loadConfig } from '../config/load.js';
 import type { TempoConfig } from '../config/schema.js';
@@ -35,6 +35,8 @@ import { removeTestState } from './state.js';
 export interface Latency {
   /** Each generate call. */
   generate_ms: number;
+  /** Each read of a step's prompts (the episodePrompts activity); 0 when not given. */
+  prompts_ms?: number;
   train_ms: number;
   sync_ms: number;
 }
@@ -100,6 +102,18 @@ const defaultScript: StandinRuns['script'] = (req) => {
   // The synthetic task's labels are small integers; "60" is right for some prompts, "7" for none.
   return { text: toolCall(sample % 2 === 0 ? '60' : '7') };
 };
+
+/** The rollout activities with each read of a step's prompts held `latency.prompts_ms` first. */
+function slowPrompts(acts: RolloutActivities, latency: Latency): RolloutActivities {
+  const read = acts.episodePrompts.bind(acts);
+  return {
+    ...acts,
+    episodePrompts: async (input) => {
+      await sleep(latency.prompts_ms ?? 0);
+      return read(input);
+    },
+  };
+}
 
 export async function startStandinRuns(
   sets: string[] = [],
@@ -180,12 +194,15 @@ export async function startStandinRuns(
     connection: env.nativeConnection,
     taskQueue: cfg.temporal.task_queues.rollout,
     workflowBundle: bundle,
-    activities: createActivities({
-      cfg,
-      store,
-      engines: () => engine,
-      imageProcessor: { patch_size: 16, merge_size: 2, min_pixels: 1024, max_pixels: 16384 },
-    }),
+    activities: slowPrompts(
+      createActivities({
+        cfg,
+        store,
+        engines: () => engine,
+        imageProcessor: { patch_size: 16, merge_size: 2, min_pixels: 1024, max_pixels: 16384 },
+      }),
+      runs.latency,
+    ),
     maxConcurrentActivityTaskExecutions: 256,
   });
   const trainerWorker = await Worker.create({

@@ -8,19 +8,17 @@ import { episode } from './episode.js';
 import { rolloutActs as acts } from './run-activities.js';
 import { evalMetricsOf } from './rollout-metrics.js';
 
-/** Runs episodes as child workflows, at most `limit` at once, in a cancellable scope; [] when that
+/** Runs episodes as child workflows, at most `limit` at once, in the cancellable `scope`; [] when that
  *  scope was cancelled (pause now). */
 export async function runEpisodes(
   inputs: EpisodeInput[],
   limit: number,
-  onScope: (scope: CancellationScope) => void,
   progress: RunProgress,
+  scope = new CancellationScope(),
 ): Promise<EpisodeSummary[]> {
   progress.episodes_total = inputs.length;
   progress.episodes_done = 0;
   const results: EpisodeSummary[] = new Array(inputs.length);
-  const scope = new CancellationScope();
-  onScope(scope);
   try {
     await scope.run(async () => {
       let next = 0;
@@ -104,5 +102,5 @@ export async function runEval(
     weight_version: weightVersion,
     blob_store: plan.blob_store,
   }));
-  return evalMetricsOf(await runEpisodes(inputs, plan.concurrency, () => undefined, progress));
+  return evalMetricsOf(await runEpisodes(inputs, plan.concurrency, progress));
 }

@@ -2,7 +2,7 @@
 // batches are episodes, sampled synchronously by the current weights (SyncRollout) or from the async
 // window (WindowRollout, workflows/rollout-window.ts), then group-filtered (RolloutSteps); SFT's are
 // rendered records (workflows/sft-steps.ts).
-import { condition } from '@temporalio/workflow';
+import { CancellationScope, condition } from '@temporalio/workflow';
 import type { TrainStepInput } from '../lib/contract.js';
 import { selectPrompts, type DataCursor } from '../lib/prompt-order.js';
 import type { EpisodeInput, EpisodeSummary } from '../protocol/episode.js';
@@ -55,6 +55,18 @@ export class SyncRollout implements Rollout {
   constructor(private readonly run: TrainingRun) {}
 
   async batch(): Promise<Rolled | null> {
+    // The step's scope is open from its first await, so a "pause now" while its prompts are read is
+    // honoured too (no episode starts; the step is redone on resume).
+    this.run.pauseNow = false;
+    this.run.episodeScope = new CancellationScope();
+    try {
+      return await this.sample(this.run.episodeScope);
+    } finally {
+      this.run.episodeScope = null;
+    }
+  }
+
+  private async sample(scope: CancellationScope): Promise<Rolled | null> {
     const { state, plan, progress } = this.run;
     const dataset = state.dataset!;
     const pick = selectPrompts(dataset.train_size, plan.seed, state.data, plan.prompts_per_step, dataset.train_strata);
@@ -65,6 +77,7 @@ export class SyncRollout implements Rollout {
       system_prompt: plan.system_prompt,
       environment: plan.episode.environment,
     });
+    if (this.run.pauseNow) return null;
     const inputs: EpisodeInput[] = [];
     // A redone empty step samples the same prompts again under new episode ids (the failed episodes
     // completed, and a completed episode is never run twice): sample indices past the earlier tries'.
@@ -84,9 +97,7 @@ export class SyncRollout implements Rollout {
           blob_store: plan.blob_store,
         });
     });
-    this.run.pauseNow = false;
-    const summaries = await runEpisodes(inputs, plan.concurrency, (scope) => (this.run.episodeScope = scope), progress);
-    this.run.episodeScope = null;
+    const summaries = await runEpisodes(inputs, plan.concurrency, progress, scope);
     return this.run.pauseNow ? null : { summaries, dataAfter: pick.next, redo: () => undefined };
   }
 

@@ -224,7 +224,12 @@ test("synchronous run: pause now cancels the step's episodes and redoes them aft
   h.latency.generate_ms = 300;
   try {
     await h.start(h.plan('pause-now', ['run.steps=2']));
-    await waitForProgress(h.client, 'pause-now', (p) => p.phase === 'rollout' && p.step === 0, "step 0's episodes");
+    await waitForProgress(
+      h.client,
+      'pause-now',
+      (p) => p.phase === 'rollout' && p.step === 0 && p.episodes_total > 0,
+      "step 0's episodes",
+    );
     const ack = await controlRun(h.client, 'pause-now', 'pause-now');
     assert.equal(ack.accepted, true);
     assert.match(ack.message, /cancelled/);
@@ -241,6 +246,29 @@ test("synchronous run: pause now cancels the step's episodes and redoes them aft
     h.latency.generate_ms = 0;
   }
   await checkExactlyOnce('pause-now', 2);
+});
+
+test("synchronous run: pause now while the step's prompts are read starts no episode; the step runs after resume", {
+  timeout: 120_000,
+}, async () => {
+  h.latency.prompts_ms = 1500;
+  try {
+    await h.start(h.plan('pause-prompts', ['run.steps=1']));
+    // Step 0 is in its rollout phase, its prompts still being read: no episode has started.
+    await waitForProgress(h.client, 'pause-prompts', (p) => p.phase === 'rollout' && p.step === 0, 'step 0 rolling out');
+    const ack = await controlRun(h.client, 'pause-prompts', 'pause-now');
+    assert.match(ack.message, /cancelled/);
+    await waitForProgress(h.client, 'pause-prompts', (p) => p.status === 'paused', 'paused');
+    const ofRun = () => h.trace.generates.filter((g) => g.episode_id.startsWith('pause-prompts/'));
+    assert.equal(ofRun().length, 0, 'no episode started before the resume');
+    h.latency.prompts_ms = 0;
+    assert.equal((await controlRun(h.client, 'pause-prompts', 'resume')).accepted, true);
+    assert.equal((await h.result('pause-prompts')).status, 'completed');
+    assert.ok(ofRun().length > 0);
+  } finally {
+    h.latency.prompts_ms = 0;
+  }
+  await checkExactlyOnce('pause-prompts', 1);
 });
 
 test("async window: a pause while the step's own batch is still being started lets that step finish", {
