@@ -1,7 +1,7 @@
 // Background processes that tempo-rl starts (Temporal dev server, vLLM engines, workers): started
 // detached in their own process group, recorded by pid, and stopped only if still ours.
 import { spawn } from 'node:child_process';
-import { openSync, readFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 
@@ -37,12 +37,23 @@ export function isAlive(pid: number): boolean {
   }
 }
 
-function processIsZombie(pid: number): boolean {
+/** Every thread of `pid` has exited. Not the leader's state alone: a SIGKILLed multi-threaded
+ *  process (the Temporal server) shows its leader as a zombie at once, while its other threads still
+ *  run their exit holding the process's files, its listening sockets among them. */
+export function processIsZombie(pid: number): boolean {
+  let threads: string[];
   try {
-    return /\) Z /.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+    threads = readdirSync(`/proc/${pid}/task`);
   } catch {
     return false;
   }
+  return threads.every((tid) => {
+    try {
+      return /\) Z /.test(readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8'));
+    } catch {
+      return true; // that thread is gone
+    }
+  });
 }
 
 /** The command line of a pid ('' when gone); used to check a recorded pid is still ours. */

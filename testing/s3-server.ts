@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { cacheDir } from '../base/paths.js';
 import type { S3Client } from '@aws-sdk/client-s3';
-import { freePort, isAlive, spawnDetached, stopProcess } from '../supervise/process.js';
+import { freePort, isAlive, processIsZombie, spawnDetached, stopProcess } from '../supervise/process.js';
 
 export const S3PROXY_VERSION = '4.1.0';
 /** S3Proxy 4.x is compiled for Java 17 (class file 61). */
@@ -190,7 +190,7 @@ function killOnExit(pid: number): void {
   });
 }
 
-/** Live (not zombie) processes of a process group, from /proc. */
+/** Live processes of a process group (not zombies: every thread exited), from /proc. */
 export function processGroupMembers(pgid: number): number[] {
   const out: number[] = [];
   let entries: string[];
@@ -205,7 +205,7 @@ export function processGroupMembers(pgid: number): number[] {
       // pid (comm) state ppid pgrp …; comm may hold spaces and parentheses: split after the last ')'
       const stat = readFileSync(`/proc/${e}/stat`, 'utf8');
       const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (f[0] !== 'Z' && Number(f[2]) === pgid) out.push(Number(e));
+      if (Number(f[2]) === pgid && !processIsZombie(Number(e))) out.push(Number(e));
     } catch {
       /* gone */
     }

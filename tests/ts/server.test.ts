@@ -1,12 +1,12 @@
 // The embedded Temporal server: start/stop/status, no-op start, and durability across SIGKILL.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
-import { REPO_ROOT } from '../../base/paths.js';
-import { freePorts } from '../../supervise/process.js';
+import { pythonBin, REPO_ROOT } from '../../base/paths.js';
+import { freePorts, isAlive, waitFor } from '../../supervise/process.js';
 import { serverStatus, startServer, stopServer } from '../../supervise/server.js';
 import { stateLayout } from '../../stores/layout.js';
 import { connectClient } from '../../supervise/temporal.js';
@@ -116,6 +116,37 @@ test('a recorded server that is still closing its port after a SIGKILL is waited
     const { started, status } = await startServer(mine);
     assert.equal(started, true);
     assert.equal(status.running, true);
+  } finally {
+    holder.kill('SIGKILL');
+    await stopServer(mine);
+  }
+});
+
+test('a SIGKILLed server whose leader thread is gone while another still holds its port is waited for', async () => {
+  // A multi-threaded process's leader reads as a zombie the moment it exits, while its other threads
+  // still run their exit holding its sockets (the Temporal server after a SIGKILL, for a moment that
+  // grows on busy cores). Here a Python process whose leader thread exits at once and whose other
+  // thread holds the port for 1.5 s more.
+  const mine = await ownState('tempo-rl-leaderless-');
+  const holder = spawn(pythonBin(), [
+    '-c',
+    [
+      'import ctypes, os, socket, threading, time',
+      'srv = socket.create_server(("127.0.0.1", int(os.environ["PORT"])))',
+      'threading.Thread(target=lambda: (time.sleep(1.5), os._exit(0))).start()',
+      'print("up", flush=True)',
+      'ctypes.CDLL(None).pthread_exit(None)',
+    ].join('\n'),
+  ], { env: { ...process.env, PORT: String(mine.server.port) } });
+  await new Promise((r) => holder.stdout.once('data', r));
+  await waitFor(async () => /\) Z /.test(readFileSync(`/proc/${holder.pid}/stat`, 'utf8')), 'the leader thread to exit', 5_000, 20);
+  assert.equal(isAlive(holder.pid!), true, 'a process with a live thread is alive');
+  recordAsServer(mine, holder.pid!);
+  try {
+    const { started, status } = await startServer(mine);
+    assert.equal(started, true);
+    assert.equal(status.running, true);
+    assert.equal(isAlive(holder.pid!), false);
   } finally {
     holder.kill('SIGKILL');
     await stopServer(mine);
