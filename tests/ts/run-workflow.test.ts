@@ -255,7 +255,12 @@ test("synchronous run: pause now while the step's prompts are read starts no epi
   try {
     await h.start(h.plan('pause-prompts', ['run.steps=1']));
     // Step 0 is in its rollout phase, its prompts still being read: no episode has started.
-    await waitForProgress(h.client, 'pause-prompts', (p) => p.phase === 'rollout' && p.step === 0, 'step 0 rolling out');
+    await waitForProgress(
+      h.client,
+      'pause-prompts',
+      (p) => p.phase === 'rollout' && p.step === 0,
+      'step 0 rolling out',
+    );
     const ack = await controlRun(h.client, 'pause-prompts', 'pause-now');
     assert.match(ack.message, /cancelled/);
     await waitForProgress(h.client, 'pause-prompts', (p) => p.status === 'paused', 'paused');

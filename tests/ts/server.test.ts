@@ -128,18 +128,27 @@ test('a SIGKILLed server whose leader thread is gone while another still holds i
   // grows on busy cores). Here a Python process whose leader thread exits at once and whose other
   // thread holds the port for 1.5 s more.
   const mine = await ownState('tempo-rl-leaderless-');
-  const holder = spawn(pythonBin(), [
-    '-c',
+  const holder = spawn(
+    pythonBin(),
     [
-      'import ctypes, os, socket, threading, time',
-      'srv = socket.create_server(("127.0.0.1", int(os.environ["PORT"])))',
-      'threading.Thread(target=lambda: (time.sleep(1.5), os._exit(0))).start()',
-      'print("up", flush=True)',
-      'ctypes.CDLL(None).pthread_exit(None)',
-    ].join('\n'),
-  ], { env: { ...process.env, PORT: String(mine.server.port) } });
+      '-c',
+      [
+        'import ctypes, os, socket, threading, time',
+        'srv = socket.create_server(("127.0.0.1", int(os.environ["PORT"])))',
+        'threading.Thread(target=lambda: (time.sleep(1.5), os._exit(0))).start()',
+        'print("up", flush=True)',
+        'ctypes.CDLL(None).pthread_exit(None)',
+      ].join('\n'),
+    ],
+    { env: { ...process.env, PORT: String(mine.server.port) } },
+  );
   await new Promise((r) => holder.stdout.once('data', r));
-  await waitFor(async () => /\) Z /.test(readFileSync(`/proc/${holder.pid}/stat`, 'utf8')), 'the leader thread to exit', 5_000, 20);
+  await waitFor(
+    async () => /\) Z /.test(readFileSync(`/proc/${holder.pid}/stat`, 'utf8')),
+    'the leader thread to exit',
+    5_000,
+    20,
+  );
   assert.equal(isAlive(holder.pid!), true, 'a process with a live thread is alive');
   recordAsServer(mine, holder.pid!);
   try {
