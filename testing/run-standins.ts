@@ -8,7 +8,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { Worker } from '@temporalio/worker';
+import { Worker, type InjectedSinks } from '@temporalio/worker';
 import { createActivities, type RolloutActivities } from '../activities/index.js';
 import type { EngineGenerated, EngineGenerateRequest } from '../activities/episode-engines.js';
 import { loadConfig } from '../config/load.js';
@@ -27,6 +27,7 @@ import {
   STEP_ATTR,
   trainingRunWorkflowId,
   type RunResult,
+  type RunSinks,
   type RunState,
 } from '../protocol/training-run.js';
 import { EngineDouble, tokenizeText, toolCall, type ScriptedTurn } from './episode-engine-double.js';
@@ -204,6 +205,8 @@ export async function startStandinRuns(
       runs.latency,
     ),
     maxConcurrentActivityTaskExecutions: 256,
+    // The run's kill-point sink, with no point to fire (an unregistered sink logs an error a call).
+    sinks: { killPoints: { reach: { fn: () => undefined } } } satisfies InjectedSinks<RunSinks>,
   });
   const trainerWorker = await Worker.create({
     connection: env.nativeConnection,
