@@ -57,7 +57,6 @@ export class SyncRollout implements Rollout {
   async batch(): Promise<Rolled | null> {
     // The step's scope is open from its first await, so a "pause now" while its prompts are read is
     // honoured too (no episode starts; the step is redone on resume).
-    this.run.pauseNow = false;
     this.run.episodeScope = new CancellationScope();
     try {
       return await this.sample(this.run.episodeScope);
@@ -77,7 +76,7 @@ export class SyncRollout implements Rollout {
       system_prompt: plan.system_prompt,
       environment: plan.episode.environment,
     });
-    if (this.run.pauseNow) return null;
+    if (scope.consideredCancelled) return null;
     const inputs: EpisodeInput[] = [];
     // A redone empty step samples the same prompts again under new episode ids (the failed episodes
     // completed, and a completed episode is never run twice): sample indices past the earlier tries'.
@@ -98,7 +97,7 @@ export class SyncRollout implements Rollout {
         });
     });
     const summaries = await runEpisodes(inputs, plan.concurrency, progress, scope);
-    return this.run.pauseNow ? null : { summaries, dataAfter: pick.next, redo: () => undefined };
+    return scope.consideredCancelled ? null : { summaries, dataAfter: pick.next, redo: () => undefined };
   }
 
   metrics(): Record<string, number> {

@@ -31,9 +31,7 @@ export class TrainingRun {
   readonly staleness: number;
   status: RunStatus;
   stopRequested = false;
-  /** Set by "pause now": the current step's episodes were cancelled and the step is redone. */
-  pauseNow = false;
-  /** The scope of the synchronous step's episodes (cancelled by "pause now"). */
+  /** The scope of the synchronous step's episodes (cancelled by "pause now": the step is redone). */
   episodeScope: CancellationScope | null = null;
   /** Steps trained by this workflow run (a continued run counts its own). */
   stepsThisRun = 0;
@@ -70,15 +68,11 @@ export class TrainingRun {
       ({ mode }) => {
         if (state.paused || this.status === 'pausing') return this.ack('already paused or pausing');
         state.paused = true;
-        if (mode === 'now' && this.episodeScope) {
-          this.pauseNow = true;
-          this.episodeScope.cancel();
-        }
+        const cancelled = mode === 'now' ? this.episodeScope : null;
+        cancelled?.cancel();
         this.setStatus(this.progress.phase === 'idle' ? 'paused' : 'pausing');
         return this.ack(
-          mode === 'now' && this.pauseNow
-            ? 'in-flight episodes cancelled; the step is redone on resume'
-            : 'pausing after the current step',
+          cancelled ? 'in-flight episodes cancelled; the step is redone on resume' : 'pausing after the current step',
         );
       },
       {

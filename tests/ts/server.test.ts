@@ -1,7 +1,7 @@
 // The embedded Temporal server: start/stop/status, no-op start, and durability across SIGKILL.
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
@@ -87,10 +87,14 @@ test('a workflow survives SIGKILL of the Temporal server with its history intact
   }
 });
 
-/** A config of its own: a fresh state dir and free ports, no server started. */
+const ownDirs: string[] = [];
+after(() => ownDirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+/** A config of its own: a fresh state dir (removed after the file) and free ports, no server started. */
 async function ownState(prefix: string): Promise<typeof cfg> {
   const [port, ui] = (await freePorts(2)) as [number, number];
   const dir = mkdtempSync(path.join(os.tmpdir(), prefix));
+  ownDirs.push(dir);
   return { ...cfg, state_dir: dir, server: { ...cfg.server, port, ui_port: ui } };
 }
 
